@@ -1,0 +1,52 @@
+"""rlgraph-core's own parts, registered through the same hooks as any third-party plugin."""
+
+from rlgraph_core.plugins import hookimpl
+
+
+@hookimpl
+def rlgraph_agents():
+    """The built-in agents with their config models."""
+    from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
+
+    return {"dqn": (DQNAgent, DQNConfig)}
+
+
+@hookimpl
+def rlgraph_components():
+    """Built-in components and memories that configs may name by ``type``."""
+    from rlgraph_core.components.dqn_loss import DQNLoss
+    from rlgraph_core.components.exploration import EpsilonGreedy
+    from rlgraph_core.components.network import MLP, DenseLayer
+    from rlgraph_core.components.preprocessors import BoxNormalizer
+    from rlgraph_core.components.q_head import QNetwork, QValueHead
+    from rlgraph_core.components.target_sync import TargetSync
+    from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
+
+    return {
+        "replay": ReplayMemory,
+        "prioritized_replay": PrioritizedReplay,
+        "dense": DenseLayer,
+        "mlp": MLP,
+        "q_head": QValueHead,
+        "q_network": QNetwork,
+        "dqn_loss": DQNLoss,
+        "epsilon_greedy": EpsilonGreedy,
+        "target_sync": TargetSync,
+        "box_normalize": BoxNormalizer,
+    }
+
+
+@hookimpl
+def rlgraph_executors():
+    """The single-process executor."""
+    from rlgraph_core.execution.local import LocalExecutor
+
+    return {"local": LocalExecutor}
+
+
+@hookimpl
+def rlgraph_loggers():
+    """Console and JSON-lines metric loggers."""
+    from rlgraph_core.execution.loggers import ConsoleLogger, JsonlLogger
+
+    return {"console": ConsoleLogger, "jsonl": JsonlLogger}

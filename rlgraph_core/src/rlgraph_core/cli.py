@@ -1,0 +1,208 @@
+"""The ``rlgraph`` command line: train, evaluate, plugins, config, graph."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rlgraph_core.errors import RLGraphError
+
+
+def _resolve_config(args) -> "RunConfig":  # noqa: F821
+    from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, load_config_file, validate_config
+
+    raw = load_config_file(args.config) if getattr(args, "config", None) else DEFAULT_CONFIG
+    overrides = list(args.set or [])
+    for flag, key in (("backend", "train.backend"), ("mode", "train.mode"), ("executor", "train.executor"),
+                      ("device", "train.device"), ("seed", "train.seed")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    return validate_config(apply_overrides(raw, overrides))
+
+
+def cmd_train(args) -> int:
+    """Train an agent; the default (no CONFIG) is DQN on CartPole-v1 with torch."""
+    from rlgraph_core.checkpoint import read_meta
+    from rlgraph_core.config.run import apply_overrides, validate_config
+    from rlgraph_core.plugins import get_plugin_manager
+
+    if args.resume:
+        if args.config:
+            raise RLGraphError("Pass either a CONFIG or --resume DIR, not both: a resumed run uses the "
+                               "config stored in its checkpoint (override fields with --set).")
+        _, stored = read_meta(args.resume)
+        config = validate_config(apply_overrides(stored, list(args.set or [])))
+    else:
+        config = _resolve_config(args)
+    if args.no_progress:
+        config.train.progress_bar = False
+    out = Path(args.out or f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}")
+    pm = get_plugin_manager()
+    executor_cls = pm.get("executors", config.train.executor, field="train.executor")
+    print(f"rlgraph: training {config.agent.type} on {config.env.id} with backend "
+          f"{config.train.backend} ({config.train.mode}), executor {config.train.executor}; output in {out}")
+    summary = executor_cls(config, out, resume_dir=args.resume, plugin_manager=pm).run()
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    ev = summary.get("eval_return_mean")
+    print(f"done: {summary['timesteps']} steps in {summary['wall_time']:.1f}s "
+          f"({summary['env_steps_per_s']:.0f} env steps/s, {summary['updates_per_s']:.0f} updates/s), "
+          f"last eval return {ev if ev is None else round(ev, 1)}, build {summary['build_seconds'] * 1000:.0f} ms; "
+          f"checkpoint: {summary['checkpoint']}")
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    """Evaluate a checkpoint with the greedy policy."""
+    from rlgraph_core.checkpoint import read_meta
+    from rlgraph_core.config.run import apply_overrides, validate_config
+    from rlgraph_core.execution.factory import make_agent, make_eval_env
+    from rlgraph_core.execution.evaluation import evaluate_policy
+    from rlgraph_core.plugins import get_plugin_manager
+
+    _, stored = read_meta(args.checkpoint)
+    overrides = list(args.set or [])
+    if args.backend:
+        overrides.append(f"train.backend={args.backend}")
+    if args.mode:
+        overrides.append(f"train.mode={args.mode}")
+    config = validate_config(apply_overrides(stored, overrides))
+    render = "rgb_array" if args.render_to else None
+    env = make_eval_env(config.env, render_mode=render)
+    agent = make_agent(config, env.observation_space, env.action_space, plugin_manager=get_plugin_manager())
+    agent.load(args.checkpoint)
+    frames = [] if args.render_to else None
+    seed = 10_000 + config.train.seed if args.seed is None else args.seed
+    result = evaluate_policy(lambda o: agent.act(o, explore=False), env, args.episodes, seed, frames)
+    env.close()
+    print(f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
+          f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "
+          f"{result['eval_return_std']:.1f} over {args.episodes} episodes")
+    if frames:
+        _write_frames(frames, args.render_to)
+        print(f"rendered {len(frames)} frames to {args.render_to}")
+    return 0
+
+
+def _write_frames(frames, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import animation
+    import matplotlib.pyplot as plt
+
+    if path.endswith(".png"):
+        plt.imsave(path, frames[-1])
+        return
+    fig = plt.figure(figsize=(frames[0].shape[1] / 100, frames[0].shape[0] / 100), dpi=100)
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.axis("off")
+    im = ax.imshow(frames[0])
+    anim = animation.FuncAnimation(fig, lambda i: im.set_data(frames[i]), frames=len(frames), interval=20)
+    anim.save(path, writer=animation.PillowWriter(fps=50))
+    plt.close(fig)
+
+
+def cmd_plugins(args) -> int:
+    """List every registered name by kind, with its distribution and version."""
+    from rlgraph_core.plugins import KINDS, get_plugin_manager
+
+    pm = get_plugin_manager()
+    for kind in KINDS:
+        print(f"{kind}:")
+        for name, entry in sorted(pm.names(kind).items()):
+            print(f"  {name:<22} {entry.distribution} {entry.version}")
+    if pm.failed:
+        print("failed to load:")
+        for f in pm.failed:
+            print(f"  {f.name:<22} {f.distribution}: {f.error}")
+    return 0
+
+
+def cmd_config(args) -> int:
+    """Print the fully resolved config (defaults filled in) as YAML."""
+    import yaml
+
+    print(yaml.safe_dump(_resolve_config(args).to_dict(), sort_keys=False), end="")
+    return 0
+
+
+def cmd_graph(args) -> int:
+    """Build the configured agent and print its component graph and build time."""
+    import gymnasium as gym
+
+    from rlgraph_core.execution.factory import make_agent
+
+    config = _resolve_config(args)
+    env = gym.make(config.env.id, **config.env.kwargs)
+    agent = make_agent(config, env.observation_space, env.action_space)
+    print(agent.build_report.render())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``rlgraph`` command."""
+    p = argparse.ArgumentParser(prog="rlgraph", description="Design and run deep RL algorithms on any backend.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def run_options(sp, with_config=True):
+        if with_config:
+            sp.add_argument("config", nargs="?", help="YAML/JSON config (default: DQN on CartPole-v1, torch)")
+        sp.add_argument("--backend", help="backend name, e.g. torch or tf")
+        sp.add_argument("--mode", choices=["eager", "static"], help="eager (define-by-run) or static (compiled)")
+        sp.add_argument("--executor", help="executor name, e.g. local")
+        sp.add_argument("--device", help="cpu, cuda, cuda:0 or auto")
+        sp.add_argument("--seed", type=int)
+        sp.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="override a config field, e.g. --set agent.memory.capacity=50000")
+
+    t = sub.add_parser("train", help="train an agent")
+    run_options(t)
+    t.add_argument("--out", help="output folder (metrics.jsonl, learning_curve.png, checkpoint/)")
+    t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint folder")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("evaluate", help="evaluate a checkpoint")
+    e.add_argument("checkpoint", help="checkpoint folder written by 'rlgraph train'")
+    e.add_argument("--episodes", type=int, default=10)
+    e.add_argument("--render-to", metavar="FILE", help="write frames to a .gif (or last frame to .png)")
+    e.add_argument("--backend", help="evaluate on another backend than the one that trained")
+    e.add_argument("--mode", choices=["eager", "static"])
+    e.add_argument("--seed", type=int, help="first evaluation episode seed (default: as in training)")
+    e.add_argument("--set", action="append", metavar="KEY=VALUE")
+    e.set_defaults(func=cmd_evaluate)
+
+    pl = sub.add_parser("plugins", help="list registered backends, executors, components, agents, loggers")
+    pl.set_defaults(func=cmd_plugins)
+
+    c = sub.add_parser("config", help="print a config with every default filled in")
+    run_options(c)
+    c.set_defaults(func=cmd_config)
+
+    g = sub.add_parser("graph", help="build a config's agent and print its component graph")
+    run_options(g)
+    g.set_defaults(func=cmd_graph)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``rlgraph`` command; user mistakes exit 2 with a one-paragraph message."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RLGraphError as exc:
+        print(f"rlgraph: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rlgraph: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The DQN loss: (double) Q-learning targets with n-step discounts and importance weights."""
+
+from __future__ import annotations
+
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.graph import Component, api
+
+
+class DQNLoss(Component):
+    """TD loss of DQN.
+
+    The math, top to bottom (B = batch, A = actions)::
+
+        q        = Q(s)[a]                                      # [B]
+        a*       = argmax_a Q_online(s')  if double_q  else argmax_a Q_target(s')
+        v_next   = Q_target(s')[a*]                             # [B]
+        target   = r + discount * (1 - terminal) * v_next       # no gradient; discount = gamma^n
+        td       = q - target
+        loss     = mean(w * huber(td))  or  mean(w * td^2)      # w: PER importance weights
+
+    Returns ``(loss, |td|)``; ``|td|`` feeds prioritized replay.
+    """
+
+    LOSSES = ("huber", "mse")
+
+    def __init__(self, loss_type: str = "huber", double_q: bool = True, huber_delta: float = 1.0,
+                 name: str = "dqn_loss"):
+        super().__init__(name)
+        if loss_type not in self.LOSSES:
+            raise ConfigError(f"Unknown DQN loss_type '{loss_type}'; use one of {', '.join(self.LOSSES)}.")
+        self.loss_type = loss_type
+        self.double_q = double_q
+        self.huber_delta = huber_delta
+
+    @api
+    def loss(self, q_values, actions, rewards, terminals, discounts, q_next_target, q_next_online, weights):
+        """Scalar loss and per-sample absolute TD errors."""
+        ops = self.ops
+        q = ops.gather_last(q_values, actions)
+        selector = q_next_online if self.double_q else q_next_target
+        next_actions = ops.argmax(selector, axis=-1)
+        v_next = ops.gather_last(q_next_target, next_actions)
+        not_done = 1.0 - ops.cast(terminals, "float32")
+        target = ops.stop_gradient(rewards + discounts * not_done * v_next)
+        td = q - target
+        per_sample = ops.huber(td, self.huber_delta) if self.loss_type == "huber" else ops.square(td)
+        return ops.reduce_mean(weights * per_sample), ops.stop_gradient(ops.abs(td))

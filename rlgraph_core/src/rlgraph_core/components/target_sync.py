@@ -1,0 +1,35 @@
+"""Target-network synchronisation: hard copy or soft (Polyak) averaging."""
+
+from __future__ import annotations
+
+from rlgraph_core.errors import BuildError
+from rlgraph_core.graph import Component, api
+
+
+class TargetSync(Component):
+    """Moves a target network's variables towards a source network's.
+
+    ``tau = 1`` is a hard copy; ``0 < tau < 1`` is Polyak averaging
+    ``target <- (1 - tau) * target + tau * source``.
+    """
+
+    def __init__(self, source: Component, target: Component, tau: float = 1.0, name: str = "target_sync"):
+        super().__init__(name)
+        if not 0.0 < tau <= 1.0:
+            raise BuildError(f"TargetSync tau must be in (0, 1], got {tau}.")
+        self.source = source
+        self.target = target
+        self.tau = tau
+
+    @api
+    def sync(self):
+        """Apply one synchronisation step (in place)."""
+        src = self.source.variables()
+        dst = self.target.variables()
+        if list(src) != list(dst):
+            raise BuildError(
+                f"Target network '{self.target.scope}' has variables {list(dst)} but source "
+                f"'{self.source.scope}' has {list(src)}; they must be built from the same spec."
+            )
+        self.ops.polyak([dst[k] for k in dst], [src[k] for k in dst], self.tau)
+        return None

@@ -1,0 +1,181 @@
+"""The whole run config (agent + env + train), loading from YAML/JSON, overrides, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rlgraph_core.config.common import EnvConfig, TrainConfig
+from rlgraph_core.errors import ConfigError, PluginError
+
+
+class RunConfig(BaseModel):
+    """A validated run: ``agent`` (a registered agent's config model), ``env``, ``train``."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    agent: Any
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able dict of the whole config."""
+        return {"agent": self.agent.model_dump(mode="json"), "env": self.env.model_dump(mode="json"),
+                "train": self.train.model_dump(mode="json")}
+
+
+DEFAULT_CONFIG: dict = {
+    "agent": {
+        "type": "dqn",
+        "network": {"hidden": [256, 256], "activation": "relu"},
+        "double_q": True,
+        "dueling": False,
+        "n_step": 1,
+        "gamma": 0.99,
+        "batch_size": 64,
+        "learning_starts": 1000,
+        "train_freq": 256,
+        "gradient_steps": 128,
+        "target_update_interval": 128,
+        "exploration": {"type": "linear", "start": 1.0, "end": 0.04, "steps": 16000},
+        "memory": {"type": "replay", "capacity": 100000},
+        "optimizer": {"type": "adam", "learning_rate": 0.0023, "max_grad_norm": 10.0},
+    },
+    "env": {"id": "CartPole-v1", "num_envs": 1},
+    "train": {"total_timesteps": 100000, "target_return": 475.0, "eval_interval": 5000,
+              "eval_episodes": 10, "log_interval": 5000, "seed": 0},
+}
+
+
+def _format_validation_error(exc: ValidationError, prefix: str, raw: dict) -> str:
+    parts = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+        value = err.get("input")
+        shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"'{path}' is not a known field (value {shown})")
+        else:
+            parts.append(f"'{path}' = {shown}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _known_fields(model) -> str:
+    return ", ".join(model.model_fields)
+
+
+def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
+    """Validate a raw config dict; raise ConfigError naming each bad field, value and remedy."""
+    from rlgraph_core.plugins import get_plugin_manager
+
+    pm = plugin_manager or get_plugin_manager()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"A config must be a mapping with keys agent, env, train; got {type(raw).__name__}.")
+    unknown = sorted(set(raw) - {"agent", "env", "train"})
+    if unknown:
+        raise ConfigError(f"Unknown top-level config keys {unknown}; a config has agent, env and train.")
+    agent_raw = dict(raw.get("agent") or {})
+    agent_type = agent_raw.get("type", "dqn")
+    try:
+        _, model = pm.get("agents", agent_type, field="agent.type")
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
+    errors = []
+    try:
+        agent = model.model_validate(agent_raw)
+    except ValidationError as exc:
+        errors.append(_format_validation_error(exc, "agent", agent_raw))
+        agent = None
+    env = train = None
+    try:
+        env = EnvConfig.model_validate(raw.get("env") or {})
+    except ValidationError as exc:
+        errors.append(_format_validation_error(exc, "env", raw.get("env")))
+    try:
+        train = TrainConfig.model_validate(raw.get("train") or {})
+    except ValidationError as exc:
+        errors.append(_format_validation_error(exc, "train", raw.get("train")))
+    if errors:
+        raise ConfigError("Invalid config: " + "; ".join(errors) + ".")
+    for kind, name, field in (("backends", train.backend, "train.backend"),
+                              ("executors", train.executor, "train.executor")):
+        try:
+            pm.get(kind, name, field=field)
+        except PluginError as exc:
+            raise ConfigError(str(exc)) from None
+    for name in train.loggers:
+        try:
+            pm.get("loggers", name, field="train.loggers")
+        except PluginError as exc:
+            raise ConfigError(str(exc)) from None
+    memory = getattr(agent, "memory", None)
+    if memory is not None:
+        try:
+            pm.get("components", memory.type, field="agent.memory.type")
+        except PluginError as exc:
+            raise ConfigError(str(exc)) from None
+    _check_env_id(env.id)
+    return RunConfig(agent=agent, env=env, train=train)
+
+
+def _check_env_id(env_id: str) -> None:
+    import difflib
+
+    import gymnasium as gym
+
+    if env_id in gym.registry:
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ConfigError(f"'env.id' = '{env_id}' is not a registered gymnasium environment.{hint}")
+
+
+def load_config_file(path: str | Path) -> dict:
+    """Read a YAML or JSON config file into a dict (errors name the file and the problem)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"Config file '{path}' does not exist; pass a YAML or JSON file (see configs/).")
+    text = path.read_text()
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"Config file '{path}' is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+    return data or {}
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply ``key.path=value`` overrides (values parsed as YAML: numbers, lists, null ...)."""
+    import copy
+
+    out = copy.deepcopy(raw)
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"Override '{item}' must look like key.path=value, e.g. agent.memory.capacity=50000.")
+        key, value = item.split("=", 1)
+        parts = key.strip().split(".")
+        if parts[0] not in ("agent", "env", "train"):
+            raise ConfigError(f"Override '{item}': the path must start with agent, env or train.")
+        node = out
+        for p in parts[:-1]:
+            if not isinstance(node.get(p, {}), dict):
+                raise ConfigError(f"Override '{item}': '{p}' holds a value, not a section.")
+            node = node.setdefault(p, {})
+        node[parts[-1]] = yaml.safe_load(value)
+    return out
+
+
+def deep_merge(base: dict, update: dict) -> dict:
+    """Recursively merge ``update`` into a copy of ``base``."""
+    import copy
+
+    out = copy.deepcopy(base)
+    for k, v in (update or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k not in ("exploration", "learning_rate"):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out

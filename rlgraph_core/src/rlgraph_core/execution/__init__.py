@@ -1,0 +1,1 @@
+"""Executors run training jobs; the local one lives here, others arrive as plugins."""

@@ -1,0 +1,54 @@
+"""Built-in metric loggers: console lines and a JSON-lines metrics file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+class MetricLogger:
+    """Base class: receives the metrics dict of each reporting iteration."""
+
+    def __init__(self, out_dir: str | Path):
+        self.out_dir = Path(out_dir)
+
+    def log(self, metrics: dict) -> None:
+        """Record one iteration's metrics."""
+
+    def close(self) -> None:
+        """Flush and release resources."""
+
+
+class ConsoleLogger(MetricLogger):
+    """Prints one compact line per iteration (through tqdm so the progress bar stays intact)."""
+
+    KEYS = (("timesteps", "steps", "{:d}"), ("episode_return_mean", "return", "{:.1f}"),
+            ("eval_return_mean", "eval", "{:.1f}"), ("loss", "loss", "{:.4f}"),
+            ("env_steps_per_s", "env/s", "{:.0f}"), ("updates_per_s", "upd/s", "{:.0f}"),
+            ("wall_time", "time", "{:.1f}s"))
+
+    def log(self, metrics):
+        from tqdm import tqdm
+
+        parts = []
+        for key, label, fmt in self.KEYS:
+            value = metrics.get(key)
+            if value is not None:
+                parts.append(f"{label} {fmt.format(int(value) if fmt == '{:d}' else value)}")
+        tqdm.write(" | ".join(parts))
+
+
+class JsonlLogger(MetricLogger):
+    """Appends each iteration's metrics as one JSON object per line to ``metrics.jsonl``."""
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.out_dir / "metrics.jsonl", "a")
+
+    def log(self, metrics):
+        self._file.write(json.dumps(metrics) + "\n")
+        self._file.flush()
+
+    def close(self):
+        self._file.close()

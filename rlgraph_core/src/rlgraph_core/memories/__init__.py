@@ -1,0 +1,17 @@
+"""Replay memories: segment trees, uniform and prioritized replay, and n-step assembly.
+
+Everything here is plain vectorised numpy, independent of any deep-learning backend.
+"""
+
+from rlgraph_core.memories.nstep import NStepAssembler
+from rlgraph_core.memories.prioritized_replay import PrioritizedReplay
+from rlgraph_core.memories.replay_memory import ReplayMemory
+from rlgraph_core.memories.segment_tree import MinSegmentTree, SumSegmentTree
+
+__all__ = [
+    "MinSegmentTree",
+    "NStepAssembler",
+    "PrioritizedReplay",
+    "ReplayMemory",
+    "SumSegmentTree",
+]

@@ -1,0 +1,153 @@
+"""Assemble n-step transitions from a vector environment's one-step stream."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlgraph_core.memories._checks import check_float, check_int
+
+__all__ = ["NStepAssembler"]
+
+
+class NStepAssembler:
+    """Turns per-step vector-env output into n-step transitions, one ring buffer per env.
+
+    Each pending transition starts at some step t and accumulates rewards until it spans
+    ``n_step`` steps, or until its episode ends, whichever comes first. A completed transition
+    covering m steps (1 <= m <= n_step) has
+
+    * "obs", "actions": observation and action at step t;
+    * "rewards": ``sum_{k<m} gamma**k * r_{t+k}`` (float32);
+    * "next_obs": the true observation after step t+m-1;
+    * "terminals": True iff the episode terminated at step t+m-1 (do not bootstrap);
+    * "discounts": ``gamma**m`` (float32), the factor for the bootstrap value.
+
+    When an env's episode ends (terminated or truncated) every pending transition of that env
+    is emitted with its own m, so no transition spans two episodes; truncation still
+    bootstraps (terminals False). With ``n_step=1`` the output is the one-step transitions.
+
+    Args:
+        num_envs: Number of environments in the vector env (leading dim of every ``add`` arg).
+        n_step: Maximum number of steps a transition spans.
+        gamma: Discount factor in [0, 1].
+    """
+
+    def __init__(self, num_envs: int, n_step: int, gamma: float) -> None:
+        self._num_envs = check_int("num_envs", num_envs, minimum=1)
+        self._n = check_int("n_step", n_step, minimum=1)
+        self._gamma = check_float("gamma", gamma, low=0.0, high=1.0)
+        self._gamma_powers = self._gamma ** np.arange(self._n + 1, dtype=np.float64)
+        # returns = chronological_rewards @ self._discount_matrix, where entry [i, j] is
+        # gamma**(i - j) for i >= j: row j of the result is the return of the j-th oldest item.
+        lag = np.arange(self._n)[:, None] - np.arange(self._n)[None, :]
+        self._discount_matrix = np.where(lag >= 0, self._gamma ** np.maximum(lag, 0), 0.0)
+        self._env_ids = np.arange(self._num_envs)
+        self._obs: np.ndarray | None = None
+        self._actions: np.ndarray | None = None
+        self._rewards = np.zeros((self._num_envs, self._n), dtype=np.float64)
+        self._head = np.zeros(self._num_envs, dtype=np.int64)  # slot of the oldest pending step
+        self._count = np.zeros(self._num_envs, dtype=np.int64)  # pending steps per env
+
+    @property
+    def num_envs(self) -> int:
+        """Number of environments."""
+        return self._num_envs
+
+    @property
+    def n_step(self) -> int:
+        """Maximum number of steps a transition spans."""
+        return self._n
+
+    @property
+    def gamma(self) -> float:
+        """Discount factor."""
+        return self._gamma
+
+    @property
+    def pending(self) -> np.ndarray:
+        """Number of not yet emitted transitions per env (int64 copy, shape ``[num_envs]``)."""
+        return self._count.copy()
+
+    def reset(self) -> None:
+        """Drop all pending, not yet emitted data (for example after the envs are re-created)."""
+        self._head[:] = 0
+        self._count[:] = 0
+
+    def _as_batch(self, name: str, value: np.ndarray, record_shape: tuple[int, ...] | None) -> np.ndarray:
+        """Return ``value`` as an array with leading dim ``num_envs`` (and ``record_shape``)."""
+        arr = np.asarray(value)
+        if arr.ndim == 0 or arr.shape[0] != self._num_envs:
+            raise ValueError(
+                f"{name} must have leading dimension num_envs={self._num_envs}, got shape "
+                f"{arr.shape}."
+            )
+        if record_shape is not None and arr.shape[1:] != record_shape:
+            raise ValueError(
+                f"{name} must have shape ({self._num_envs}, *{record_shape}), got {arr.shape}."
+            )
+        return arr
+
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> dict[str, np.ndarray] | None:
+        """Record one vector-env step and return the transitions it completes, or None.
+
+        Every argument has leading dimension ``num_envs``; ``next_obs`` is the true next
+        observation (the final one for envs whose episode just ended). Emitted transitions are
+        ordered by env index, and within an env oldest first.
+        """
+        if self._obs is None:
+            obs_arr = self._as_batch("obs", obs, None)
+            act_arr = self._as_batch("actions", actions, None)
+        else:
+            assert self._actions is not None
+            obs_arr = self._as_batch("obs", obs, self._obs.shape[2:])
+            act_arr = self._as_batch("actions", actions, self._actions.shape[2:])
+        rew = self._as_batch("rewards", rewards, ()).astype(np.float64, copy=False)
+        next_obs_arr = self._as_batch("next_obs", next_obs, obs_arr.shape[1:])
+        term = self._as_batch("terminated", terminated, ()).astype(bool, copy=False)
+        trunc = self._as_batch("truncated", truncated, ()).astype(bool, copy=False)
+        if self._obs is None:
+            n, e = self._n, self._num_envs
+            self._obs = np.zeros((e, n) + obs_arr.shape[1:], dtype=obs_arr.dtype)
+            self._actions = np.zeros((e, n) + act_arr.shape[1:], dtype=act_arr.dtype)
+        assert self._actions is not None
+
+        n, env = self._n, self._env_ids
+        slot = (self._head + self._count) % n
+        self._obs[env, slot] = obs_arr
+        self._actions[env, slot] = act_arr
+        self._rewards[env, slot] = rew
+        self._count += 1
+
+        # Column j of ``chrono`` is the slot of each env's j-th oldest pending step.
+        chrono = (self._head[:, None] + np.arange(n)[None, :]) % n
+        valid = np.arange(n)[None, :] < self._count[:, None]
+        returns = np.where(valid, self._rewards[env[:, None], chrono], 0.0) @ self._discount_matrix
+
+        done = term | trunc
+        full = ~done & (self._count == n)  # emits only its oldest item
+        emit = (done[:, None] & valid) | (full[:, None] & (np.arange(n) == 0)[None, :])
+        env_idx, age = np.nonzero(emit)  # row-major: by env, then oldest first
+
+        out = None
+        if env_idx.size:
+            src = chrono[env_idx, age]
+            steps = self._count[env_idx] - age  # steps summed into each emitted transition
+            out = {
+                "obs": self._obs[env_idx, src],
+                "actions": self._actions[env_idx, src],
+                "rewards": returns[env_idx, age].astype(np.float32),
+                "next_obs": next_obs_arr[env_idx].astype(self._obs.dtype, copy=False),
+                "terminals": term[env_idx],
+                "discounts": self._gamma_powers[steps].astype(np.float32),
+            }
+        self._head = np.where(done, 0, np.where(full, (self._head + 1) % n, self._head))
+        self._count = np.where(done, 0, np.where(full, self._count - 1, self._count))
+        return out

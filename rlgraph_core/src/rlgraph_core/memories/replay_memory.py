@@ -1,0 +1,271 @@
+"""Uniform experience replay over dicts of numpy arrays, stored in a ring buffer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rlgraph_core.memories._checks import check_int, state_scalar
+
+__all__ = ["ReplayMemory"]
+
+#: Keys that ``sample`` adds to its result, so records may not use them as field names.
+RESERVED_FIELDS = frozenset({"indices", "weights"})
+
+_DATA_PREFIX = "data/"
+_MASK64 = (1 << 64) - 1
+
+
+def _rng_state_to_array(rng: np.random.Generator) -> np.ndarray:
+    """Encode a PCG64 generator's state as six uint64 values (128-bit ints split in halves)."""
+    state = rng.bit_generator.state
+    s, inc = state["state"]["state"], state["state"]["inc"]
+    return np.array(
+        [s >> 64, s & _MASK64, inc >> 64, inc & _MASK64, state["has_uint32"], state["uinteger"]],
+        dtype=np.uint64,
+    )
+
+
+def _rng_state_from_array(arr: np.ndarray) -> dict[str, Any]:
+    """Decode the array written by ``_rng_state_to_array`` into a PCG64 state dict."""
+    v = [int(x) for x in arr]
+    return {
+        "bit_generator": "PCG64",
+        "state": {"state": (v[0] << 64) | v[1], "inc": (v[2] << 64) | v[3]},
+        "has_uint32": v[4],
+        "uinteger": v[5],
+    }
+
+
+class ReplayMemory:
+    """Fixed-capacity ring buffer of transitions, sampled uniformly with replacement.
+
+    A record is a set of named fields ("obs", "actions", ...). ``insert`` takes a dict mapping each
+    field to an array whose leading dimension is the batch. Storage is allocated on the first
+    non-rejected insert from that batch's per-record shapes and dtypes; every later batch must
+    have the same fields, shapes and dtypes. When full, the oldest records are overwritten.
+
+    Args:
+        capacity: Maximum number of records held.
+        seed: Seed for the sampling generator; None draws fresh entropy.
+    """
+
+    def __init__(self, capacity: int, seed: int | None = None) -> None:
+        self._capacity = check_int("capacity", capacity, minimum=1)
+        self._rng = np.random.default_rng(seed)
+        self._storage: dict[str, np.ndarray] | None = None
+        self._size = 0
+        self._next_index = 0
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def capacity(self) -> int:
+        """Maximum number of records held."""
+        return self._capacity
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Field names in first-insert order; empty until the first insert."""
+        return () if self._storage is None else tuple(self._storage)
+
+    def __len__(self) -> int:
+        return self._size
+
+    # ------------------------------------------------------------------ insert
+
+    def _check_batch(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Return ``batch`` as arrays after checking it against itself and the stored schema."""
+        if not isinstance(batch, Mapping) or not batch:
+            raise ValueError(
+                "insert expects a non-empty dict mapping field names to arrays with a leading "
+                f"batch dimension, got {type(batch).__name__}."
+            )
+        arrays = {name: np.asarray(value) for name, value in batch.items()}
+        for name, arr in arrays.items():
+            if not isinstance(name, str):
+                raise ValueError(f"field names must be strings, got {name!r}.")
+            if name in RESERVED_FIELDS:
+                raise ValueError(
+                    f"field name {name!r} is reserved for sample() output; reserved names are "
+                    f"{sorted(RESERVED_FIELDS)}."
+                )
+            if arr.ndim == 0:
+                raise ValueError(
+                    f"field {name!r} must have a leading batch dimension, got a 0-d array."
+                )
+        lengths = {name: arr.shape[0] for name, arr in arrays.items()}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"all fields must have the same batch size, got {lengths}.")
+        if self._storage is not None:
+            self._check_schema(arrays, leading=1, what="inserted batch")
+        return arrays
+
+    def _check_schema(self, arrays: Mapping[str, np.ndarray], leading: int, what: str) -> None:
+        """Raise ValueError unless ``arrays`` have the stored fields, record shapes and dtypes."""
+        assert self._storage is not None
+        if set(arrays) != set(self._storage):
+            raise ValueError(
+                f"{what} has fields {sorted(arrays)}, but this memory stores "
+                f"{sorted(self._storage)}; every batch must carry exactly the same fields."
+            )
+        for name, store in self._storage.items():
+            arr = arrays[name]
+            if arr.shape[leading:] != store.shape[1:] or arr.dtype != store.dtype:
+                raise ValueError(
+                    f"field {name!r} of the {what} has per-record shape {arr.shape[leading:]} and "
+                    f"dtype {arr.dtype}, but this memory stores shape {store.shape[1:]} and dtype "
+                    f"{store.dtype}; convert it before inserting."
+                )
+
+    def insert(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Append a batch of records, overwriting the oldest ones once the memory is full.
+
+        ``batch`` maps each field to an array with a leading batch dimension. If the batch is
+        larger than the capacity only its newest ``capacity`` records are kept. Returns the int64
+        slot indices the kept records were written to, in batch order.
+        """
+        arrays = self._check_batch(batch)
+        n = next(iter(arrays.values())).shape[0]
+        if self._storage is None:
+            self._storage = {
+                name: np.zeros((self._capacity,) + arr.shape[1:], dtype=arr.dtype)
+                for name, arr in arrays.items()
+            }
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        kept = min(n, self._capacity)
+        start = (self._next_index + n - kept) % self._capacity
+        first = min(kept, self._capacity - start)  # records before the ring wraps around
+        for name, store in self._storage.items():
+            src = arrays[name][n - kept:]
+            store[start:start + first] = src[:first]
+            store[:kept - first] = src[first:]
+        self._next_index = (self._next_index + n) % self._capacity
+        self._size = min(self._size + n, self._capacity)
+        return (start + np.arange(kept, dtype=np.int64)) % self._capacity
+
+    # ------------------------------------------------------------------ sample
+
+    def _check_can_sample(self, batch_size: int) -> int:
+        """Validate ``batch_size`` and that there is something to sample; return it as int."""
+        batch_size = check_int("batch_size", batch_size, minimum=1)
+        if self._size == 0:
+            raise RuntimeError("cannot sample from an empty replay memory; insert records first.")
+        return batch_size
+
+    def _gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Return the stored records at ``indices``, one array per field."""
+        assert self._storage is not None
+        return {name: store[indices] for name, store in self._storage.items()}
+
+    def sample(self, batch_size: int) -> dict[str, np.ndarray]:
+        """Draw ``batch_size`` records uniformly with replacement.
+
+        Returns one array per field plus "indices" (int64 slots sampled). Raises RuntimeError when
+        the memory is empty.
+        """
+        batch_size = self._check_can_sample(batch_size)
+        indices = self._rng.integers(0, self._size, size=batch_size, dtype=np.int64)
+        out = self._gather(indices)
+        out["indices"] = indices
+        return out
+
+    # ------------------------------------------------------------------ state
+
+    def _state_keys(self) -> set[str]:
+        """Names of the non-field entries of ``state_dict``; subclasses add theirs."""
+        return {"capacity", "size", "next_index", "rng_state"}
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Return the full state as numpy arrays only, so ``np.savez`` needs no pickling.
+
+        Holds the stored records (``"data/<field>"``, filled rows only), the counters as 0-d int64
+        arrays and the sampling generator's state, so a restored memory samples identically.
+        """
+        state = {
+            "capacity": np.array(self._capacity, dtype=np.int64),
+            "size": np.array(self._size, dtype=np.int64),
+            "next_index": np.array(self._next_index, dtype=np.int64),
+            "rng_state": _rng_state_to_array(self._rng),
+        }
+        for name, store in (self._storage or {}).items():
+            state[_DATA_PREFIX + name] = store[: self._size].copy()
+        return state
+
+    def _parse_state(self, d: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate a state dict completely, raising ValueError, and return its parsed contents."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"load_state_dict expects a mapping of arrays, got {type(d).__name__}.")
+        keys = set(d.keys())
+        expected = self._state_keys()
+        data_keys = {k for k in keys if k.startswith(_DATA_PREFIX)}
+        missing, unknown = expected - keys, keys - expected - data_keys
+        if missing or unknown:
+            raise ValueError(
+                f"state dict does not match {type(self).__name__}: missing keys {sorted(missing)}, "
+                f"unexpected keys {sorted(unknown)}."
+            )
+        capacity = state_scalar(d, "capacity", "iu")
+        size = state_scalar(d, "size", "iu")
+        next_index = state_scalar(d, "next_index", "iu")
+        if capacity != self._capacity:
+            raise ValueError(
+                f"state dict was saved with capacity {capacity}, but this memory has capacity "
+                f"{self._capacity}; create the memory with the saved capacity."
+            )
+        if not 0 <= size <= capacity or not 0 <= next_index < capacity:
+            raise ValueError(
+                f"state dict counters are out of range: size={size} must lie in [0, {capacity}] "
+                f"and next_index={next_index} in [0, {capacity})."
+            )
+        if size < capacity and next_index != size:
+            raise ValueError(
+                f"state dict is inconsistent: a memory that is not full (size={size}) must have "
+                f"next_index equal to size, got {next_index}."
+            )
+        rng_state = np.asarray(d["rng_state"])
+        if rng_state.shape != (6,) or rng_state.dtype != np.uint64:
+            raise ValueError(
+                "state_dict['rng_state'] must be a uint64 array of shape (6,), got shape "
+                f"{rng_state.shape} and dtype {rng_state.dtype}."
+            )
+        data = {k[len(_DATA_PREFIX):]: np.asarray(d[k]) for k in d.keys() if k in data_keys}
+        for name, arr in data.items():
+            if arr.ndim == 0 or arr.shape[0] != size:
+                raise ValueError(
+                    f"state_dict['{_DATA_PREFIX}{name}'] must hold {size} records (the saved size), "
+                    f"got shape {arr.shape}."
+                )
+        if size > 0 and not data:
+            raise ValueError(f"state dict claims {size} records but holds no '{_DATA_PREFIX}*' fields.")
+        if self._storage is not None and data:
+            self._check_schema(data, leading=1, what="state dict")
+        return {"size": size, "next_index": next_index, "rng_state": rng_state, "data": data}
+
+    def _restore_state(self, state: dict[str, Any]) -> None:
+        """Install contents already validated by ``_parse_state``."""
+        if state["data"]:
+            self._storage = {
+                name: np.zeros((self._capacity,) + arr.shape[1:], dtype=arr.dtype)
+                for name, arr in state["data"].items()
+            }
+            for name, arr in state["data"].items():
+                self._storage[name][: state["size"]] = arr
+        elif self._storage is not None:
+            for store in self._storage.values():
+                store.fill(0)
+        self._size = state["size"]
+        self._next_index = state["next_index"]
+        self._rng.bit_generator.state = _rng_state_from_array(state["rng_state"])
+
+    def load_state_dict(self, d: Mapping[str, np.ndarray]) -> None:
+        """Replace this memory's contents with a dict produced by ``state_dict``.
+
+        Accepts the result of ``np.load`` on a saved ``.npz`` too. Everything is validated before
+        anything changes; on a mismatch (capacity, missing or unknown keys, record counts, or
+        fields that differ from this memory's existing fields) a ValueError explains it.
+        """
+        self._restore_state(self._parse_state(d))

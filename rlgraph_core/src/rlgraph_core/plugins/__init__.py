@@ -1,0 +1,6 @@
+"""Plugin system: pluggy hook specs, the hook-implementation marker and the plugin manager."""
+
+from rlgraph_core.plugins.hookspecs import hookimpl, hookspec
+from rlgraph_core.plugins.manager import KINDS, PluginManager, RegisteredName, get_plugin_manager
+
+__all__ = ["hookimpl", "hookspec", "KINDS", "PluginManager", "RegisteredName", "get_plugin_manager"]

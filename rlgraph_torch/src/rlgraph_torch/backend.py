@@ -1,0 +1,83 @@
+"""The torch backend: tensors, variables, ops, compiled functions and training steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlgraph_core.backend import Backend
+from rlgraph_torch.ops import TorchOps
+from rlgraph_torch.optim import TorchTrainStep, _try_compile
+
+_NP_TO_TORCH = {np.dtype("float64"): torch.float32, np.dtype("float32"): torch.float32,
+                np.dtype("int64"): torch.int64, np.dtype("int32"): torch.int64,
+                np.dtype("bool"): torch.bool, np.dtype("uint8"): torch.uint8,
+                np.dtype("int8"): torch.int64}
+
+
+class TorchBackend(Backend):
+    """PyTorch, eager (define-by-run) or static (``torch.compile``)."""
+
+    name = "torch"
+
+    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None):
+        super().__init__(mode, device, seed)
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._device = torch.device(device)
+        self._ops = TorchOps(self._device)
+        if seed is not None:
+            torch.manual_seed(seed)
+
+    @property
+    def ops(self):
+        return self._ops
+
+    @property
+    def device(self) -> str:
+        return str(self._device)
+
+    def to_tensor(self, value, dtype=None):
+        if torch.is_tensor(value):
+            return value
+        arr = np.asarray(value)
+        tdtype = _NP_TO_TORCH.get(arr.dtype, torch.float32) if dtype is None else getattr(torch, dtype)
+        return torch.as_tensor(arr, dtype=tdtype, device=self._device)
+
+    def to_numpy(self, tensor) -> np.ndarray:
+        if torch.is_tensor(tensor):
+            return tensor.detach().cpu().numpy()
+        return np.asarray(tensor)
+
+    def variable(self, name, value, trainable=True):
+        t = torch.as_tensor(np.asarray(value), device=self._device)
+        if t.dtype == torch.float64:
+            t = t.float()
+        t = t.clone()
+        if trainable:
+            t.requires_grad_(True)
+        return t
+
+    def assign_numpy(self, variable, value):
+        with torch.no_grad():
+            variable.copy_(torch.as_tensor(np.asarray(value), device=variable.device))
+
+    def function(self, fn):
+        def no_grad_fn(*args):
+            with torch.no_grad():
+                return fn(*args)
+
+        if self.mode == "static":
+            return _try_compile(torch.no_grad()(fn))
+        return no_grad_fn
+
+    def train_step(self, loss_fn, variables, optimizer):
+        return TorchTrainStep(loss_fn, variables, optimizer, compile_mode=self.mode == "static")
+
+    def gradients(self, loss_fn, variables, *inputs):
+        variables = list(variables)
+        outputs = loss_fn(*inputs)
+        grads = torch.autograd.grad(outputs[0], variables, allow_unused=True)
+        return (outputs[0].detach().cpu().numpy(),
+                [np.zeros(tuple(v.shape), np.float32) if g is None else g.detach().cpu().numpy()
+                 for v, g in zip(variables, grads)])

@@ -1,0 +1,136 @@
+"""The neutral ops namespace implemented with PyTorch (see rlgraph_core.backend.OPS_CONTRACT)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+_DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}
+_ACTIVATIONS = {
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "elu": F.elu,
+    "softplus": F.softplus,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+    "linear": lambda x: x,
+}
+
+
+def _axis(axis):
+    return tuple(axis) if isinstance(axis, (list, tuple)) else axis
+
+
+class TorchOps:
+    """Stateless ops bound to one device."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    @staticmethod
+    def dense(x, w, b):
+        return torch.addmm(b, x, w) if x.dim() == 2 else x @ w + b
+
+    @staticmethod
+    def activation(name, x):
+        return _ACTIVATIONS[name](x)
+
+    @staticmethod
+    def reduce_sum(x, axis=None, keepdims=False):
+        return x.sum() if axis is None else x.sum(dim=_axis(axis), keepdim=keepdims)
+
+    @staticmethod
+    def reduce_mean(x, axis=None, keepdims=False):
+        return x.mean() if axis is None else x.mean(dim=_axis(axis), keepdim=keepdims)
+
+    @staticmethod
+    def reduce_max(x, axis=None, keepdims=False):
+        return x.max() if axis is None else torch.amax(x, dim=_axis(axis), keepdim=keepdims)
+
+    @staticmethod
+    def argmax(x, axis=-1):
+        return torch.argmax(x, dim=axis)
+
+    @staticmethod
+    def gather_last(x, idx):
+        return x.gather(-1, idx.long().unsqueeze(-1)).squeeze(-1)
+
+    @staticmethod
+    def one_hot(idx, depth):
+        return F.one_hot(idx.long(), depth).float()
+
+    @staticmethod
+    def where(cond, a, b):
+        return torch.where(cond, a, b)
+
+    abs = staticmethod(torch.abs)
+    square = staticmethod(torch.square)
+    sqrt = staticmethod(torch.sqrt)
+    exp = staticmethod(torch.exp)
+    log = staticmethod(torch.log)
+    minimum = staticmethod(torch.minimum)
+    maximum = staticmethod(torch.maximum)
+
+    @staticmethod
+    def clip(x, lo, hi):
+        return torch.clamp(x, lo, hi)
+
+    @staticmethod
+    def stop_gradient(x):
+        return x.detach()
+
+    @staticmethod
+    def cast(x, dtype):
+        return x.to(_DTYPES[dtype])
+
+    @staticmethod
+    def huber(x, delta=1.0):
+        return F.huber_loss(x, torch.zeros_like(x), reduction="none", delta=delta)
+
+    @staticmethod
+    def softmax(x, axis=-1):
+        return torch.softmax(x, dim=axis)
+
+    @staticmethod
+    def log_softmax(x, axis=-1):
+        return torch.log_softmax(x, dim=axis)
+
+    @staticmethod
+    def concat(xs, axis=-1):
+        return torch.cat(list(xs), dim=axis)
+
+    @staticmethod
+    def stack(xs, axis=0):
+        return torch.stack(list(xs), dim=axis)
+
+    @staticmethod
+    def reshape(x, shape):
+        return x.reshape(shape)
+
+    @staticmethod
+    def expand_dims(x, axis):
+        return x.unsqueeze(axis)
+
+    @staticmethod
+    def squeeze(x, axis):
+        return x.squeeze(axis)
+
+    @staticmethod
+    def zeros_like(x):
+        return torch.zeros_like(x)
+
+    def constant(self, value, dtype="float32"):
+        return torch.as_tensor(value, dtype=_DTYPES[dtype], device=self.device)
+
+    @staticmethod
+    def assign(variable, value):
+        with torch.no_grad():
+            variable.copy_(value)
+
+    @staticmethod
+    def polyak(targets, sources, tau):
+        with torch.no_grad():
+            if float(tau) >= 1.0:
+                torch._foreach_copy_(list(targets), list(sources))
+            else:
+                torch._foreach_lerp_(list(targets), list(sources), float(tau))
