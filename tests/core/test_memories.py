@@ -97,7 +97,8 @@ def test_sum_tree_prefix_search_skips_zero_leaves_at_the_end():
     tree = SumSegmentTree(6)
     tree.update(np.arange(3), np.array([1.0, 0.0, 2.0]))
     # The upper end (and anything rounded onto it) must map to the last positive leaf.
-    np.testing.assert_array_equal(tree.find_prefixsum_index(np.array([0.0, 0.999, 1.0, 3.0])), [0, 0, 2, 2])
+    found = tree.find_prefixsum_index(np.array([0.0, 0.999, 1.0, 3.0]))
+    np.testing.assert_array_equal(found, [0, 0, 2, 2])
 
 
 @pytest.mark.parametrize("capacity", [1, 7, 32])
@@ -320,7 +321,9 @@ def test_per_stratified_sampling_covers_every_segment():
 
 def test_per_weights_match_direct_formula_and_beta_anneals():
     rng = np.random.default_rng(9)
-    per = PrioritizedReplay(50, alpha=0.6, beta=0.4, beta_final=1.0, beta_annealing_steps=10, seed=1)
+    per = PrioritizedReplay(
+        50, alpha=0.6, beta=0.4, beta_final=1.0, beta_annealing_steps=10, seed=1
+    )
     per.insert(cartpole_batch(0, 30))
     td = rng.random(30) * 3
     per.update_priorities(np.arange(30), td)
@@ -429,6 +432,7 @@ def test_nstep_matches_reference(n):
     steps = random_steps(rng, 3, 300)
     expected = reference_nstep(steps, 3, n, gamma)
     asm = NStepAssembler(3, n, gamma)
+    memory = ReplayMemory(64)  # every emitted batch must be insertable as is
     emitted_total = 0
     for step, want in zip(steps, expected):
         got = asm.add(*step)
@@ -436,6 +440,7 @@ def test_nstep_matches_reference(n):
             assert got is None
             continue
         emitted_total += len(want)
+        memory.insert(got)
         obs, act, ret, next_obs, term, disc = (np.array(col) for col in zip(*want))
         np.testing.assert_array_equal(got["obs"], obs)
         np.testing.assert_array_equal(got["actions"], act)

@@ -33,7 +33,9 @@ def check_float(
     means unbounded above.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}.")
+        raise ValueError(
+            f"{name} must be a real number, got {value!r} of type {type(value).__name__}."
+        )
     value = float(value)
     lower_ok = value >= low if low_inclusive else value > low
     upper_ok = high is None or value <= high

@@ -73,7 +73,9 @@ class NStepAssembler:
         self._head[:] = 0
         self._count[:] = 0
 
-    def _as_batch(self, name: str, value: np.ndarray, record_shape: tuple[int, ...] | None) -> np.ndarray:
+    def _as_batch(
+        self, name: str, value: np.ndarray, record_shape: tuple[int, ...] | None
+    ) -> np.ndarray:
         """Return ``value`` as an array with leading dim ``num_envs`` (and ``record_shape``)."""
         arr = np.asarray(value)
         if arr.ndim == 0 or arr.shape[0] != self._num_envs:
@@ -99,8 +101,10 @@ class NStepAssembler:
         """Record one vector-env step and return the transitions it completes, or None.
 
         Every argument has leading dimension ``num_envs``; ``next_obs`` is the true next
-        observation (the final one for envs whose episode just ended). Emitted transitions are
-        ordered by env index, and within an env oldest first.
+        observation (the final one for envs whose episode just ended). The first call fixes the
+        per-env shapes and dtypes of obs and actions; later calls must match those shapes (values
+        are cast to the first dtypes). Emitted transitions are ordered by env index, and within an
+        env oldest first, ready for ``ReplayMemory.insert``.
         """
         if self._obs is None:
             obs_arr = self._as_batch("obs", obs, None)

@@ -7,7 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from rlgraph_core.memories._checks import as_index_array, check_float, check_int, state_scalar
+from rlgraph_core.memories._checks import (
+    as_index_array,
+    check_float,
+    check_int,
+    state_scalar,
+)
 from rlgraph_core.memories.replay_memory import ReplayMemory
 from rlgraph_core.memories.segment_tree import MinSegmentTree, SumSegmentTree
 
@@ -163,8 +168,8 @@ class PrioritizedReplay(ReplayMemory):
         alpha = state_scalar(d, "alpha", "f")
         if alpha != self._alpha:
             raise ValueError(
-                f"state dict was saved with alpha={alpha}, but this memory has alpha={self._alpha}; "
-                "stored priorities are alpha-dependent, so alpha must match."
+                f"state dict was saved with alpha={alpha}, but this memory has "
+                f"alpha={self._alpha}; stored priorities depend on alpha, so it must match."
             )
         max_priority = state_scalar(d, "max_priority", "f")
         sample_calls = state_scalar(d, "sample_calls", "iu")

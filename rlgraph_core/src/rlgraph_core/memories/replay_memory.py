@@ -44,8 +44,8 @@ class ReplayMemory:
 
     A record is a set of named fields ("obs", "actions", ...). ``insert`` takes a dict mapping each
     field to an array whose leading dimension is the batch. Storage is allocated on the first
-    non-rejected insert from that batch's per-record shapes and dtypes; every later batch must
-    have the same fields, shapes and dtypes. When full, the oldest records are overwritten.
+    accepted insert from that batch's per-record shapes and dtypes; every later batch must have
+    the same fields, shapes and dtypes. When full, the oldest records are overwritten.
 
     Args:
         capacity: Maximum number of records held.
@@ -96,14 +96,19 @@ class ReplayMemory:
                 raise ValueError(
                     f"field {name!r} must have a leading batch dimension, got a 0-d array."
                 )
+            if arr.dtype.hasobject:
+                raise ValueError(
+                    f"field {name!r} has object dtype; only numeric and bool arrays can be "
+                    "stored (and saved without pickling)."
+                )
         lengths = {name: arr.shape[0] for name, arr in arrays.items()}
         if len(set(lengths.values())) != 1:
             raise ValueError(f"all fields must have the same batch size, got {lengths}.")
         if self._storage is not None:
-            self._check_schema(arrays, leading=1, what="inserted batch")
+            self._check_schema(arrays, what="inserted batch")
         return arrays
 
-    def _check_schema(self, arrays: Mapping[str, np.ndarray], leading: int, what: str) -> None:
+    def _check_schema(self, arrays: Mapping[str, np.ndarray], what: str) -> None:
         """Raise ValueError unless ``arrays`` have the stored fields, record shapes and dtypes."""
         assert self._storage is not None
         if set(arrays) != set(self._storage):
@@ -113,11 +118,11 @@ class ReplayMemory:
             )
         for name, store in self._storage.items():
             arr = arrays[name]
-            if arr.shape[leading:] != store.shape[1:] or arr.dtype != store.dtype:
+            if arr.shape[1:] != store.shape[1:] or arr.dtype != store.dtype:
                 raise ValueError(
-                    f"field {name!r} of the {what} has per-record shape {arr.shape[leading:]} and "
+                    f"field {name!r} of the {what} has per-record shape {arr.shape[1:]} and "
                     f"dtype {arr.dtype}, but this memory stores shape {store.shape[1:]} and dtype "
-                    f"{store.dtype}; convert it before inserting."
+                    f"{store.dtype}; convert the array to match."
                 )
 
     def insert(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -198,7 +203,9 @@ class ReplayMemory:
     def _parse_state(self, d: Mapping[str, Any]) -> dict[str, Any]:
         """Validate a state dict completely, raising ValueError, and return its parsed contents."""
         if not isinstance(d, Mapping):
-            raise ValueError(f"load_state_dict expects a mapping of arrays, got {type(d).__name__}.")
+            raise ValueError(
+                f"load_state_dict expects a mapping of arrays, got {type(d).__name__}."
+            )
         keys = set(d.keys())
         expected = self._state_keys()
         data_keys = {k for k in keys if k.startswith(_DATA_PREFIX)}
@@ -234,15 +241,19 @@ class ReplayMemory:
             )
         data = {k[len(_DATA_PREFIX):]: np.asarray(d[k]) for k in d.keys() if k in data_keys}
         for name, arr in data.items():
+            if arr.dtype.hasobject:
+                raise ValueError(f"state_dict['{_DATA_PREFIX}{name}'] must not have object dtype.")
             if arr.ndim == 0 or arr.shape[0] != size:
                 raise ValueError(
-                    f"state_dict['{_DATA_PREFIX}{name}'] must hold {size} records (the saved size), "
-                    f"got shape {arr.shape}."
+                    f"state_dict['{_DATA_PREFIX}{name}'] must hold {size} records (the saved "
+                    f"size), got shape {arr.shape}."
                 )
         if size > 0 and not data:
-            raise ValueError(f"state dict claims {size} records but holds no '{_DATA_PREFIX}*' fields.")
+            raise ValueError(
+                f"state dict claims {size} records but holds no '{_DATA_PREFIX}*' fields."
+            )
         if self._storage is not None and data:
-            self._check_schema(data, leading=1, what="state dict")
+            self._check_schema(data, what="state dict")
         return {"size": size, "next_index": next_index, "rng_state": rng_state, "data": data}
 
     def _restore_state(self, state: dict[str, Any]) -> None:

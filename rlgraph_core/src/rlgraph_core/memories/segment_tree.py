@@ -62,7 +62,8 @@ class _SegmentTree:
         vals = np.atleast_1d(np.asarray(values, dtype=np.float64))
         if vals.shape != idx.shape:
             raise ValueError(
-                f"indices and values must have the same 1-d shape, got {idx.shape} and {vals.shape}."
+                "indices and values must have the same 1-d shape, got "
+                f"{idx.shape} and {vals.shape}."
             )
         self._check_values(vals)
         if idx.size == 0:

@@ -1,0 +1,62 @@
+"""Test sessions: each installs only what its packages need, so hidden imports show up.
+
+Run all with ``nox``; one with ``nox -s torch``. Set ``RLGRAPH_NOX_ENVDIR`` to keep the
+virtual environments outside the clone (CI does, and reuses them between runs).
+"""
+
+import os
+
+import nox
+
+nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["core", "torch", "tf", "integration"]
+nox.options.error_on_missing_interpreters = True
+
+PYTHON = "3.11"
+CONSTRAINTS = ("-c", "constraints.txt")
+TEST_DEPS = ("pytest>=8",)
+ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "MPLBACKEND": "Agg"}
+
+
+def _install(session, *folders):
+    """Install local distributions (editable) together with their dependencies."""
+    args = []
+    for folder in folders:
+        args += ["-e", folder]
+    session.install(*CONSTRAINTS, *TEST_DEPS, *args)
+
+
+def _pytest(session, *paths):
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths, *session.posargs, env=ENV)
+
+
+@nox.session(python=PYTHON)
+def core(session):
+    """rlgraph-core alone: no deep-learning framework in the venv at all."""
+    _install(session, "./rlgraph_core")
+    session.run("python", "-c", "import importlib.util as u, sys; "
+                "bad=[m for m in ('torch','tensorflow','ray','horovod') if u.find_spec(m)]; "
+                "sys.exit(f'core venv must not contain {bad}') if bad else None")
+    _pytest(session, "tests/core")
+
+
+@nox.session(python=PYTHON)
+def torch(session):
+    """Core + the torch backend: core tests again (now also on torch) and torch tests."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch")
+    _pytest(session, "tests/core", "tests/torch")
+
+
+@nox.session(python=PYTHON)
+def tf(session):
+    """Core + the TensorFlow backend."""
+    _install(session, "./rlgraph_core", "./rlgraph_tf")
+    _pytest(session, "tests/core", "tests/tf")
+
+
+@nox.session(python=PYTHON)
+def integration(session):
+    """torch + tf together, plus the third-party example plugin: parity and learning tests."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-example-components")
+    _pytest(session, "tests/integration")
