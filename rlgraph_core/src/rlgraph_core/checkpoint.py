@@ -50,6 +50,7 @@ def save_checkpoint(agent, directory: str | os.PathLike, extra: dict) -> str:
     }
     meta.update({k: v for k, v in extra.items() if k != "config"})
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    old = None
     try:
         np.savez(tmp / "weights.npz", **weights)
         np.savez(tmp / "state.npz", **state_arrays)
@@ -66,6 +67,8 @@ def save_checkpoint(agent, directory: str | os.PathLike, extra: dict) -> str:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and old.exists() and not directory.exists():
+            os.replace(old, directory)  # the swap failed half-way: put the previous checkpoint back
         raise
     return str(directory)
 
@@ -95,6 +98,9 @@ def read_meta(directory: str | os.PathLike) -> tuple[dict, dict]:
         config = json.loads((directory / "config.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"Checkpoint '{directory}' has a corrupt JSON file ({exc}); it cannot be loaded.") from None
+    if not isinstance(meta, dict) or not isinstance(config, dict):
+        raise CheckpointError(f"Checkpoint '{directory}' has a meta.json or config.json that is not a JSON "
+                              f"object; it cannot be loaded.")
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"Checkpoint '{directory}' has format version {meta.get('format_version')!r}; "
                               f"this rlgraph reads version {FORMAT_VERSION}.")
@@ -107,11 +113,19 @@ def _load_npz(path: Path, manifest: dict) -> dict[str, np.ndarray]:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise CheckpointError(f"Checkpoint file '{path}' is corrupt or not an npz archive ({exc}).") from None
+    if not isinstance(manifest, dict):
+        raise CheckpointError(f"The manifest for '{path}' in meta.json is not a mapping; corrupt checkpoint.")
     if set(arrays) != set(manifest):
         raise CheckpointError(f"Checkpoint file '{path}' holds arrays {sorted(arrays)[:5]}... but its manifest "
                               f"lists {sorted(manifest)[:5]}...; the checkpoint is corrupt.")
-    for k, (shape, dtype) in manifest.items():
-        if list(arrays[k].shape) != list(shape) or str(arrays[k].dtype) != dtype:
+    for k, entry in manifest.items():
+        try:
+            shape, dtype = entry
+            matches = list(arrays[k].shape) == list(shape) and str(arrays[k].dtype) == dtype
+        except (TypeError, ValueError):
+            raise CheckpointError(f"The manifest entry for '{k}' of '{path}' is {entry!r}, not [shape, dtype]; "
+                                  f"corrupt checkpoint.") from None
+        if not matches:
             raise CheckpointError(f"Array '{k}' in '{path}' has shape {list(arrays[k].shape)} dtype "
                                   f"{arrays[k].dtype}, but the manifest says {shape} {dtype}; corrupt checkpoint.")
     return arrays
@@ -126,19 +140,44 @@ def load_checkpoint_into(agent, directory: str | os.PathLike) -> dict:
 
     directory = Path(directory)
     meta, _ = read_meta(directory)
+    lacking = [k for k in ("agent_type", "observation_space", "action_space", "weights") if k not in meta]
+    if lacking:
+        raise CheckpointError(f"Checkpoint '{directory}' has a meta.json without {lacking}; corrupt checkpoint.")
     if meta.get("agent_type") != agent.config.type:
         raise CheckpointError(f"Checkpoint '{directory}' holds a '{meta.get('agent_type')}' agent; it cannot "
                               f"be loaded into a '{agent.config.type}' agent.")
     for key, own in (("observation_space", agent.observation_space), ("action_space", agent.action_space)):
-        stored = Space.from_json(meta[key])
+        try:
+            stored = Space.from_json(meta[key])
+        except Exception as exc:  # any malformed space description is a corrupt checkpoint
+            raise CheckpointError(f"Checkpoint '{directory}' has an unreadable {key} in meta.json "
+                                  f"({type(exc).__name__}: {exc}); corrupt checkpoint.") from None
         if stored != own:
             raise CheckpointError(f"Checkpoint '{directory}' was written for {key.replace('_', ' ')} {stored!r}, "
                                   f"but this agent has {own!r}; use the same environment.")
     weights = _load_npz(directory / "weights.npz", meta["weights"])
-    state = _load_npz(directory / "state.npz", meta.get("state", {})) if (directory / "state.npz").is_file() else {}
+    state_manifest = meta.get("state", {})
+    if (directory / "state.npz").is_file():
+        state = _load_npz(directory / "state.npz", state_manifest)
+    elif state_manifest:
+        raise CheckpointError(f"Checkpoint '{directory}' lacks 'state.npz', which its meta.json lists "
+                              f"{len(state_manifest)} arrays of; it is incomplete.")
+    else:
+        state = {}
     if meta.get("backend") != agent.backend.name:
         # Optimizer state is framework-specific; weights are backend-neutral and still load.
         state = {k: v for k, v in state.items() if not k.startswith("optimizer/")}
+    old_weights = agent.get_weights()
+    old_arrays, old_counters = agent.get_state()
     agent.set_weights(weights)  # validates names and shapes before assigning anything
-    agent.set_state(state, meta.get("counters", {}))
+    try:
+        agent.set_state(state, meta.get("counters", {}))
+    except Exception as exc:
+        # Leave the agent exactly as it was: weights, optimizer, memory and counters.
+        agent.set_weights(old_weights)
+        agent.set_state(old_arrays, old_counters)
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"Checkpoint '{directory}' holds state this agent cannot take "
+                              f"({type(exc).__name__}: {exc}); the agent was left unchanged.") from exc
     return meta

@@ -57,6 +57,8 @@ def cmd_train(args) -> int:
 
 def cmd_evaluate(args) -> int:
     """Evaluate a checkpoint with the greedy policy."""
+    import gymnasium as gym
+
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
     from rlgraph_core.execution.factory import make_agent, make_eval_env
@@ -76,8 +78,14 @@ def cmd_evaluate(args) -> int:
     agent.load(args.checkpoint)
     frames = [] if args.render_to else None
     seed = 10_000 + config.train.seed if args.seed is None else args.seed
-    result = evaluate_policy(lambda o: agent.act(o, explore=False), env, args.episodes, seed, frames)
-    env.close()
+    try:
+        result = evaluate_policy(lambda o: agent.act(o, explore=False), env, args.episodes, seed, frames)
+    except gym.error.DependencyNotInstalled as exc:
+        # Rendering needs the env's optional extras (e.g. pygame for classic control).
+        raise RLGraphError(f"--render-to needs rendering support for '{config.env.id}', which is not "
+                           f"installed: {exc}") from None
+    finally:
+        env.close()
     print(f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
           f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "
           f"{result['eval_return_std']:.1f} over {args.episodes} episodes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 import warnings
 
 import numpy as np
@@ -85,10 +86,26 @@ class TorchTrainStep(TrainStep):
             self.optimizer.state.setdefault(p, {})[key] = torch.as_tensor(value, device=p.device).clone()
 
 
+def _fresh_code(fn):
+    """A trampoline calling ``fn`` whose code object is unique to this call.
+
+    Dynamo keeps its compiled-graph cache per *code object* and gives up (silently running
+    eager) after ``recompile_limit`` (8) entries. Every function compiled here would otherwise
+    share one code object (``torch.no_grad``'s wrapper, or ``TorchTrainStep._eager_step``), so
+    the ninth compiled function in a process would run uncompiled. A copied code object gives
+    each compiled function its own cache.
+    """
+    def call(*args):
+        return fn(*args)
+
+    return types.FunctionType(call.__code__.replace(), call.__globals__, call.__name__,
+                              call.__defaults__, call.__closure__)
+
+
 def _try_compile(fn):
     """torch.compile ``fn`` if this torch build can; else warn and return ``fn`` (eager)."""
     try:
-        return torch.compile(fn, dynamic=False)
+        return torch.compile(_fresh_code(fn), dynamic=False)
     except Exception as exc:
         warnings.warn(f"torch.compile is unavailable ({type(exc).__name__}: {exc}); running eager.",
                       RuntimeWarning, stacklevel=3)

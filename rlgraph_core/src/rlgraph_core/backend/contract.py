@@ -23,11 +23,12 @@ import numpy as np
 #: contract tests iterate this table, so a backend cannot silently miss one.
 OPS_CONTRACT: dict[str, str] = {
     "dense": "dense(x, w, b) -> x @ w + b, w is [in, out]",
-    "activation": "activation(name, x): one of relu, tanh, sigmoid, elu, softplus, leaky_relu, linear",
+    "activation": "activation(name, x): one of relu, tanh, sigmoid, elu (alpha 1), "
+                  "softplus (log(1 + e^x)), leaky_relu (negative slope 0.2), linear",
     "reduce_sum": "reduce_sum(x, axis=None, keepdims=False)",
     "reduce_mean": "reduce_mean(x, axis=None, keepdims=False)",
     "reduce_max": "reduce_max(x, axis=None, keepdims=False)",
-    "argmax": "argmax(x, axis=-1) -> int64",
+    "argmax": "argmax(x, axis=-1) -> int64; ties resolve to the first index",
     "gather_last": "gather_last(x, idx): x[..., idx] per row; x [B, N], idx [B] -> [B]",
     "one_hot": "one_hot(idx, depth) -> float32",
     "where": "where(cond, a, b)",
@@ -93,6 +94,10 @@ class Backend(abc.ABC):
     #: registry name, e.g. ``"torch"``.
     name: str = ""
 
+    #: Whether :meth:`train_step` and :meth:`gradients` work. Only test harnesses without a
+    #: framework (the numpy backend of :mod:`rlgraph_core.testing`) set this to False.
+    supports_autodiff: bool = True
+
     MODES = ("eager", "static")
 
     def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None):
@@ -124,7 +129,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def to_numpy(self, tensor: Any) -> np.ndarray:
-        """Convert a backend tensor or variable to a numpy array (copied to host)."""
+        """Convert a backend tensor or variable to a numpy array (copied to host).
+
+        On the CPU the result may share memory with ``tensor`` (as torch's ``.numpy()`` does):
+        copy it before keeping it across an in-place update of a variable.
+        """
 
     @abc.abstractmethod
     def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> Any:
@@ -156,7 +165,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def gradients(self, loss_fn: Callable[..., Sequence[Any]], variables: Sequence[Any], *inputs):
-        """Return ``(loss, [grad per variable])`` as numpy; for tests and gradient parity."""
+        """Return ``(loss, [grad per variable])`` as numpy; for tests and gradient parity.
+
+        ``variables`` must be trainable variables (or tensors made with :meth:`variable`);
+        a variable the loss does not depend on gets a zero gradient.
+        """
 
     def describe(self) -> str:
         """A one-line description: name, mode, device."""

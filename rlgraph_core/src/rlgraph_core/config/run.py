@@ -51,14 +51,39 @@ DEFAULT_CONFIG: dict = {
 }
 
 
-def _format_validation_error(exc: ValidationError, prefix: str, raw: dict) -> str:
+def _model_at(model, loc) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at ``loc`` (a path below ``model``), if any."""
+    import typing
+
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        candidates = [field.annotation, *typing.get_args(field.annotation)]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if model is None:
+            return None
+    return model
+
+
+def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model=None) -> str:
+    import difflib
+
     parts = []
     for err in exc.errors():
         path = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
         value = err.get("input")
         shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
         if err["type"] == "extra_forbidden":
-            parts.append(f"'{path}' is not a known field (value {shown})")
+            owner = _model_at(model, err["loc"][:-1]) if model is not None else None
+            msg = f"'{path}' is not a known field (value {shown})"
+            if owner is not None:
+                known = list(owner.model_fields)
+                close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+                section = ".".join(str(p) for p in (prefix, *err["loc"][:-1]) if p != "")
+                msg += (f"; did you mean '{close[0]}'?" if close else ";") + \
+                    f" Known fields of '{section}': {', '.join(known)}"
+            parts.append(msg)
         else:
             parts.append(f"'{path}' = {shown}: {err['msg']}")
     return "; ".join(parts)
@@ -78,8 +103,15 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     unknown = sorted(set(raw) - {"agent", "env", "train"})
     if unknown:
         raise ConfigError(f"Unknown top-level config keys {unknown}; a config has agent, env and train.")
+    for section in ("agent", "env", "train"):
+        if raw.get(section) is not None and not isinstance(raw[section], dict):
+            raise ConfigError(f"'{section}' = {json.dumps(raw[section], default=str)}: the {section} section "
+                              f"must be a mapping of fields, e.g. {section}: {{...}}.")
     agent_raw = dict(raw.get("agent") or {})
     agent_type = agent_raw.get("type", "dqn")
+    if not isinstance(agent_type, str):
+        raise ConfigError(f"'agent.type' = {json.dumps(agent_type, default=str)}: it must be an agent name; "
+                          f"known agents: {', '.join(sorted(pm.names('agents')))}.")
     try:
         _, model = pm.get("agents", agent_type, field="agent.type")
     except PluginError as exc:
@@ -88,17 +120,17 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     try:
         agent = model.model_validate(agent_raw)
     except ValidationError as exc:
-        errors.append(_format_validation_error(exc, "agent", agent_raw))
+        errors.append(_format_validation_error(exc, "agent", agent_raw, model))
         agent = None
     env = train = None
     try:
         env = EnvConfig.model_validate(raw.get("env") or {})
     except ValidationError as exc:
-        errors.append(_format_validation_error(exc, "env", raw.get("env")))
+        errors.append(_format_validation_error(exc, "env", raw.get("env"), EnvConfig))
     try:
         train = TrainConfig.model_validate(raw.get("train") or {})
     except ValidationError as exc:
-        errors.append(_format_validation_error(exc, "train", raw.get("train")))
+        errors.append(_format_validation_error(exc, "train", raw.get("train"), TrainConfig))
     if errors:
         raise ConfigError("Invalid config: " + "; ".join(errors) + ".")
     for kind, name, field in (("backends", train.backend, "train.backend"),
@@ -114,12 +146,24 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             raise ConfigError(str(exc)) from None
     memory = getattr(agent, "memory", None)
     if memory is not None:
-        try:
-            pm.get("components", memory.type, field="agent.memory.type")
-        except PluginError as exc:
-            raise ConfigError(str(exc)) from None
+        _check_memory_type(memory.type, pm)
     _check_env_id(env.id)
     return RunConfig(agent=agent, env=env, train=train)
+
+
+def _is_memory(obj) -> bool:
+    """Whether a registered component is a replay memory (has the memory API)."""
+    return all(callable(getattr(obj, m, None)) for m in ("insert", "sample", "state_dict", "load_state_dict"))
+
+
+def _check_memory_type(name: str, pm) -> None:
+    """``agent.memory.type`` must name a registered component that is a memory."""
+    components = pm.names("components")
+    memories = sorted(n for n, entry in components.items() if _is_memory(entry.obj))
+    if name not in memories:
+        what = "is a component but not a replay memory" if name in components else "is not a registered memory"
+        raise ConfigError(f"'agent.memory.type' = '{name}' {what}. Known memories: {', '.join(memories)} "
+                          f"(plugins may add more; 'rlgraph plugins' lists them).")
 
 
 def _check_env_id(env_id: str) -> None:
@@ -139,12 +183,37 @@ def load_config_file(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"Config file '{path}' does not exist; pass a YAML or JSON file (see configs/).")
-    text = path.read_text()
+    kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
+        text = path.read_text()
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"Config file '{path}' is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
-    return data or {}
+    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Config file '{path}' is not valid {kind}: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"Config file '{path}' holds a {type(data).__name__}, not a mapping with keys "
+                          f"agent, env and train.")
+    return data
+
+
+def _parse_override_value(item: str, value: str):
+    """Parse an override's value as YAML; YAML 1.1 leaves ``1e-3`` a string, so numbers get a second try."""
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        problem = str(exc).splitlines()[0]
+        raise ConfigError(f"Override '{item}': the value {value!r} is not valid YAML ({problem}); "
+                          f"quote strings, write lists as [a, b] and mappings as {{k: v}}.") from None
+    if isinstance(parsed, str) and parsed == value.strip():
+        try:
+            number = float(parsed)
+        except ValueError:
+            return parsed
+        if parsed.strip().lower() in ("nan", "inf", "-inf", "+inf", "infinity"):
+            return parsed  # keep words as words; YAML already has .nan/.inf for those
+        return int(number) if number.is_integer() and "e" in parsed.lower() and "." not in parsed else number
+    return parsed
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
@@ -157,6 +226,8 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise ConfigError(f"Override '{item}' must look like key.path=value, e.g. agent.memory.capacity=50000.")
         key, value = item.split("=", 1)
         parts = key.strip().split(".")
+        if not all(parts):
+            raise ConfigError(f"Override '{item}': the key path '{key.strip()}' has an empty part.")
         if parts[0] not in ("agent", "env", "train"):
             raise ConfigError(f"Override '{item}': the path must start with agent, env or train.")
         node = out
@@ -164,7 +235,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             if not isinstance(node.get(p, {}), dict):
                 raise ConfigError(f"Override '{item}': '{p}' holds a value, not a section.")
             node = node.setdefault(p, {})
-        node[parts[-1]] = yaml.safe_load(value)
+        node[parts[-1]] = _parse_override_value(item, value)
     return out
 
 

@@ -39,6 +39,9 @@ class PrioritizedReplay(ReplayMemory):
         seed: Seed for the sampling generator; None draws fresh entropy.
     """
 
+    #: Agents feed |TD| errors back through ``update_priorities`` when this is True.
+    prioritized = True
+
     def __init__(
         self,
         capacity: int,

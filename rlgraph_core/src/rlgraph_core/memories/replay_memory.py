@@ -52,6 +52,9 @@ class ReplayMemory:
         seed: Seed for the sampling generator; None draws fresh entropy.
     """
 
+    #: Uniform memories take no priority updates.
+    prioritized = False
+
     def __init__(self, capacity: int, seed: int | None = None) -> None:
         self._capacity = check_int("capacity", capacity, minimum=1)
         self._rng = np.random.default_rng(seed)

@@ -1,0 +1,308 @@
+"""A plain-numpy backend for testing components without any deep-learning framework.
+
+:class:`NumpyBackend` implements the whole :data:`~rlgraph_core.backend.OPS_CONTRACT` with numpy
+(``float32`` for floating values, ``int64`` for integers, like every other backend), so any
+component can be built and run in a venv that has only rlgraph-core. It is eager only: mode
+``"static"`` is accepted and simply runs eagerly (:meth:`NumpyBackend.function` returns the
+function unchanged). It has no automatic differentiation: :meth:`NumpyBackend.train_step` and
+:meth:`NumpyBackend.gradients` raise :class:`NotImplementedError`.
+
+It is a test harness, not a user-facing backend: it is deliberately **not** registered through
+:mod:`rlgraph_core.builtins`, so it never appears in ``rlgraph plugins`` or in configs. Tests
+reach it through :func:`rlgraph_core.testing.available_backends`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from rlgraph_core.backend.contract import Backend
+from rlgraph_core.errors import ConfigError
+
+_DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
+
+#: Negative slope of ``leaky_relu`` (the value the contract fixes for every backend).
+LEAKY_RELU_SLOPE = 0.2
+
+
+def _canonical(arr: np.ndarray) -> np.ndarray:
+    """Map an array to the contract's dtypes: floats -> float32, ints -> int64 (uint8 kept)."""
+    kind = arr.dtype.kind
+    if kind == "f" and arr.dtype != np.float32:
+        return arr.astype(np.float32)
+    if kind in "iu" and arr.dtype not in (np.int64, np.uint8):
+        return arr.astype(np.int64)
+    return arr
+
+
+def _f32(x: Any) -> np.ndarray:
+    """``x`` as a float32 array (results of float math stay float32 on this backend)."""
+    x = np.asarray(x)
+    return x if x.dtype == np.float32 else x.astype(np.float32)
+
+
+def _sigmoid(x):
+    return _f32(0.5 * (1.0 + np.tanh(0.5 * np.asarray(x))))
+
+
+def _elu(x):
+    x = np.asarray(x)
+    return _f32(np.where(x > 0, x, np.expm1(np.minimum(x, 0))))
+
+
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relu": lambda x: np.maximum(x, np.zeros((), np.asarray(x).dtype)),
+    "tanh": lambda x: _f32(np.tanh(x)),
+    "sigmoid": _sigmoid,
+    "elu": _elu,
+    "softplus": lambda x: _f32(np.logaddexp(np.zeros((), np.asarray(x).dtype), x)),
+    "leaky_relu": lambda x: np.where(np.asarray(x) >= 0, x, _f32(LEAKY_RELU_SLOPE * np.asarray(x))),
+    "linear": lambda x: x,
+}
+
+
+def _axis(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+class NumpyOps:
+    """The neutral ops namespace (:data:`~rlgraph_core.backend.OPS_CONTRACT`) in plain numpy."""
+
+    @staticmethod
+    def dense(x, w, b):
+        """``x @ w + b`` with ``w`` of shape ``[in, out]``."""
+        return np.matmul(x, w) + b
+
+    @staticmethod
+    def activation(name, x):
+        """Apply the activation called ``name`` (relu, tanh, sigmoid, elu, softplus, leaky_relu, linear)."""
+        if name not in _ACTIVATIONS:
+            raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(_ACTIVATIONS)}.")
+        return _ACTIVATIONS[name](x)
+
+    @staticmethod
+    def reduce_sum(x, axis=None, keepdims=False):
+        """Sum over ``axis`` (all axes when None)."""
+        return np.asarray(np.sum(x, axis=_axis(axis), keepdims=keepdims))
+
+    @staticmethod
+    def reduce_mean(x, axis=None, keepdims=False):
+        """Mean over ``axis`` (all axes when None)."""
+        return np.asarray(np.mean(x, axis=_axis(axis), keepdims=keepdims))
+
+    @staticmethod
+    def reduce_max(x, axis=None, keepdims=False):
+        """Maximum over ``axis`` (all axes when None)."""
+        return np.asarray(np.max(x, axis=_axis(axis), keepdims=keepdims))
+
+    @staticmethod
+    def argmax(x, axis=-1):
+        """Index of the maximum along ``axis`` as int64 (ties: the first index)."""
+        return np.argmax(x, axis=axis).astype(np.int64)
+
+    @staticmethod
+    def gather_last(x, idx):
+        """``x[..., idx]`` per row: ``x`` [B, N], ``idx`` [B] -> [B]."""
+        idx = np.asarray(idx).astype(np.int64)
+        return np.take_along_axis(np.asarray(x), idx[..., None], axis=-1)[..., 0]
+
+    @staticmethod
+    def one_hot(idx, depth):
+        """float32 one-hot vectors of length ``depth``."""
+        return np.eye(int(depth), dtype=np.float32)[np.asarray(idx).astype(np.int64)]
+
+    @staticmethod
+    def where(cond, a, b):
+        """``a`` where ``cond`` else ``b``, elementwise."""
+        return np.where(cond, a, b)
+
+    @staticmethod
+    def abs(x):
+        """Elementwise absolute value."""
+        return np.abs(x)
+
+    @staticmethod
+    def square(x):
+        """Elementwise square."""
+        return np.square(x)
+
+    @staticmethod
+    def sqrt(x):
+        """Elementwise square root."""
+        return np.sqrt(x)
+
+    @staticmethod
+    def exp(x):
+        """Elementwise exponential."""
+        return np.exp(x)
+
+    @staticmethod
+    def log(x):
+        """Elementwise natural logarithm."""
+        return np.log(x)
+
+    @staticmethod
+    def minimum(a, b):
+        """Elementwise minimum."""
+        return np.minimum(a, b)
+
+    @staticmethod
+    def maximum(a, b):
+        """Elementwise maximum."""
+        return np.maximum(a, b)
+
+    @staticmethod
+    def clip(x, lo, hi):
+        """Clip ``x`` into ``[lo, hi]``."""
+        return np.clip(x, lo, hi)
+
+    @staticmethod
+    def stop_gradient(x):
+        """Identity (numpy has no gradients to stop)."""
+        return x
+
+    @staticmethod
+    def cast(x, dtype):
+        """Cast to ``'float32'``, ``'int64'`` or ``'bool'``."""
+        return np.asarray(x).astype(_DTYPES[dtype])
+
+    @staticmethod
+    def huber(x, delta=1.0):
+        """``0.5 x^2`` where ``|x| <= delta`` else ``delta (|x| - 0.5 delta)``."""
+        x = np.asarray(x)
+        a = np.abs(x)
+        return np.where(a <= delta, 0.5 * x * x, delta * (a - 0.5 * delta)).astype(x.dtype)
+
+    @staticmethod
+    def softmax(x, axis=-1):
+        """Numerically stable softmax along ``axis``."""
+        z = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return z / np.sum(z, axis=axis, keepdims=True)
+
+    @staticmethod
+    def log_softmax(x, axis=-1):
+        """Numerically stable log-softmax along ``axis``."""
+        shifted = x - np.max(x, axis=axis, keepdims=True)
+        return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+    @staticmethod
+    def concat(xs, axis=-1):
+        """Concatenate a list of arrays along ``axis``."""
+        return np.concatenate(list(xs), axis=axis)
+
+    @staticmethod
+    def stack(xs, axis=0):
+        """Stack a list of arrays along a new ``axis``."""
+        return np.stack(list(xs), axis=axis)
+
+    @staticmethod
+    def reshape(x, shape):
+        """Reshape ``x``."""
+        return np.reshape(x, shape)
+
+    @staticmethod
+    def expand_dims(x, axis):
+        """Insert an axis of size 1 at ``axis``."""
+        return np.expand_dims(x, axis)
+
+    @staticmethod
+    def squeeze(x, axis):
+        """Remove the size-1 axis ``axis``."""
+        return np.squeeze(x, axis)
+
+    @staticmethod
+    def zeros_like(x):
+        """Zeros with the shape and dtype of ``x``."""
+        return np.zeros_like(x)
+
+    @staticmethod
+    def constant(value, dtype="float32"):
+        """An array holding ``value`` with the named dtype."""
+        return np.asarray(value, dtype=_DTYPES[dtype])
+
+    @staticmethod
+    def assign(variable, value):
+        """Copy ``value`` into ``variable`` in place."""
+        np.copyto(variable, np.asarray(value, dtype=variable.dtype))
+
+    @staticmethod
+    def polyak(targets, sources, tau):
+        """In place ``t <- (1 - tau) t + tau s`` for each pair (a plain copy when ``tau >= 1``)."""
+        tau = float(tau)
+        for t, s in zip(targets, sources):
+            if tau >= 1.0:
+                np.copyto(t, s)
+            else:
+                t += np.asarray(tau * (np.asarray(s) - t), dtype=t.dtype)
+
+
+class NumpyBackend(Backend):
+    """Eager numpy backend (registry name ``numpy``) for testing components without a framework.
+
+    Tensors and variables are numpy arrays; variables are updated in place by ``assign`` and
+    ``polyak``. Mode ``"static"`` is accepted and runs eagerly. There is no autodiff, so
+    :attr:`supports_autodiff` is False and :meth:`train_step` / :meth:`gradients` raise
+    :class:`NotImplementedError`.
+
+    Args:
+        mode: ``"eager"`` or ``"static"`` (both run eagerly).
+        device: ``"auto"`` or ``"cpu"``.
+        seed: accepted for signature compatibility; numpy ops use no random numbers.
+    """
+
+    name = "numpy"
+    supports_autodiff = False
+
+    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None):
+        super().__init__(mode, device, seed)
+        if device not in ("auto", "cpu"):
+            raise ConfigError(f"The numpy test backend runs on the CPU only; got device '{device}'.")
+        self._ops = NumpyOps()
+
+    @property
+    def ops(self) -> NumpyOps:
+        """The numpy ops namespace."""
+        return self._ops
+
+    @property
+    def device(self) -> str:
+        """Always ``"cpu"``."""
+        return "cpu"
+
+    def to_tensor(self, value, dtype: str | None = None) -> np.ndarray:
+        """A fresh numpy array: floats become float32 and integers int64 (uint8 is kept)."""
+        if dtype is not None:
+            return np.array(value, dtype=_DTYPES[dtype])
+        return _canonical(np.array(value))
+
+    def to_numpy(self, tensor) -> np.ndarray:
+        """``np.asarray(tensor)``; like other backends on CPU it may share memory with ``tensor``."""
+        return np.asarray(tensor)
+
+    def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> np.ndarray:
+        """A writable numpy array copied from ``value`` (float64 becomes float32)."""
+        return _canonical(np.array(value, copy=True))
+
+    def assign_numpy(self, variable: np.ndarray, value: np.ndarray) -> None:
+        """Overwrite ``variable`` in place."""
+        np.copyto(variable, np.asarray(value, dtype=variable.dtype))
+
+    def function(self, fn: Callable) -> Callable:
+        """Return ``fn`` unchanged: numpy has no graph to compile."""
+        return fn
+
+    def train_step(self, loss_fn: Callable[..., Sequence[Any]], variables: Sequence[Any], optimizer: dict):
+        """Not available: numpy has no automatic differentiation."""
+        raise NotImplementedError(
+            "The numpy test backend has no automatic differentiation, so it cannot make a train "
+            "step; test training on a framework backend (e.g. torch or tf)."
+        )
+
+    def gradients(self, loss_fn: Callable[..., Sequence[Any]], variables: Sequence[Any], *inputs):
+        """Not available: numpy has no automatic differentiation."""
+        raise NotImplementedError(
+            "The numpy test backend has no automatic differentiation, so it cannot compute "
+            "gradients; check gradients on a framework backend (e.g. torch or tf)."
+        )
