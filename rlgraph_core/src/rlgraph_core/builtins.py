@@ -6,20 +6,31 @@ from rlgraph_core.plugins import hookimpl
 @hookimpl
 def rlgraph_agents():
     """The built-in agents with their config models."""
+    from rlgraph_core.agents.a2c import A2CAgent, A2CConfig
     from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
+    from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
+    from rlgraph_core.agents.sac import SACAgent, SACConfig
 
-    return {"dqn": (DQNAgent, DQNConfig)}
+    return {"dqn": (DQNAgent, DQNConfig),
+            "ppo": (PPOAgent, PPOConfig),
+            "a2c": (A2CAgent, A2CConfig),
+            "sac": (SACAgent, SACConfig)}
 
 
 @hookimpl
 def rlgraph_components():
     """Built-in components and memories that configs may name by ``type``."""
+    from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
     from rlgraph_core.components.dqn_loss import DQNLoss
     from rlgraph_core.components.exploration import EpsilonGreedy
+    from rlgraph_core.components.gae import GAE
     from rlgraph_core.components.network import MLP, DenseLayer
+    from rlgraph_core.components.pg_losses import A2CLoss, PPOLoss
     from rlgraph_core.components.preprocessors import BoxNormalizer
     from rlgraph_core.components.q_head import QNetwork, QValueHead
+    from rlgraph_core.components.sac_loss import SACLoss
     from rlgraph_core.components.target_sync import TargetSync
+    from rlgraph_core.components.twin_q import ContinuousQNetwork, TwinQNetwork
     from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 
     return {
@@ -33,6 +44,14 @@ def rlgraph_components():
         "epsilon_greedy": EpsilonGreedy,
         "target_sync": TargetSync,
         "box_normalize": BoxNormalizer,
+        "actor_critic": ActorCritic,
+        "running_obs_normalizer": RunningObsNormalizer,
+        "gae": GAE,
+        "ppo_loss": PPOLoss,
+        "a2c_loss": A2CLoss,
+        "continuous_q_network": ContinuousQNetwork,
+        "twin_q_network": TwinQNetwork,
+        "sac_loss": SACLoss,
     }
 
 

@@ -13,6 +13,9 @@ _NP_TO_TORCH = {np.dtype("float64"): torch.float32, np.dtype("float32"): torch.f
                 np.dtype("int64"): torch.int64, np.dtype("int32"): torch.int64,
                 np.dtype("bool"): torch.bool, np.dtype("uint8"): torch.uint8,
                 np.dtype("int8"): torch.int64}
+#: numpy dtypes that already are the tensor dtype ``to_tensor`` would pick: on the CPU such
+#: arrays become tensors that share their memory (as ``torch.as_tensor`` would), with no copy.
+_SAME_DTYPE = frozenset({np.dtype("float32"), np.dtype("int64"), np.dtype("bool"), np.dtype("uint8")})
 
 
 class TorchBackend(Backend):
@@ -25,6 +28,7 @@ class TorchBackend(Backend):
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self._device = torch.device(device)
+        self._on_cpu = self._device.type == "cpu"
         self._ops = TorchOps(self._device)
         if seed is not None:
             torch.manual_seed(seed)
@@ -41,6 +45,8 @@ class TorchBackend(Backend):
         if torch.is_tensor(value):
             return value
         arr = np.asarray(value)
+        if dtype is None and self._on_cpu and arr.dtype in _SAME_DTYPE and arr.flags.writeable:
+            return torch.from_numpy(arr)  # the hot path (every act and update): no argument parsing
         tdtype = _NP_TO_TORCH.get(arr.dtype, torch.float32) if dtype is None else getattr(torch, dtype)
         return torch.as_tensor(arr, dtype=tdtype, device=self._device)
 

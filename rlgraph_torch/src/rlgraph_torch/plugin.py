@@ -1,11 +1,9 @@
 """Entry-point module: registers the ``torch`` backend through rlgraph's hooks."""
 
-from rlgraph_core.plugins import hookimpl
+from rlgraph_core.plugins import LazyObject, hookimpl
 
 
 @hookimpl
 def rlgraph_backends():
-    """Register the PyTorch backend under the name ``torch``."""
-    from rlgraph_torch.backend import TorchBackend
-
-    return {"torch": TorchBackend}
+    """Register the PyTorch backend under the name ``torch`` (torch is imported on first use)."""
+    return {"torch": LazyObject("rlgraph_torch.backend:TorchBackend")}

@@ -152,20 +152,31 @@ class DQNAgent(Agent):
     # --- acting ----------------------------------------------------------------------------
     def act(self, obs, explore=True):
         to_t = self.backend.to_tensor
-        obs_t = to_t(np.asarray(obs, np.float32))
+        obs = np.asarray(obs, np.float32)
         if not explore:
-            actions = self.graph.greedy(obs_t)
-        else:
-            n = len(obs)
-            actions = self.graph.act(obs_t, to_t(self.rng.integers(0, self.num_actions, n)),
-                                     to_t(self.rng.random(n, dtype=np.float32)),
-                                     to_t(np.float32(self.epsilon(self.timesteps))))
+            return self.backend.to_numpy(self.graph.greedy(to_t(obs))) + self.action_start
+        n = len(obs)
+        random_actions = self.rng.integers(0, self.num_actions, n)
+        draws = self.rng.random(n, dtype=np.float32)
+        epsilon = np.float32(self.epsilon(self.timesteps))
+        if np.all(draws < epsilon):
+            # Every env explores, so the greedy actions would be discarded: skip the network.
+            # The same draws are made either way, so a seed gives the same actions as always.
+            return random_actions + self.action_start
+        actions = self.graph.act(to_t(obs), to_t(random_actions), to_t(draws), to_t(epsilon))
         return self.backend.to_numpy(actions) + self.action_start
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
         self.timesteps += len(obs)
-        out = self.nstep.add(obs, np.asarray(actions) - self.action_start, rewards, next_obs,
-                             terminated, truncated)
+        actions = np.asarray(actions) - self.action_start
+        if self.config.n_step == 1:
+            # One-step transitions need no assembly: the records NStepAssembler would emit.
+            obs = np.asarray(obs)
+            out = {"obs": obs, "actions": actions, "rewards": np.asarray(rewards, np.float32),
+                   "next_obs": np.asarray(next_obs, obs.dtype), "terminals": np.asarray(terminated, bool),
+                   "discounts": np.full(len(obs), self.config.gamma, np.float32)}
+        else:
+            out = self.nstep.add(obs, actions, rewards, next_obs, terminated, truncated)
         if out is not None:
             self.memory.insert(out)
 

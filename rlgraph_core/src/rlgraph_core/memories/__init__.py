@@ -1,4 +1,5 @@
-"""Replay memories: segment trees, uniform and prioritized replay, and n-step assembly.
+"""Replay memories: segment trees, uniform and prioritized replay, n-step assembly, and the
+on-policy rollout buffer.
 
 Everything here is plain vectorised numpy, independent of any deep-learning backend.
 """
@@ -6,6 +7,7 @@ Everything here is plain vectorised numpy, independent of any deep-learning back
 from rlgraph_core.memories.nstep import NStepAssembler
 from rlgraph_core.memories.prioritized_replay import PrioritizedReplay
 from rlgraph_core.memories.replay_memory import ReplayMemory
+from rlgraph_core.memories.rollout_buffer import RolloutBuffer, iterate_minibatches
 from rlgraph_core.memories.segment_tree import MinSegmentTree, SumSegmentTree
 
 __all__ = [
@@ -13,5 +15,7 @@ __all__ = [
     "NStepAssembler",
     "PrioritizedReplay",
     "ReplayMemory",
+    "RolloutBuffer",
+    "iterate_minibatches",
     "SumSegmentTree",
 ]

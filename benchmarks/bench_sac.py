@@ -1,0 +1,317 @@
+"""SAC training throughput on Pendulum-v1: rlgraph on every installed backend x mode vs a
+hand-written PyTorch SAC, in one run.
+
+Each implementation trains SAC with one gradient step per env step (train_freq 1,
+gradient_steps 1) on one gymnasium vector env with same-step autoreset:
+
+* ``rlgraph-<backend> <mode>``: the real :class:`~rlgraph_core.execution.local.LocalExecutor`
+  (act -> envs.step -> observe -> update: n-step assembler, replay memory, critic / actor /
+  temperature train steps, Polyak target update) for every installed backend plugin (torch,
+  tf ...) in eager and static mode, with evaluation, loggers and the progress bar switched off;
+* ``hand-written PyTorch``: a minimal CleanRL-style SAC written below: ``nn.Sequential`` MLPs,
+  a numpy ring-buffer replay, tanh-squashed Gaussian actor, twin critics with Polyak targets,
+  learned temperature, three Adam optimizers. Same networks, batch size, learning rate, tau,
+  gamma, learning_starts, replay capacity and vector-env setup as the rlgraph runs.
+
+Every run first takes ``learning_starts`` env steps plus ``--warmup`` steps with updates (so
+``torch.compile`` / ``tf.function`` tracing happens outside the window), then times the next
+``--steps`` env steps. With ``--repeats`` > 1 the implementations are interleaved (the order
+rotates every repeat) and the median is reported, because the machine may be shared. Run:
+
+    python benchmarks/bench_sac.py [--steps 1000] [--repeats 1] [--hidden 256,256]
+                                   [--backends torch,tf] [--modes eager,static] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from rlgraph_core.config.run import validate_config
+from rlgraph_core.execution.local import LocalExecutor
+from rlgraph_core.plugins import get_plugin_manager, hookimpl
+
+ENV_ID = "Pendulum-v1"
+
+#: Env steps between the executor's metric rows; the timed window starts and ends on such rows.
+LOG_INTERVAL = 100
+
+
+def agent_config(hidden: list[int], learning_starts: int) -> dict:
+    """The SAC agent settings shared by every implementation (RL-Zoo Pendulum, one step per step)."""
+    net = {"hidden": hidden, "activation": "relu"}
+    return {"type": "sac", "actor_network": net, "critic_network": net, "gamma": 0.99, "tau": 0.005,
+            "batch_size": 256, "learning_starts": learning_starts, "train_freq": 1, "gradient_steps": 1,
+            "ent_coef": "auto", "target_entropy": "auto", "memory": {"type": "replay", "capacity": 100_000},
+            "optimizer": {"type": "adam", "learning_rate": 1e-3, "max_grad_norm": None}}
+
+
+def run_config(args, backend: str, mode: str, total_timesteps: int) -> dict:
+    """The raw rlgraph run config (no evaluation, no loggers, CPU)."""
+    train = {"total_timesteps": total_timesteps, "eval_interval": 10**12, "log_interval": LOG_INTERVAL,
+             "target_return": None, "loggers": [], "progress_bar": False, "seed": args.seed,
+             "backend": backend, "mode": mode, "device": args.device}
+    return {"agent": agent_config(args.hidden, args.learning_starts),
+            "env": {"id": ENV_ID, "num_envs": 1}, "train": train}
+
+
+def window(args) -> tuple[int, int]:
+    """``(start, end)`` env steps of the timed window."""
+    start = math.ceil((args.learning_starts + args.warmup) / LOG_INTERVAL) * LOG_INTERVAL
+    return start, start + math.ceil(args.steps / LOG_INTERVAL) * LOG_INTERVAL
+
+
+def rates(marks: dict[int, tuple[float, int]], start: int, end: int) -> tuple[float, float]:
+    """Env steps/s and updates/s between the marks ``{timesteps: (time, updates)}``."""
+    (t0, u0), (t1, u1) = marks[start], marks[end]
+    return (end - start) / (t1 - t0), (u1 - u0) / (t1 - t0)
+
+
+# ---------------------------------------------------------------------------- rlgraph
+
+
+class _Marks:
+    """A plugin that records (time, updates) from the executor's per-iteration metrics."""
+
+    def __init__(self):
+        self.marks: dict[int, tuple[float, int]] = {}
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        self.marks[int(metrics["timesteps"])] = (metrics["wall_time"], int(metrics["updates"]))
+
+
+def bench_rlgraph(args, backend: str, mode: str) -> tuple[float, float]:
+    """Train with the real LocalExecutor; (env steps/s, updates/s) inside the window."""
+    start, end = window(args)
+    config = validate_config(run_config(args, backend, mode, end))
+    pm = get_plugin_manager()
+    marks = _Marks()
+    pm.register(marks, "bench_sac")
+    out_dir = tempfile.mkdtemp(prefix="bench_sac_")
+    try:
+        LocalExecutor(config, out_dir, plugin_manager=pm).run()
+    finally:
+        pm.pm.unregister(marks)
+        shutil.rmtree(out_dir, ignore_errors=True)
+    return rates(marks.marks, start, end)
+
+
+# ---------------------------------------------------------------------------- hand-written
+
+
+class NumpyReplay:
+    """A plain ring buffer of transitions in preallocated numpy arrays."""
+
+    def __init__(self, capacity: int, obs_dim: int, act_dim: int, rng: np.random.Generator):
+        self.obs = np.zeros((capacity, obs_dim), np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
+        self.actions = np.zeros((capacity, act_dim), np.float32)
+        self.rewards = np.zeros(capacity, np.float32)
+        self.terminals = np.zeros(capacity, np.float32)
+        self.capacity, self.pos, self.size, self.rng = capacity, 0, 0, rng
+
+    def add(self, obs, next_obs, actions, rewards, terminals):
+        for i in range(len(obs)):
+            p = self.pos
+            self.obs[p], self.next_obs[p], self.actions[p] = obs[i], next_obs[i], actions[i]
+            self.rewards[p], self.terminals[p] = rewards[i], terminals[i]
+            self.pos = (p + 1) % self.capacity
+            self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, batch_size: int):
+        idx = self.rng.integers(0, self.size, batch_size)
+        return (torch.from_numpy(self.obs[idx]), torch.from_numpy(self.actions[idx]),
+                torch.from_numpy(self.rewards[idx]), torch.from_numpy(self.next_obs[idx]),
+                torch.from_numpy(self.terminals[idx]))
+
+
+def mlp(in_dim: int, hidden: list[int], out_dim: int) -> nn.Sequential:
+    """``Linear -> ReLU`` per hidden size, then a linear output layer."""
+    layers, size = [], in_dim
+    for h in hidden:
+        layers += [nn.Linear(size, h), nn.ReLU()]
+        size = h
+    return nn.Sequential(*layers, nn.Linear(size, out_dim))
+
+
+class Actor(nn.Module):
+    """Tanh-squashed Gaussian policy with a state-dependent, clipped log-std."""
+
+    def __init__(self, obs_dim: int, hidden: list[int], act_dim: int):
+        super().__init__()
+        self.trunk = mlp(obs_dim, hidden[:-1], hidden[-1])
+        self.mean = nn.Linear(hidden[-1], act_dim)
+        self.log_std = nn.Linear(hidden[-1], act_dim)
+
+    def forward(self, obs):
+        """``(action in (-1, 1), log-prob)`` with the tanh log-det correction; and ``tanh(mean)``."""
+        h = F.relu(self.trunk(obs))
+        mean, log_std = self.mean(h), self.log_std(h).clamp(-20.0, 2.0)
+        u = mean + log_std.exp() * torch.randn_like(mean)
+        log_prob = (-0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        log_prob -= (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
+        return torch.tanh(u), log_prob, torch.tanh(mean)
+
+
+class Critic(nn.Module):
+    """Q(s, a) on the concatenated observation and action."""
+
+    def __init__(self, obs_dim: int, hidden: list[int], act_dim: int):
+        super().__init__()
+        self.net = mlp(obs_dim + act_dim, hidden, 1)
+
+    def forward(self, obs, actions):
+        return self.net(torch.cat([obs, actions], -1)).squeeze(-1)
+
+
+def bench_handwritten(args) -> tuple[float, float]:
+    """The same training job as a minimal hand-written SAC loop; (env steps/s, updates/s)."""
+    cfg = validate_config(run_config(args, "torch", "eager", 1)).agent
+    start, end = window(args)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    envs = gym.make_vec(ENV_ID, num_envs=1, vectorization_mode=gym.VectorizeMode.SYNC,
+                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    envs.action_space.seed(args.seed)
+    obs_dim, act_dim = envs.single_observation_space.shape[0], envs.single_action_space.shape[0]
+    low, high = envs.single_action_space.low, envs.single_action_space.high
+    lr = cfg.optimizer.learning_rate
+    actor = Actor(obs_dim, cfg.actor_network.hidden, act_dim)
+    qf1, qf2 = Critic(obs_dim, cfg.critic_network.hidden, act_dim), Critic(obs_dim, cfg.critic_network.hidden, act_dim)
+    qf1_target, qf2_target = copy.deepcopy(qf1), copy.deepcopy(qf2)
+    q_params = list(qf1.parameters()) + list(qf2.parameters())
+    target_params = list(qf1_target.parameters()) + list(qf2_target.parameters())
+    q_optimizer = torch.optim.Adam(q_params, lr=lr)
+    actor_optimizer = torch.optim.Adam(actor.parameters(), lr=lr)
+    target_entropy = -float(act_dim)
+    log_alpha = torch.zeros((), requires_grad=True)
+    a_optimizer = torch.optim.Adam([log_alpha], lr=lr)
+    rb = NumpyReplay(cfg.memory.capacity, obs_dim, act_dim, rng)
+
+    obs, _ = envs.reset(seed=args.seed)
+    global_step, updates = 0, 0
+    marks, t0 = {}, time.perf_counter()
+    while global_step < end:
+        if global_step < cfg.learning_starts:
+            unit = rng.uniform(-1.0, 1.0, (1, act_dim)).astype(np.float32)
+        else:
+            with torch.no_grad():
+                unit = actor(torch.from_numpy(obs.astype(np.float32)))[0].numpy()
+        actions = low + 0.5 * (unit + 1.0) * (high - low)
+        next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+        real_next_obs = next_obs
+        if "_final_obs" in infos and infos["_final_obs"].any():
+            real_next_obs = next_obs.copy()
+            for i in np.flatnonzero(infos["_final_obs"]):
+                real_next_obs[i] = infos["final_obs"][i]
+        rb.add(obs, real_next_obs, unit, rewards, terminated)  # terminated only: truncation bootstraps
+        obs = next_obs
+        global_step += 1
+
+        if global_step >= cfg.learning_starts and rb.size >= cfg.batch_size:
+            b_obs, b_actions, b_rewards, b_next_obs, b_terminals = rb.sample(cfg.batch_size)
+            alpha = log_alpha.exp().detach()
+            with torch.no_grad():
+                next_a, next_logp, _ = actor(b_next_obs)
+                next_q = torch.min(qf1_target(b_next_obs, next_a), qf2_target(b_next_obs, next_a))
+                y = b_rewards + cfg.gamma * (1.0 - b_terminals) * (next_q - alpha * next_logp)
+            q_loss = 0.5 * (F.mse_loss(qf1(b_obs, b_actions), y) + F.mse_loss(qf2(b_obs, b_actions), y))
+            q_optimizer.zero_grad()
+            q_loss.backward()
+            q_optimizer.step()
+
+            pi, logp, _ = actor(b_obs)
+            actor_loss = (alpha * logp - torch.min(qf1(b_obs, pi), qf2(b_obs, pi))).mean()
+            actor_optimizer.zero_grad()
+            actor_loss.backward()
+            actor_optimizer.step()
+
+            alpha_loss = -(log_alpha * (logp.detach() + target_entropy)).mean()
+            a_optimizer.zero_grad()
+            alpha_loss.backward()
+            a_optimizer.step()
+            updates += 1
+
+            with torch.no_grad():
+                for tp, p in zip(target_params, q_params):
+                    tp.lerp_(p, cfg.tau)
+        if global_step % LOG_INTERVAL == 0:
+            marks[global_step] = (time.perf_counter() - t0, updates)
+    envs.close()
+    return rates(marks, start, end)
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1000, help="timed env steps per run (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=300, help="env steps with updates before the window")
+    parser.add_argument("--learning-starts", type=int, default=300, dest="learning_starts")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved runs per implementation")
+    parser.add_argument("--hidden", default="256,256", help="hidden sizes of actor and critic trunks")
+    parser.add_argument("--backends", default=None, help="comma-separated; default: every installed backend")
+    parser.add_argument("--modes", default="eager,static")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op threads for torch and tf (0 = the frameworks' defaults)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    args.hidden = [int(h) for h in args.hidden.split(",")]
+    installed = list(get_plugin_manager().names("backends"))
+    backends = installed if args.backends is None else [b for b in args.backends.split(",") if b]
+    unknown = sorted(set(backends) - set(installed))
+    if unknown:
+        parser.error(f"backends {unknown} are not installed; installed: {installed}")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+        if "tf" in backends:
+            os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(args.threads))
+            import tensorflow as tf
+
+            tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+
+    impls = {"hand-written PyTorch": lambda: bench_handwritten(args)}
+    for backend in backends:
+        for mode in args.modes.split(","):
+            impls[f"rlgraph-{backend} {mode}"] = (lambda b=backend, m=mode: bench_rlgraph(args, b, m))
+    names = list(impls)
+    start, end = window(args)
+    print(f"SAC on {ENV_ID}: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), "
+          f"{os.cpu_count()} CPUs, device {args.device}, median of {args.repeats} run(s)")
+    print(f"net {args.hidden} relu (actor and each critic), batch 256, adam lr 1e-3, tau 0.005, "
+          f"1 gradient step per env step, learning_starts {args.learning_starts}; timed env steps {start}..{end}")
+    results: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for r in range(args.repeats):
+        for impl in names[r % len(names):] + names[:r % len(names)]:  # rotate the order
+            t0 = time.perf_counter()
+            results[impl].append(impls[impl]())
+            print(f"  run {r + 1}: {impl}: {results[impl][-1][0]:.0f} env steps/s "
+                  f"({time.perf_counter() - t0:.0f} s with warm-up)", flush=True)
+    base = statistics.median(s for s, _ in results[names[0]])
+    print()
+    print(f"| {'implementation':<24} | {'env steps/s':>11} | {'updates/s':>9} | {'vs hand-written':>15} |")
+    print(f"|{'-' * 26}|{'-' * 13}|{'-' * 11}|{'-' * 17}|")
+    for impl in names:
+        sps = statistics.median(s for s, _ in results[impl])
+        ups = statistics.median(u for _, u in results[impl])
+        print(f"| {impl:<24} | {sps:>11.0f} | {ups:>9.0f} | {sps / base:>15.2f} |")
+
+
+if __name__ == "__main__":
+    main()

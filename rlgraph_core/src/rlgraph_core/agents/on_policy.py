@@ -1,0 +1,364 @@
+"""What PPO and A2C share: config fields, the actor-critic root component, rollouts and GAE.
+
+An on-policy agent collects ``n_steps`` vector-env steps with its current policy into a
+:class:`~rlgraph_core.memories.RolloutBuffer`, estimates advantages with
+:class:`~rlgraph_core.components.gae.GAE`, learns from that rollout (the subclass's
+:meth:`OnPolicyAgent._learn`: PPO epochs of clipped minibatch steps, or one A2C step) and throws
+it away. It runs under the unchanged local executor: ``act`` caches what ``observe`` needs
+(raw actions, log-probabilities, values), ``observe`` stores the step, and ``update`` learns when
+the rollout holds ``n_steps`` steps per env.
+
+Episode ends: ``terminated`` steps are not bootstrapped; ``truncated`` steps are bootstrapped
+from the value of the *true* final observation (the ``next_obs`` the executor passes to
+``observe``), computed at once, with the same weights the rollout was collected with.
+
+Continuous actions: the Gaussian policy works in the unit box; for a bounded environment box
+``act`` scales its sample linearly onto ``[low, high]`` and clips it there, while the rollout
+keeps the unclipped sample so log-probabilities stay exact.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import numpy as np
+from pydantic import Field
+
+from rlgraph_core.agents.base import Agent
+from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
+from rlgraph_core.components.distributions import scale_action, unscale_action
+from rlgraph_core.components.gae import GAE
+from rlgraph_core.components.network import NetworkSpec
+from rlgraph_core.components.preprocessors import BoxNormalizer
+from rlgraph_core.components.schedules import as_schedule
+from rlgraph_core.config.common import OptimizerConfig, ScheduleOrFloat, StrictModel
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.graph import Component, api, build
+from rlgraph_core.memories.rollout_buffer import RolloutBuffer
+from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
+
+
+class ActorCriticNetworkSpec(NetworkSpec):
+    """A trunk of an actor-critic: 64-64 tanh with orthogonal initialisation by default (SB3)."""
+
+    hidden: list[int] = Field(default_factory=lambda: [64, 64], description="hidden layer sizes")
+    activation: str = Field("tanh", description="one of relu, tanh, sigmoid, elu, softplus, leaky_relu, linear")
+    initializer: str = Field("orthogonal", description="one of glorot_uniform, he_uniform, lecun_uniform, orthogonal")
+
+
+class OnPolicyOptimizerConfig(OptimizerConfig):
+    """Adam with the on-policy defaults of Stable-Baselines3: lr 3e-4, eps 1e-5, grad-norm clip 0.5."""
+
+    learning_rate: ScheduleOrFloat = Field(3e-4, description="float or a schedule over env steps")
+    max_grad_norm: Optional[float] = Field(0.5, gt=0, description="global gradient-norm clip; null disables")
+    eps: float = Field(1e-5, gt=0)
+
+
+class OnPolicyConfig(StrictModel):
+    """Fields shared by the on-policy actor-critic agents (PPO, A2C)."""
+
+    network: ActorCriticNetworkSpec = Field(default_factory=ActorCriticNetworkSpec,
+                                            description="each trunk (policy and value)")
+    shared_trunk: bool = Field(False, description="one trunk for policy and value (else one each)")
+    n_steps: int = Field(2048, gt=0, description="env steps per env in each rollout")
+    gamma: float = Field(0.99, gt=0, le=1)
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    ent_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus")
+    vf_coef: float = Field(0.5, ge=0, description="weight of the value loss")
+    normalize_advantage: bool = Field(True, description="normalise advantages per minibatch")
+    log_std_init: float = Field(0.0, description="initial log-std of a Gaussian policy (continuous actions)")
+    preprocessor: Literal["none", "box_normalize", "running_mean_std"] = Field(
+        "none", description="observation normalisation: none, the env box to [-1, 1], or running mean/std")
+    obs_clip: float = Field(10.0, gt=0, description="running_mean_std: clip normalised observations to +-obs_clip")
+    optimizer: OnPolicyOptimizerConfig = Field(default_factory=OnPolicyOptimizerConfig)
+
+
+class OnPolicyGraph(Component):
+    """Root component of an on-policy agent: actor-critic, GAE and the algorithm's loss.
+
+    Subclasses add the ``loss`` API method (the one the train step minimises).
+
+    Args:
+        name: root name (``ppo``, ``a2c``).
+        config: the agent config.
+        observation_space / action_space: rlgraph spaces without batch rank.
+        loss: the loss component (kept as ``self.pg_loss``).
+        seed: seeds the initial weights.
+    """
+
+    def __init__(self, name: str, config: OnPolicyConfig, observation_space: FloatBox, action_space,
+                 loss: Component, seed: int):
+        super().__init__(name)
+        self.obs_normalizer = None
+        preprocessor = None
+        if config.preprocessor == "box_normalize":
+            preprocessor = BoxNormalizer(observation_space.low, observation_space.high, name="preprocessor")
+        elif config.preprocessor == "running_mean_std":
+            preprocessor = self.obs_normalizer = RunningObsNormalizer(
+                observation_space.shape, clip=config.obs_clip, name="preprocessor")
+        self.policy = ActorCritic(config.network, action_space, config.shared_trunk, preprocessor, seed,
+                                  config.log_std_init, name="policy")
+        self.gae = GAE(config.gamma, config.gae_lambda)
+        self.pg_loss = loss
+        self.add_components(self.policy, self.gae, loss)
+
+    @api
+    def act(self, obs, noise):
+        """``(actions, log_probs, values)`` of the stochastic policy."""
+        return self.policy.act(obs, noise)
+
+    @api
+    def greedy(self, obs):
+        """The deterministic action (mode or mean)."""
+        return self.policy.deterministic(obs)
+
+    @api
+    def value(self, obs):
+        """``V(obs)``."""
+        return self.policy.value(obs)
+
+    @api
+    def evaluate_actions(self, obs, actions):
+        """``(log_probs, entropy, values)`` of given actions."""
+        return self.policy.evaluate(obs, actions)
+
+    @api
+    def advantages(self, rewards, values, next_values, terminated, truncated):
+        """GAE ``(advantages, returns)`` of a time-major ``[T, N]`` rollout."""
+        return self.gae.advantages(rewards, values, next_values, terminated, truncated)
+
+    @api
+    def update_normalizer(self, obs):
+        """Fold observations into the running normaliser (no-op without one)."""
+        if self.obs_normalizer is None:
+            return None
+        return self.obs_normalizer.update(obs)
+
+
+class OnPolicyAgent(Agent):
+    """Base of PPO and A2C: acting, rollout collection, bootstrapping and GAE.
+
+    Subclasses set :attr:`graph_class`, implement :meth:`_make_loss`, :meth:`_loss_spaces` and
+    :meth:`_learn`, and report their diagnostics through :meth:`metrics`.
+
+    Args:
+        config: the agent config.
+        observation_space: a rank-1 ``FloatBox``.
+        action_space: ``Discrete(n)`` or a rank-1 ``FloatBox``.
+        backend: a backend instance.
+        seed: seeds weights, action sampling and minibatch shuffling.
+        num_envs: number of vector envs stepped together (N).
+    """
+
+    #: the root component class (a subclass of :class:`OnPolicyGraph`).
+    graph_class: type = OnPolicyGraph
+    #: registry name of the algorithm (root component name).
+    algorithm: str = "on_policy"
+
+    def __init__(self, config: OnPolicyConfig, observation_space, action_space, backend, seed: int = 0,
+                 num_envs: int = 1):
+        super().__init__(config, observation_space, action_space, backend, seed)
+        name = self.algorithm.upper()
+        if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
+            raise ConfigError(f"{name}'s MLP needs a rank-1 float observation space; got {observation_space!r}.")
+        self.discrete = isinstance(action_space, Discrete)
+        if self.discrete:
+            self.num_actions = int(action_space.n)
+            self.action_start = int(action_space.start)
+            action_b = IntBox(0, self.num_actions - 1, shape=()).with_batch_rank()
+            noise_b = FloatBox(0.0, 1.0, shape=(self.num_actions,)).with_batch_rank()
+        elif isinstance(action_space, FloatBox) and len(action_space.shape) == 1:
+            self.action_dim = int(action_space.shape[0])
+            self.action_low = np.asarray(action_space.low, np.float32)
+            self.action_high = np.asarray(action_space.high, np.float32)
+            self.bounded = bool(np.all(np.isfinite(self.action_low)) and np.all(np.isfinite(self.action_high)))
+            action_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
+            noise_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
+        else:
+            raise ConfigError(f"{name} needs a Discrete or rank-1 FloatBox action space; this environment's "
+                              f"is {action_space!r}.")
+        self.num_envs = int(num_envs)
+        self.graph = self.graph_class(self.algorithm, config, observation_space, action_space,
+                                      self._make_loss(config), seed)
+        obs_b = observation_space.with_batch_rank()
+        env_f = FloatBox(shape=(self.num_envs,)).with_batch_rank()
+        env_b = BoolBox(shape=(self.num_envs,)).with_batch_rank()
+        spaces = {
+            "act": {"obs": obs_b, "noise": noise_b},
+            "greedy": {"obs": obs_b},
+            "value": {"obs": obs_b},
+            "evaluate_actions": {"obs": obs_b, "actions": action_b},
+            "advantages": {"rewards": env_f, "values": env_f, "next_values": env_f,
+                           "terminated": env_b, "truncated": env_b},
+            "update_normalizer": {"obs": obs_b},
+            "loss": self._loss_spaces(obs_b, action_b, FloatBox(shape=()).with_batch_rank()),
+        }
+        # Only the per-step inference methods are compiled in static mode (besides the train
+        # step): GAE is a loop over time that would be unrolled, and the rest run rarely.
+        self.build_report = build(self.graph, spaces, backend, compile_apis=("act", "greedy", "value"))
+        if self.graph.obs_normalizer is not None:
+            self.graph.obs_normalizer.reset()  # the build ran update_normalizer on a zero batch
+        self.lr_schedule = as_schedule(config.optimizer.learning_rate)
+        self._params = list(self.graph.policy.variables(trainable_only=True).values())
+        self.train_step = backend.train_step(self.graph.loss, self._params,
+                                             config.optimizer.backend_spec(self.lr_schedule(0)))
+        self.buffer = RolloutBuffer(config.n_steps, self.num_envs, seed)
+        self.shuffle_rng = np.random.default_rng([seed, 1])
+        self._pending = None
+        self._last_next_obs = None
+        self._last_metrics: dict[str, float] = {}
+
+    # --- hooks for subclasses --------------------------------------------------------------
+    def _make_loss(self, config) -> Component:
+        """The algorithm's loss component."""
+        raise NotImplementedError
+
+    def _loss_spaces(self, obs_b, action_b, float_b) -> dict:
+        """Input spaces of the root ``loss`` API method, in argument order."""
+        raise NotImplementedError
+
+    def _learn(self, rollout: dict[str, np.ndarray]) -> dict[str, float]:
+        """Learn from one time-major rollout (see :meth:`rollout`); return metrics."""
+        raise NotImplementedError
+
+    # --- actions ---------------------------------------------------------------------------
+    def _noise(self, n: int) -> np.ndarray:
+        """Sampling noise from the agent's seeded generator: uniform in (0, 1) or standard normal."""
+        if self.discrete:
+            u = self.rng.random((n, self.num_actions), dtype=np.float32)
+            return np.maximum(u, np.finfo(np.float32).tiny)
+        return self.rng.standard_normal((n, self.action_dim), dtype=np.float32)
+
+    def _to_env(self, raw: np.ndarray) -> np.ndarray:
+        """Policy actions -> env actions (shift discrete; scale and clip bounded boxes)."""
+        if self.discrete:
+            return raw.astype(np.int64) + self.action_start
+        if self.bounded:
+            return np.clip(scale_action(raw, self.action_low, self.action_high),
+                           self.action_low, self.action_high).astype(np.float32)
+        return raw.astype(np.float32)
+
+    def _from_env(self, actions: np.ndarray) -> np.ndarray:
+        """Env actions -> policy actions (inverse of :meth:`_to_env` where not clipped)."""
+        actions = np.asarray(actions)
+        if self.discrete:
+            return actions.astype(np.int64) - self.action_start
+        if self.bounded:
+            return unscale_action(actions, self.action_low, self.action_high).astype(np.float32)
+        return actions.astype(np.float32)
+
+    def act(self, obs, explore=True):
+        """Env-ready actions for a batch of observations; with ``explore`` caches what observe needs."""
+        to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
+        obs = np.asarray(obs, np.float32)
+        if not explore:
+            return self._to_env(to_np(self.graph.greedy(to_t(obs))))
+        actions, log_probs, values = self.graph.act(to_t(obs), to_t(self._noise(len(obs))))
+        raw = to_np(actions)
+        env_actions = self._to_env(raw)
+        self._pending = (obs, raw, to_np(log_probs), to_np(values), env_actions)
+        return env_actions
+
+    # --- rollouts --------------------------------------------------------------------------
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
+        """Store one vector step in the rollout.
+
+        The log-probabilities and values cached by the last ``act(obs)`` are used when ``obs``
+        and ``actions`` are what it saw and returned; otherwise they are computed here.
+        """
+        obs = np.asarray(obs, np.float32)
+        pending, self._pending = self._pending, None
+        if (pending is not None and pending[0].shape == obs.shape and np.array_equal(pending[0], obs)
+                and np.array_equal(pending[4], actions)):
+            raw, log_probs, values = pending[1], pending[2], pending[3]
+        else:
+            raw = self._from_env(actions)
+            to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
+            log_probs, _, values = (to_np(x) for x in self.graph.evaluate_actions(to_t(obs), to_t(raw)))
+        terminated = np.asarray(terminated, bool)
+        truncated = np.asarray(truncated, bool)
+        next_obs = np.asarray(next_obs, np.float32)
+        final_values = np.zeros(len(obs), np.float32)
+        if truncated.any():  # bootstrap a cut episode from V(true final observation)
+            v = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs)))
+            final_values = np.where(truncated, v, 0.0).astype(np.float32)
+        self.buffer.add(obs=obs, actions=raw, log_probs=log_probs, values=values,
+                        rewards=np.asarray(rewards, np.float32), terminated=terminated,
+                        truncated=truncated, final_values=final_values)
+        self.timesteps += len(obs)
+        if self.buffer.full:
+            self._last_next_obs = next_obs.copy()
+
+    def rollout(self) -> dict[str, np.ndarray]:
+        """The collected rollout, time-major ``[T, N, ...]``, with ``next_values[t] = V(true s_{t+1})``.
+
+        Keys: obs, actions, log_probs, values, rewards, terminated, truncated, next_values. This
+        is what :meth:`update` accepts as ``batch`` (e.g. a rollout gathered by another worker).
+        """
+        data = {k: v.copy() for k, v in self.buffer.data().items()}
+        last_values = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(self._last_next_obs)))
+        next_values = np.concatenate([data["values"][1:], np.asarray(last_values, np.float32)[None]], axis=0)
+        data["next_values"] = np.where(data["truncated"], data.pop("final_values"), next_values).astype(np.float32)
+        return data
+
+    def compute_advantages(self, rollout: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """GAE advantages and returns ``[T, N]`` of a rollout (see :class:`~rlgraph_core.components.gae.GAE`)."""
+        to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
+        adv, ret = self.graph.advantages(*(to_t(rollout[k]) for k in
+                                           ("rewards", "values", "next_values", "terminated", "truncated")))
+        return to_np(adv), to_np(ret)
+
+    def update(self, batch=None):
+        """Learn once the rollout holds ``n_steps`` steps per env (or from ``batch``, a :meth:`rollout`)."""
+        if batch is None:
+            if not self.buffer.full:
+                return None
+            batch = self.rollout()
+            self.buffer.reset()
+        lr = self.lr_schedule(self.timesteps)
+        if lr != self.train_step.learning_rate:
+            self.train_step.learning_rate = lr
+        metrics = self._learn(batch)
+        if self.graph.obs_normalizer is not None:
+            obs = batch["obs"]
+            self.graph.update_normalizer(self.backend.to_tensor(obs.reshape(-1, *obs.shape[2:])))
+        self._last_metrics = metrics
+        return metrics
+
+    @staticmethod
+    def _flat(x: np.ndarray) -> np.ndarray:
+        """``[T, N, ...] -> [T * N, ...]``."""
+        return x.reshape(-1, *x.shape[2:])
+
+    def metrics(self) -> dict[str, float]:
+        """Latest training metrics (losses of the last update, learning rate, update count)."""
+        return {"updates": self.updates, "learning_rate": self.train_step.learning_rate, **self._last_metrics}
+
+    # --- weights and state -----------------------------------------------------------------
+    def variables(self):
+        """Every variable (policy, value, normaliser statistics), keyed by scope path."""
+        return dict(self.graph.variables())
+
+    def get_state(self):
+        """Optimizer state and counters (incl. generator states) for a checkpoint.
+
+        A partly collected rollout is not stored: a resumed run resets its envs, so those steps
+        could never be completed; the next rollout starts afresh.
+        """
+        arrays = {f"optimizer/{k}": v for k, v in self.train_step.get_state().items()}
+        counters = {"timesteps": self.timesteps, "updates": self.updates,
+                    "rng": self.rng.bit_generator.state, "shuffle_rng": self.shuffle_rng.bit_generator.state}
+        return arrays, counters
+
+    def set_state(self, arrays, counters):
+        """Restore :meth:`get_state`'s output and start a fresh rollout."""
+        super().set_state(arrays, counters)
+        if "rng" in counters:
+            self.rng.bit_generator.state = counters["rng"]
+        if "shuffle_rng" in counters:
+            self.shuffle_rng.bit_generator.state = counters["shuffle_rng"]
+        self.buffer.reset()
+        self._pending = None
+        opt = {k[len("optimizer/"):]: v for k, v in arrays.items() if k.startswith("optimizer/")}
+        if opt:
+            self.train_step.set_state(opt)

@@ -1,0 +1,348 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018) for bounded continuous action spaces.
+
+SAC is composed from backend-neutral components: a tanh-squashed Gaussian policy
+(:class:`~rlgraph_core.components.distributions.DistributionHead` with ``squashed=True``), an
+online and a target :class:`~rlgraph_core.components.twin_q.TwinQNetwork`, the
+:class:`~rlgraph_core.components.sac_loss.SACLoss` (whose docstring holds the whole math) and a
+Polyak :class:`~rlgraph_core.components.target_sync.TargetSync`. Each gradient step is three
+backend train steps, each over its own variables: the critic (both Q-networks), the actor, and
+the temperature ``log_alpha`` (when learned); then the target critic moves towards the online one.
+
+Actions: the policy works in the unit box (-1, 1); :meth:`SACAgent.act` maps its actions onto the
+environment's bounds, and :meth:`SACAgent.observe` maps them back, so replay stores unit actions.
+All randomness (the reparameterisation noise of acting and of both losses, the uniform actions
+before ``learning_starts``, replay sampling) comes from seeded numpy generators, so a seed gives
+the same run on every backend up to floating-point differences.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+import numpy as np
+from pydantic import Field
+
+from rlgraph_core.agents.base import Agent
+from rlgraph_core.agents.dqn import _memory_from_config
+from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
+from rlgraph_core.components.network import MLP, NetworkSpec
+from rlgraph_core.components.sac_loss import SACLoss
+from rlgraph_core.components.schedules import as_schedule
+from rlgraph_core.components.target_sync import TargetSync
+from rlgraph_core.components.twin_q import TwinQNetwork
+from rlgraph_core.config.common import MemoryConfig, OptimizerConfig, StrictModel
+from rlgraph_core.errors import CheckpointError, ConfigError
+from rlgraph_core.graph import Component, api, build
+from rlgraph_core.memories import NStepAssembler
+from rlgraph_core.spaces import BoolBox, FloatBox
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+def _sac_network() -> NetworkSpec:
+    return NetworkSpec(hidden=[256, 256], activation="relu")
+
+
+class SACConfig(StrictModel):
+    """Hyperparameters of SAC (defaults follow Stable-Baselines3 / the SAC paper)."""
+
+    type: Literal["sac"] = "sac"
+    actor_network: NetworkSpec = Field(default_factory=_sac_network, description="policy trunk")
+    critic_network: NetworkSpec = Field(default_factory=_sac_network, description="trunk of each Q-network")
+    gamma: float = Field(0.99, gt=0, le=1)
+    n_step: int = Field(1, ge=1, description="n-step returns (1 = the standard one-step SAC target)")
+    tau: float = Field(0.005, gt=0, le=1, description="Polyak factor of the target critic (1 = hard copy)")
+    target_update_interval: int = Field(1, gt=0, description="gradient steps between target updates")
+    batch_size: int = Field(256, gt=0)
+    learning_starts: int = Field(100, ge=0, description="env steps of uniform random actions before learning")
+    train_freq: int = Field(1, gt=0, description="env steps between update rounds")
+    gradient_steps: int = Field(1, gt=0, description="gradient steps per update round")
+    ent_coef: Union[Literal["auto"], PositiveFloat] = Field(
+        "auto", description="entropy temperature alpha: 'auto' learns it, a float fixes it")
+    init_ent_coef: PositiveFloat = Field(1.0, description="initial alpha when ent_coef is 'auto'")
+    target_entropy: Union[Literal["auto"], float] = Field(
+        "auto", description="entropy the learned temperature aims at; 'auto' = -action_dim")
+    log_std_bounds: tuple[float, float] = Field((-20.0, 2.0), description="clip range of the policy's log-std")
+    memory: MemoryConfig = Field(default_factory=lambda: MemoryConfig(capacity=1_000_000))
+    optimizer: OptimizerConfig = Field(
+        default_factory=lambda: OptimizerConfig(learning_rate=3e-4, max_grad_norm=None),
+        description="used by each of the three train steps (critic, actor, temperature)")
+
+
+class SquashedGaussianPolicy(Component):
+    """The SAC actor: MLP trunk → tanh-squashed Gaussian head; actions in (-1, 1)."""
+
+    def __init__(self, spec: NetworkSpec, action_space: FloatBox, log_std_bounds: tuple[float, float],
+                 seed: int = 0, name: str = "actor"):
+        super().__init__(name)
+        rng = np.random.default_rng(seed)
+        self.trunk = MLP(spec, rng, name="trunk")
+        self.head = DistributionHead(action_space, squashed=True, initializer=spec.initializer, rng=rng,
+                                     log_std_bounds=tuple(log_std_bounds), name="head")
+        self.add_components(self.trunk, self.head)
+
+    @api
+    def sample(self, obs, noise):
+        """Reparameterised ``(actions [B, d], log_probs [B])`` from standard-normal ``noise [B, d]``."""
+        return self.head.sample(self.trunk.call(obs), noise)
+
+    @api
+    def deterministic(self, obs):
+        """``tanh(mean)``: the action used for evaluation."""
+        return self.head.deterministic(self.trunk.call(obs))
+
+
+class SACGraph(Component):
+    """The root component of SAC: actor, online and target twin critics, losses, target sync."""
+
+    def __init__(self, config: SACConfig, action_space: FloatBox, seed: int):
+        super().__init__("sac")
+        action_dim = int(action_space.shape[0])
+        self.actor = SquashedGaussianPolicy(config.actor_network, action_space, config.log_std_bounds, seed)
+        # Same seed for the online and the target critic: they start identical.
+        self.critic = TwinQNetwork(config.critic_network, seed + 1, name="critic")
+        self.critic_target = TwinQNetwork(config.critic_network, seed + 1, name="critic_target")
+        self.sac_loss = SACLoss(action_dim, config.ent_coef, config.init_ent_coef, config.target_entropy)
+        self.target_sync = TargetSync(self.critic, self.critic_target, config.tau)
+        self.add_components(self.actor, self.critic, self.critic_target, self.sac_loss, self.target_sync)
+
+    @api
+    def act(self, obs, noise):
+        """Exploring unit actions: a sample of the squashed Gaussian."""
+        actions, _ = self.actor.sample(obs, noise)
+        return actions
+
+    @api
+    def greedy(self, obs):
+        """Deterministic unit actions ``tanh(mean)``."""
+        return self.actor.deterministic(obs)
+
+    @api
+    def critic_loss(self, obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise):
+        """Loss 1 of :class:`SACLoss` for a batch: ``(loss, |TD|)``."""
+        next_actions, next_log_probs = self.actor.sample(next_obs, next_noise)
+        next_q1, next_q2 = self.critic_target.call(next_obs, self.ops.stop_gradient(next_actions))
+        q1, q2 = self.critic.call(obs, actions)
+        return self.sac_loss.critic_loss(q1, q2, rewards, terminals, discounts, next_q1, next_q2,
+                                         self.ops.stop_gradient(next_log_probs), weights)
+
+    @api
+    def actor_loss(self, obs, noise):
+        """Loss 2 of :class:`SACLoss`: ``(loss, log_probs)``."""
+        actions, log_probs = self.actor.sample(obs, noise)
+        q1, q2 = self.critic.call(obs, actions)
+        return self.sac_loss.actor_loss(log_probs, q1, q2)
+
+    @api
+    def temperature_loss(self, log_probs):
+        """Loss 3 of :class:`SACLoss`: ``(loss, alpha)``."""
+        return self.sac_loss.temperature_loss(log_probs)
+
+    @api
+    def alpha(self):
+        """The current entropy temperature."""
+        return self.sac_loss.alpha()
+
+    @api
+    def sync_target(self):
+        """Move the target critic towards the online critic (Polyak with ``tau``)."""
+        return self.target_sync.sync()
+
+
+class SACAgent(Agent):
+    """Soft Actor-Critic with twin critics, Polyak target critic and automatic temperature.
+
+    Args:
+        config: a :class:`SACConfig`.
+        observation_space: a rank-1 :class:`~rlgraph_core.spaces.FloatBox`.
+        action_space: a rank-1 :class:`~rlgraph_core.spaces.FloatBox` with finite bounds.
+        backend: the backend to build on.
+        seed: seeds weights, noise, random warm-up actions and replay sampling.
+        num_envs: number of vector envs feeding :meth:`observe`.
+    """
+
+    def __init__(self, config: SACConfig, observation_space, action_space, backend, seed: int = 0,
+                 num_envs: int = 1):
+        super().__init__(config, observation_space, action_space, backend, seed)
+        if not isinstance(action_space, FloatBox) or len(action_space.shape) != 1:
+            raise ConfigError(f"SAC needs a rank-1 continuous (Box) action space; this environment's is "
+                              f"{action_space!r}. Use DQN, PPO or A2C for discrete actions.")
+        low, high = np.asarray(action_space.low, np.float64), np.asarray(action_space.high, np.float64)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise ConfigError(f"SAC squashes actions into the action box, so its bounds must be finite; got "
+                              f"{action_space!r}. Wrap the environment with gymnasium's RescaleAction or ClipAction.")
+        if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
+            raise ConfigError(f"SAC's MLPs need a rank-1 float observation space; got {observation_space!r}.")
+        self.action_dim = int(action_space.shape[0])
+        self.low, self.high = low, high
+        self.lr_schedule = as_schedule(config.optimizer.learning_rate)
+        self.memory = _memory_from_config(config.memory, seed)
+        self.prioritized = bool(getattr(self.memory, "prioritized", False))
+        self.nstep = NStepAssembler(num_envs, config.n_step, config.gamma)
+        self.graph = SACGraph(config, action_space, seed)
+
+        obs_b = observation_space.with_batch_rank()
+        unit_b = FloatBox(-1.0, 1.0, shape=(self.action_dim,)).with_batch_rank()
+        noise_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
+        float_b = FloatBox(shape=()).with_batch_rank()
+        self.build_report = build(self.graph, {
+            "act": {"obs": obs_b, "noise": noise_b},
+            "greedy": {"obs": obs_b},
+            "critic_loss": {"obs": obs_b, "actions": unit_b, "rewards": float_b, "next_obs": obs_b,
+                            "terminals": BoolBox(shape=()).with_batch_rank(), "discounts": float_b,
+                            "weights": float_b, "next_noise": noise_b},
+            "actor_loss": {"obs": obs_b, "noise": noise_b},
+            "temperature_loss": {"log_probs": float_b},
+            "alpha": {},
+            "sync_target": {},
+        }, backend, compile_apis=("act", "greedy"))
+
+        opt = config.optimizer.backend_spec(self.lr_schedule(0))
+        graph = self.graph
+        self.critic_step = backend.train_step(
+            graph.critic_loss, list(graph.critic.variables(trainable_only=True).values()), opt)
+        self.actor_step = backend.train_step(
+            graph.actor_loss, list(graph.actor.variables(trainable_only=True).values()), opt)
+        self.temperature_step = None
+        if graph.sac_loss.learn_alpha:
+            self.temperature_step = backend.train_step(
+                graph.temperature_loss, list(graph.sac_loss.variables(trainable_only=True).values()), opt)
+        self._last_train = 0
+        self._last = None
+
+    def _train_steps(self) -> dict:
+        steps = {"critic": self.critic_step, "actor": self.actor_step}
+        if self.temperature_step is not None:
+            steps["temperature"] = self.temperature_step
+        return steps
+
+    # --- acting ----------------------------------------------------------------------------
+    def act(self, obs, explore=True):
+        """Env-scaled actions ``[B, action_dim]``: sampled if exploring, ``tanh(mean)`` if not.
+
+        Before ``learning_starts`` env steps an exploring agent acts uniformly at random.
+        """
+        obs = np.asarray(obs, np.float32)
+        n = len(obs)
+        if explore and self.timesteps < self.config.learning_starts:
+            unit = self.rng.uniform(-1.0, 1.0, (n, self.action_dim))
+        else:
+            obs_t = self.backend.to_tensor(obs)
+            if explore:
+                noise = self.rng.standard_normal((n, self.action_dim), dtype=np.float32)
+                unit = self.backend.to_numpy(self.graph.act(obs_t, self.backend.to_tensor(noise)))
+            else:
+                unit = self.backend.to_numpy(self.graph.greedy(obs_t))
+        return scale_action(unit, self.low, self.high).astype(np.float32)
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
+        """Store one vector-env step; actions are mapped back to the unit box for replay."""
+        self.timesteps += len(obs)
+        unit = np.clip(unscale_action(actions, self.low, self.high), -1.0, 1.0).astype(np.float32)
+        out = self.nstep.add(np.asarray(obs, np.float32), unit, rewards, np.asarray(next_obs, np.float32),
+                             terminated, truncated)
+        if out is not None:
+            self.memory.insert(out)
+
+    # --- learning --------------------------------------------------------------------------
+    def update(self, batch=None):
+        """``gradient_steps`` SAC gradient steps every ``train_freq`` env steps once learning starts
+        (or one step on ``batch`` when given); returns the last step's losses as backend scalars."""
+        cfg = self.config
+        if batch is None:
+            if self.timesteps < cfg.learning_starts or len(self.memory) < cfg.batch_size:
+                return None
+            if self.timesteps - self._last_train < cfg.train_freq:
+                return None
+            self._last_train = self.timesteps
+            steps = cfg.gradient_steps
+        else:
+            steps = 1
+        lr = self.lr_schedule(self.timesteps)
+        if lr != self.critic_step.learning_rate:
+            for step in self._train_steps().values():
+                step.learning_rate = lr
+        for _ in range(steps):
+            self._last = self._train_on(batch if batch is not None else self.memory.sample(cfg.batch_size))
+            self.updates += 1
+            if self.updates % cfg.target_update_interval == 0:
+                self.graph.sync_target()
+        return self._last
+
+    def _train_on(self, sample: dict) -> dict:
+        """One critic, one actor and (if learned) one temperature update on ``sample``."""
+        to_t = self.backend.to_tensor
+        n = len(sample["rewards"])
+        weights = sample.get("weights")
+        if weights is None:
+            weights = np.ones(n, np.float32)
+        discounts = sample.get("discounts")
+        if discounts is None:
+            discounts = np.full(n, self.config.gamma, np.float32)  # a given batch: one-step transitions
+        noise = self.rng.standard_normal((2, n, self.action_dim), dtype=np.float32)
+        obs = to_t(sample["obs"])
+        critic_loss, td = self.critic_step(
+            obs, to_t(sample["actions"]), to_t(sample["rewards"]), to_t(sample["next_obs"]),
+            to_t(sample["terminals"]), to_t(discounts), to_t(weights), to_t(noise[0]))
+        actor_loss, log_probs = self.actor_step(obs, to_t(noise[1]))
+        out = {"critic_loss": critic_loss, "actor_loss": actor_loss, "log_probs": log_probs}
+        if self.temperature_step is not None:
+            out["temperature_loss"], out["alpha"] = self.temperature_step(log_probs)
+        if self.prioritized and "indices" in sample:
+            self.memory.update_priorities(sample["indices"], self.backend.to_numpy(td))
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        """Latest losses, temperature and entropy estimate (converted to floats only here)."""
+        out = {"updates": self.updates, "learning_rate": self.critic_step.learning_rate}
+        if self._last is not None:
+            to_np = self.backend.to_numpy
+            out["critic_loss"] = float(to_np(self._last["critic_loss"]))
+            out["actor_loss"] = float(to_np(self._last["actor_loss"]))
+            out["entropy"] = float(-np.mean(to_np(self._last["log_probs"])))
+            if "temperature_loss" in self._last:
+                out["temperature_loss"] = float(to_np(self._last["temperature_loss"]))
+        out["alpha"] = float(self.backend.to_numpy(self.graph.alpha()))
+        return out
+
+    # --- weights and state -----------------------------------------------------------------
+    def variables(self):
+        """Actor, critic, target critic and ``log_alpha``, keyed by scope path."""
+        return dict(self.graph.variables())
+
+    def get_state(self):
+        """Optimizer states (``optimizer/<critic|actor|temperature>/*``), the replay memory
+        (``memory/*``) and counters with the noise generator's state, for a checkpoint.
+
+        Pending n-step transitions are not stored (a resumed run starts new episodes).
+        """
+        arrays = {}
+        for name, step in self._train_steps().items():
+            arrays.update({f"optimizer/{name}/{k}": v for k, v in step.get_state().items()})
+        arrays.update({f"memory/{k}": v for k, v in self.memory.state_dict().items()})
+        counters = {"timesteps": self.timesteps, "updates": self.updates, "last_train": self._last_train,
+                    "rng": self.rng.bit_generator.state}
+        return arrays, counters
+
+    def set_state(self, arrays, counters):
+        """Restore :meth:`get_state`'s output; the memory is validated and loaded first."""
+        memory_state = {k[len("memory/"):]: v for k, v in arrays.items() if k.startswith("memory/")}
+        if memory_state:
+            try:
+                self.memory.load_state_dict(memory_state)
+            except ValueError as exc:
+                raise CheckpointError(
+                    f"The checkpoint's replay memory cannot be restored into this agent's "
+                    f"'{self.config.memory.type}' memory (capacity {self.config.memory.capacity}): {exc} "
+                    f"Resume with the memory settings the checkpoint was written with."
+                ) from None
+        self.nstep.reset()
+        super().set_state(arrays, counters)
+        self._last_train = int(counters.get("last_train", 0))
+        if "rng" in counters:
+            self.rng.bit_generator.state = counters["rng"]
+        for name, step in self._train_steps().items():
+            prefix = f"optimizer/{name}/"
+            state = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            if state:
+                step.set_state(state)

@@ -1,0 +1,76 @@
+"""State-action value networks for continuous actions, and the twin pair used by SAC and TD3.
+
+A continuous-action critic cannot output one value per action as DQN's head does; it takes the
+action as an input instead: ``Q(s, a) = head(trunk(concat[s, a]))``. SAC and TD3 keep two such
+networks with independent initial weights and use the smaller of their two estimates in the
+bootstrap target (clipped double-Q, Fujimoto et al. 2018), which counters the overestimation a
+single learned critic suffers from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlgraph_core.components.network import MLP, DenseLayer, NetworkSpec
+from rlgraph_core.graph import Component, api
+from rlgraph_core.spaces import FloatBox, SpaceError
+
+
+def _check_rank1_float(name: str, space) -> None:
+    """Raise SpaceError unless ``space`` is a float box of rank 1 (a batch of vectors)."""
+    if not isinstance(space, FloatBox) or len(space.shape) != 1:
+        raise SpaceError(f"expected '{name}' to be a float box of rank 1, e.g. FloatBox(shape=(n,)), "
+                         f"got {space!r}.")
+
+
+class ContinuousQNetwork(Component):
+    """``Q(s, a)``: an MLP trunk on the concatenated ``[obs, action]`` and a linear output.
+
+    Args:
+        spec: the trunk's hidden sizes, activation and initializer.
+        rng: numpy generator for the initial weights (draws happen at build time, in layer order).
+        name: component name.
+    """
+
+    def __init__(self, spec: NetworkSpec, rng: np.random.Generator | None = None, name: str = "q"):
+        super().__init__(name)
+        rng = rng if rng is not None else np.random.default_rng()
+        self.trunk = MLP(spec, rng, name="trunk")
+        self.out = DenseLayer(1, "linear", spec.initializer, rng, name="out")
+        self.add_components(self.trunk, self.out)
+
+    def check_input_spaces(self, method, spaces):
+        _check_rank1_float("obs", spaces["obs"])
+        _check_rank1_float("actions", spaces["actions"])
+
+    @api
+    def call(self, obs, actions):
+        """Q-values ``[B]`` for observations ``[B, obs_dim]`` and actions ``[B, action_dim]``."""
+        x = self.ops.concat([obs, actions], axis=-1)
+        return self.ops.squeeze(self.out.call(self.trunk.call(x)), -1)
+
+
+class TwinQNetwork(Component):
+    """Two independent :class:`ContinuousQNetwork` s, ``q1`` and ``q2``, on the same input.
+
+    Both draw their initial weights from one generator seeded with ``seed``, one after the other,
+    so they start different from each other; two TwinQNetworks made with the same seed and spec
+    start identical (an online critic and its target copy).
+
+    Args:
+        spec: network spec of each Q-network's trunk.
+        seed: seed of the weight initialisation.
+        name: component name.
+    """
+
+    def __init__(self, spec: NetworkSpec, seed: int = 0, name: str = "twin_q"):
+        super().__init__(name)
+        rng = np.random.default_rng(seed)
+        self.q1 = ContinuousQNetwork(spec, rng, name="q1")
+        self.q2 = ContinuousQNetwork(spec, rng, name="q2")
+        self.add_components(self.q1, self.q2)
+
+    @api
+    def call(self, obs, actions):
+        """``(Q1(s, a), Q2(s, a))``, each ``[B]``."""
+        return self.q1.call(obs, actions), self.q2.call(obs, actions)

@@ -1,0 +1,16 @@
+"""The TensorFlow backend of rlgraph (registry name ``tf``).
+
+``TFBackend`` is imported on first access, so loading this package's entry point (which the
+plugin manager does to list names) does not import TensorFlow.
+"""
+
+__all__ = ["TFBackend"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "TFBackend":
+        from rlgraph_tf.backend import TFBackend
+
+        return TFBackend
+    raise AttributeError(f"module 'rlgraph_tf' has no attribute {name!r}")

@@ -1,0 +1,194 @@
+"""The TensorFlow backend: tensors, variables, ops, compiled functions and training steps."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from rlgraph_core.backend import Backend
+from rlgraph_core.errors import ConfigError
+from rlgraph_tf.ops import TFOps
+from rlgraph_tf.optim import CompiledFunction, TFTrainStep
+
+_DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
+_INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
+
+#: GPUs on which this process already asked TensorFlow for on-demand memory growth.
+_GROWTH_SET: set[str] = set()
+
+
+def _canonical(arr: np.ndarray) -> np.ndarray:
+    """The contract's dtypes: other floats -> float32, other ints -> int64 (uint8 kept)."""
+    kind = arr.dtype.kind
+    if kind == "f" and arr.dtype != np.float32:
+        return arr.astype(np.float32)
+    if kind in "iu" and arr.dtype not in (np.int64, np.uint8):
+        return arr.astype(np.int64)
+    return arr
+
+
+def _allow_gpu_memory_growth(gpus) -> None:
+    """Ask TensorFlow to take GPU memory on demand, so PyTorch in this process can use the GPU too.
+
+    Only possible before TensorFlow initialises the GPU; afterwards the setting is left alone.
+    """
+    for gpu in gpus:
+        if gpu.name in _GROWTH_SET:
+            continue
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except (RuntimeError, ValueError):  # already initialised: keep what is in place
+            pass
+        _GROWTH_SET.add(gpu.name)
+
+
+def _resolve_device(requested: str) -> tuple[str, str]:
+    """Map a config device name to ``(tf_device, display_name)``.
+
+    ``auto`` picks the first visible GPU, else the CPU. ``cuda[:N]`` is accepted as an alias of
+    ``gpu[:N]`` so one config works for the torch and tf backends.
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    req = (requested or "auto").strip().lower()
+    if req == "auto":
+        req = "gpu:0" if gpus else "cpu"
+    if req in ("cpu", "cpu:0"):
+        return "/CPU:0", "cpu"
+    match = re.fullmatch(r"(?:gpu|cuda)(?::(\d+))?", req)
+    if match is None:
+        raise ConfigError(f"Device '{requested}' is not known to the tf backend; use auto, cpu, "
+                          f"gpu, gpu:N, cuda or cuda:N.")
+    index = int(match.group(1) or 0)
+    if index >= len(gpus):
+        raise ConfigError(f"Device '{requested}' was requested but TensorFlow sees {len(gpus)} GPU(s); "
+                          f"use device=cpu or auto, or install a GPU build of TensorFlow.")
+    _allow_gpu_memory_growth(gpus)
+    return f"/GPU:{index}", f"gpu:{index}"
+
+
+class TFBackend(Backend):
+    """TensorFlow 2, eager (define-by-run) or static (``tf.function``, XLA when it compiles).
+
+    Args:
+        mode: ``"eager"`` or ``"static"``.
+        device: ``"auto"``, ``"cpu"``, ``"gpu[:N]"`` or ``"cuda[:N]"``.
+        seed: seeds TensorFlow's global generator (weights are initialised in numpy anyway).
+        jit_compile: in static mode, compile training steps with XLA (falls back to a plain
+            ``tf.function`` with a warning if XLA fails). Inference functions always use a plain
+            ``tf.function``: for the small per-step batches of acting it has less call overhead.
+    """
+
+    name = "tf"
+
+    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None,
+                 jit_compile: bool = True):
+        super().__init__(mode, device, seed)
+        self._tf_device, self._device_name = _resolve_device(device)
+        # Only when a GPU is visible can an op land anywhere but the CPU; then every variable,
+        # tensor and call is pinned to the chosen device. On CPU-only hosts skip the scope.
+        self._pin = bool(tf.config.list_physical_devices("GPU"))
+        self._ops = TFOps(self._tf_device)
+        self.jit_compile = bool(jit_compile)
+        if seed is not None:
+            tf.random.set_seed(seed)
+
+    def _scope(self):
+        return tf.device(self._tf_device) if self._pin else contextlib.nullcontext()
+
+    # --- tensors and variables -------------------------------------------------------------
+    @property
+    def ops(self) -> TFOps:
+        """The neutral ops namespace on TensorFlow."""
+        return self._ops
+
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"gpu:N"``."""
+        return self._device_name
+
+    def to_tensor(self, value, dtype: str | None = None):
+        """numpy / Python scalar -> tensor on the device (float32, int64, bool; uint8 kept)."""
+        if isinstance(value, (tf.Tensor, tf.Variable)):
+            return value if dtype is None else tf.cast(value, getattr(tf, dtype))
+        arr = np.asarray(value)
+        arr = _canonical(arr) if dtype is None else arr.astype(_DTYPES[dtype], copy=False)
+        if not self._pin:
+            return tf.convert_to_tensor(arr)
+        with tf.device(self._tf_device):
+            return tf.identity(tf.convert_to_tensor(arr))
+
+    def to_numpy(self, tensor) -> np.ndarray:
+        """Tensor or variable -> numpy (a copy for variables, which change in place)."""
+        if isinstance(tensor, tf.Variable):
+            return np.array(tensor.numpy(), copy=True)
+        if isinstance(tensor, tf.Tensor):
+            return np.asarray(tensor.numpy())  # 0-d results are arrays too, like torch's
+        return np.asarray(tensor)
+
+    def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> tf.Variable:
+        """A ``tf.Variable`` on the device holding ``value`` (floats as float32, ints as int64)."""
+        arr = _canonical(np.array(value, copy=True))
+        with tf.device(self._tf_device):
+            return tf.Variable(arr, trainable=trainable, name=_INVALID_NAME_CHARS.sub("_", name) or "var")
+
+    def assign_numpy(self, variable: tf.Variable, value: np.ndarray) -> None:
+        """Overwrite ``variable`` from numpy (cast to the variable's dtype)."""
+        variable.assign(np.asarray(value, dtype=variable.dtype.as_numpy_dtype))
+
+    # --- computation -----------------------------------------------------------------------
+    def function(self, fn: Callable) -> Callable:
+        """Eager: ``fn`` itself. Static: ``tf.function(fn, reduce_retracing=True)``.
+
+        Pass tensors, not Python numbers, for values that change between calls (epsilon ...):
+        a traced function is specialised to the Python values it saw.
+        """
+        if self.mode == "static":
+            compiled = CompiledFunction(fn, jit_compile=False, what=getattr(fn, "__name__", "function"))
+            return self._pinned(compiled)
+        return self._pinned(fn)
+
+    def _pinned(self, fn: Callable) -> Callable:
+        if not self._pin:
+            return fn
+        device = self._tf_device
+
+        def pinned(*args):
+            with tf.device(device):
+                return fn(*args)
+
+        pinned.__wrapped__ = fn
+        return pinned
+
+    def train_step(self, loss_fn: Callable, variables: Sequence[Any], optimizer: dict) -> TFTrainStep:
+        """A training step (see :class:`~rlgraph_tf.optim.TFTrainStep`): one ``tf.function`` in static mode."""
+        with self._scope():
+            step = TFTrainStep(loss_fn, variables, optimizer, static=self.mode == "static",
+                               jit_compile=self.jit_compile, device=self._tf_device)
+        if self._pin:
+            step._step = self._pinned(step._step)
+        return step
+
+    def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
+        """``(loss, [gradient per variable])`` as numpy; traced with ``tf.function`` in static mode.
+
+        Variables the loss does not depend on get zero gradients.
+        """
+        variables = list(variables)
+
+        def loss_and_grads(*args):
+            with tf.GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(variables)
+                outputs = loss_fn(*args)
+            grads = tape.gradient(outputs[0], variables,
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            return outputs[0], grads
+
+        if self.mode == "static":
+            loss_and_grads = tf.function(loss_and_grads)
+        with self._scope():
+            loss, grads = loss_and_grads(*inputs)
+        return np.asarray(loss.numpy()), [np.asarray(g.numpy()) for g in grads]

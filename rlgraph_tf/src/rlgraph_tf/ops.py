@@ -1,0 +1,188 @@
+"""The neutral ops namespace implemented with TensorFlow (see rlgraph_core.backend.OPS_CONTRACT).
+
+Every op works both eagerly and inside ``tf.function`` (and under XLA): no op converts to numpy
+or branches on tensor values in Python.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+_DTYPES = {"float32": tf.float32, "int64": tf.int64, "bool": tf.bool}
+
+#: Negative slope of ``leaky_relu``; the same on every rlgraph backend.
+LEAKY_RELU_SLOPE = 0.2
+
+_ACTIVATIONS = {
+    "relu": tf.nn.relu,
+    "tanh": tf.math.tanh,
+    "sigmoid": tf.math.sigmoid,
+    "elu": tf.nn.elu,
+    "softplus": tf.math.softplus,
+    "leaky_relu": lambda x: tf.nn.leaky_relu(x, alpha=LEAKY_RELU_SLOPE),
+    "linear": lambda x: x,
+}
+
+
+def _axis(axis):
+    return list(axis) if isinstance(axis, (list, tuple)) else axis
+
+
+class TFOps:
+    """Stateless TensorFlow ops bound to one device.
+
+    Args:
+        device: the TensorFlow device string (``"/CPU:0"``, ``"/GPU:0"``) constants are put on.
+    """
+
+    def __init__(self, device: str = "/CPU:0"):
+        self.device = device
+
+    @staticmethod
+    def dense(x, w, b):
+        """``x @ w + b`` with ``w`` of shape ``[in, out]`` (any number of leading axes in ``x``)."""
+        if x.shape.rank == 2:
+            return tf.nn.bias_add(tf.linalg.matmul(x, w), b)
+        return tf.tensordot(x, w, axes=[[x.shape.rank - 1], [0]]) + b
+
+    @staticmethod
+    def activation(name, x):
+        """Apply the activation called ``name`` (see the contract for the list)."""
+        try:
+            fn = _ACTIVATIONS[name]
+        except KeyError:
+            raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(_ACTIVATIONS)}.") from None
+        return fn(x)
+
+    @staticmethod
+    def reduce_sum(x, axis=None, keepdims=False):
+        """Sum over ``axis`` (all axes when None)."""
+        return tf.math.reduce_sum(x, axis=_axis(axis), keepdims=keepdims)
+
+    @staticmethod
+    def reduce_mean(x, axis=None, keepdims=False):
+        """Mean over ``axis`` (all axes when None)."""
+        return tf.math.reduce_mean(x, axis=_axis(axis), keepdims=keepdims)
+
+    @staticmethod
+    def reduce_max(x, axis=None, keepdims=False):
+        """Maximum over ``axis`` (all axes when None)."""
+        return tf.math.reduce_max(x, axis=_axis(axis), keepdims=keepdims)
+
+    @staticmethod
+    def argmax(x, axis=-1):
+        """Index of the maximum along ``axis`` as int64 (first one on ties)."""
+        return tf.math.argmax(x, axis=axis, output_type=tf.int64)
+
+    @staticmethod
+    def gather_last(x, idx):
+        """``x[..., idx]`` row by row: ``x`` [B, N], ``idx`` [B] -> [B] (any matching leading axes)."""
+        rank = idx.shape.rank
+        return tf.gather(x, tf.cast(idx, tf.int64), axis=rank, batch_dims=rank)
+
+    @staticmethod
+    def one_hot(idx, depth):
+        """One-hot float32 encoding of integer ``idx``."""
+        return tf.one_hot(tf.cast(idx, tf.int64), depth, dtype=tf.float32)
+
+    @staticmethod
+    def where(cond, a, b):
+        """Elementwise ``a`` where ``cond`` else ``b`` (broadcasting)."""
+        return tf.where(cond, a, b)
+
+    abs = staticmethod(tf.math.abs)
+    square = staticmethod(tf.math.square)
+    sqrt = staticmethod(tf.math.sqrt)
+    exp = staticmethod(tf.math.exp)
+    log = staticmethod(tf.math.log)
+    minimum = staticmethod(tf.math.minimum)
+    maximum = staticmethod(tf.math.maximum)
+
+    @staticmethod
+    def clip(x, lo, hi):
+        """Clip ``x`` to ``[lo, hi]``."""
+        return tf.clip_by_value(x, lo, hi)
+
+    @staticmethod
+    def stop_gradient(x):
+        """Same value; no gradient flows back through it."""
+        return tf.stop_gradient(x)
+
+    @staticmethod
+    def cast(x, dtype):
+        """Cast to ``'float32'``, ``'int64'`` or ``'bool'``."""
+        return tf.cast(x, _DTYPES[dtype])
+
+    @staticmethod
+    def huber(x, delta=1.0):
+        """``0.5 x^2`` where ``|x| <= delta`` else ``delta (|x| - 0.5 delta)``, elementwise.
+
+        Written as ``0.5 q^2 + delta (|x| - q)`` with ``q = min(|x|, delta)``: the same values and
+        gradients as ``torch.nn.functional.huber_loss`` and no branch, so it compiles anywhere.
+        """
+        a = tf.math.abs(x)
+        q = tf.math.minimum(a, delta)
+        return 0.5 * tf.math.square(q) + delta * (a - q)
+
+    @staticmethod
+    def softmax(x, axis=-1):
+        """Softmax along ``axis``."""
+        return tf.nn.softmax(x, axis=axis)
+
+    @staticmethod
+    def log_softmax(x, axis=-1):
+        """Log-softmax along ``axis``."""
+        return tf.nn.log_softmax(x, axis=axis)
+
+    @staticmethod
+    def concat(xs, axis=-1):
+        """Concatenate a list of tensors along ``axis``."""
+        return tf.concat(list(xs), axis=axis)
+
+    @staticmethod
+    def stack(xs, axis=0):
+        """Stack a list of tensors along a new ``axis``."""
+        return tf.stack(list(xs), axis=axis)
+
+    @staticmethod
+    def reshape(x, shape):
+        """Reshape (``-1`` infers one axis)."""
+        return tf.reshape(x, shape)
+
+    @staticmethod
+    def expand_dims(x, axis):
+        """Insert a size-1 axis at ``axis``."""
+        return tf.expand_dims(x, axis)
+
+    @staticmethod
+    def squeeze(x, axis):
+        """Remove the size-1 axis ``axis``."""
+        return tf.squeeze(x, axis=axis)
+
+    @staticmethod
+    def zeros_like(x):
+        """Zeros of ``x``'s shape and dtype."""
+        return tf.zeros_like(x)
+
+    def constant(self, value, dtype="float32"):
+        """A constant tensor of ``dtype`` on this backend's device."""
+        with tf.device(self.device):
+            return tf.constant(value, dtype=_DTYPES[dtype])
+
+    @staticmethod
+    def assign(variable, value):
+        """Copy ``value`` into ``variable`` in place (no gradient)."""
+        variable.assign(tf.stop_gradient(value))
+
+    @staticmethod
+    def polyak(targets, sources, tau):
+        """In place ``t <- (1 - tau) t + tau s`` for each pair (``tau >= 1``: plain copy).
+
+        Computed as ``t + tau (s - t)``, the form of ``torch.lerp``, so both backends round alike.
+        """
+        tau = float(tau)
+        for t, s in zip(targets, sources):
+            if tau >= 1.0:
+                t.assign(s)
+            else:
+                t.assign_add(tau * (s - t))

@@ -1,0 +1,276 @@
+"""Optimizers, gradient clipping and the training step of the tf backend.
+
+The update rules are written out on ``tf.Variable`` slots rather than taken from Keras, because
+rlgraph promises that one agent config gives the same numbers on every backend: each rule below
+follows the corresponding ``torch.optim`` implementation (PyTorch 2.x, ``foreach`` path, no weight
+decay) operation by operation, and clipping follows ``torch.nn.utils.clip_grad_norm_``.
+Scalar factors that torch computes in Python double precision (bias corrections, step sizes) are
+computed here in ``float64`` and cast to ``float32`` once, so the rounding matches as well.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from rlgraph_core.backend import TrainStep
+
+#: ``torch.nn.utils.clip_grad_norm_`` adds this to the norm before dividing.
+CLIP_EPS = 1e-6
+
+#: Slot names per optimizer type, named like torch's optimizer state keys so that state dumps of
+#: the two backends line up key for key.
+SLOTS = {
+    "adam": ("exp_avg", "exp_avg_sq"),
+    "rmsprop": ("square_avg",),
+    "sgd": (),
+}
+
+
+def clip_by_global_norm(grads: Sequence[Any], max_norm: float | None) -> list[Any]:
+    """Scale ``grads`` so their global L2 norm is at most ``max_norm`` (torch's formula).
+
+    ``coef = min(1, max_norm / (norm + 1e-6))``; every gradient is multiplied by ``coef`` (which is
+    exactly 1 when no clipping is needed). ``None`` entries (variables the loss does not touch)
+    stay ``None``; ``max_norm=None`` returns the gradients unchanged.
+    """
+    grads = list(grads)
+    if max_norm is None:
+        return grads
+    present = [g for g in grads if g is not None]
+    if not present:
+        return grads
+    norms = tf.stack([tf.norm(tf.reshape(g, [-1])) for g in present])
+    total = tf.norm(norms)
+    coef = tf.minimum(tf.constant(max_norm, tf.float32) / (total + CLIP_EPS), 1.0)
+    return [None if g is None else g * coef for g in grads]
+
+
+class TorchStyleOptimizer:
+    """Adam, RMSprop or SGD(momentum) on ``tf.Variable`` s, numerically like ``torch.optim``.
+
+    Args:
+        spec: a validated optimizer spec dict (``type``, ``learning_rate``, ``eps``, ``betas``,
+            ``alpha``, ``momentum``).
+        variables: the ``tf.Variable`` s to update.
+        device: TensorFlow device string the slots are created on.
+
+    Update rules (``g`` gradient, ``t`` step count after increment, ``lr`` learning rate)::
+
+        adam:     m <- m + (1 - b1) (g - m);  v <- b2 v + (1 - b2) g^2
+                  p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+        rmsprop:  s <- alpha s + (1 - alpha) g^2;  d = sqrt(s) + eps
+                  momentum > 0: buf <- momentum buf + g / d;  p <- p - lr buf
+                  else:         p <- p - lr g / d
+        sgd:      momentum > 0: buf <- momentum buf + g;  p <- p - lr buf
+                  else:         p <- p - lr g
+
+    One step counter is shared by all variables (torch keeps one per parameter; they only differ
+    when some parameter never receives a gradient).
+    """
+
+    def __init__(self, spec: dict, variables: Sequence[tf.Variable], device: str = "/CPU:0"):
+        self.kind = spec["type"]
+        if self.kind not in SLOTS:
+            raise ValueError(f"Unknown optimizer type '{self.kind}'; use adam, rmsprop or sgd.")
+        self.variables = list(variables)
+        self.eps = float(spec.get("eps", 1e-8))
+        self.betas = tuple(float(b) for b in spec.get("betas", (0.9, 0.999)))
+        self.alpha = float(spec.get("alpha", 0.99))
+        self.momentum = float(spec.get("momentum", 0.0))
+        slot_names = list(SLOTS[self.kind])
+        if self.kind in ("rmsprop", "sgd") and self.momentum > 0:
+            slot_names.append("momentum_buffer")
+        self.slot_names = tuple(slot_names)
+        with tf.device(device):
+            self.lr = tf.Variable(float(spec["learning_rate"]), dtype=tf.float64, trainable=False,
+                                  name="optimizer/learning_rate")
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="optimizer/step")
+            self.slots: dict[str, list[tf.Variable]] = {
+                name: [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                                   name=f"optimizer/{i}/{name}") for i, v in enumerate(self.variables)]
+                for name in self.slot_names
+            }
+
+    def apply(self, grads: Sequence[Any]) -> None:
+        """Apply one update with ``grads`` (aligned with the variables; ``None`` = skip)."""
+        self.step.assign_add(1)
+        t = tf.cast(self.step, tf.float64)
+        lr64 = self.lr
+        if self.kind == "adam":
+            b1, b2 = self.betas
+            step_size = tf.cast(lr64 / (1.0 - tf.pow(tf.constant(b1, tf.float64), t)), tf.float32)
+            bc2_sqrt = tf.cast(tf.sqrt(1.0 - tf.pow(tf.constant(b2, tf.float64), t)), tf.float32)
+            for i, (p, g) in enumerate(zip(self.variables, grads)):
+                if g is None:
+                    continue
+                m, v = self.slots["exp_avg"][i], self.slots["exp_avg_sq"][i]
+                m_new = m + (1.0 - b1) * (g - m)
+                v_new = v * b2 + (1.0 - b2) * (g * g)
+                m.assign(m_new)
+                v.assign(v_new)
+                denom = tf.sqrt(v_new) / bc2_sqrt + self.eps
+                p.assign_sub(step_size * (m_new / denom))
+            return
+        lr = tf.cast(lr64, tf.float32)
+        if self.kind == "rmsprop":
+            for i, (p, g) in enumerate(zip(self.variables, grads)):
+                if g is None:
+                    continue
+                s = self.slots["square_avg"][i]
+                s_new = s * self.alpha + (1.0 - self.alpha) * (g * g)
+                s.assign(s_new)
+                denom = tf.sqrt(s_new) + self.eps
+                if self.momentum > 0:
+                    buf = self.slots["momentum_buffer"][i]
+                    buf_new = buf * self.momentum + g / denom
+                    buf.assign(buf_new)
+                    p.assign_sub(lr * buf_new)
+                else:
+                    p.assign_sub(lr * (g / denom))
+            return
+        for i, (p, g) in enumerate(zip(self.variables, grads)):  # sgd
+            if g is None:
+                continue
+            if self.momentum > 0:
+                buf = self.slots["momentum_buffer"][i]
+                buf_new = buf * self.momentum + g
+                buf.assign(buf_new)
+                p.assign_sub(lr * buf_new)
+            else:
+                p.assign_sub(lr * g)
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Slots and step count as numpy, keyed ``"<variable index>/<slot>"`` like torch's state."""
+        out: dict[str, np.ndarray] = {}
+        step = np.asarray(self.step.numpy(), np.float32)
+        for i in range(len(self.variables)):
+            if self.kind != "sgd":
+                out[f"{i}/step"] = step.copy()
+            for name in self.slot_names:
+                out[f"{i}/{name}"] = np.array(self.slots[name][i].numpy(), copy=True)
+        return out
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`get_state` wrote (unknown keys are an error; missing ones stay)."""
+        for key, value in state.items():
+            idx, _, name = key.partition("/")
+            if not idx.isdigit() or int(idx) >= len(self.variables):
+                raise ValueError(f"Optimizer state key '{key}' does not name one of the "
+                                 f"{len(self.variables)} optimized variables.")
+            if name == "step":
+                self.step.assign(int(np.asarray(value).item()))
+            elif name in self.slots:
+                self.slots[name][int(idx)].assign(np.asarray(value, np.float32))
+            else:
+                raise ValueError(f"Optimizer state key '{key}': '{name}' is not a slot of "
+                                 f"{self.kind} (slots: {', '.join(('step',) + self.slot_names)}).")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+class CompiledFunction:
+    """``tf.function`` that tries XLA first and falls back to a plain graph if XLA fails.
+
+    XLA compiles on the first call of each input signature, so a failure shows up there: the
+    function is then re-created with ``jit_compile=False`` and called again, with a
+    ``RuntimeWarning``. ``reduce_retracing=True`` makes a second batch size generalise the
+    traced signature instead of tracing once per size.
+
+    Args:
+        fn: the Python function to trace.
+        jit_compile: try XLA (``True``) or use a plain ``tf.function`` graph (``False``).
+        what: a short description used in the fallback warning.
+    """
+
+    def __init__(self, fn: Callable, jit_compile: bool, what: str):
+        self.python_function = fn
+        self.what = what
+        self.jit_compile = jit_compile
+        self._fn = tf.function(fn, jit_compile=jit_compile, reduce_retracing=True)
+        self._verified = not jit_compile
+
+    def __call__(self, *args):
+        if self._verified:
+            return self._fn(*args)
+        try:
+            out = self._fn(*args)
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError,
+                tf.errors.InternalError, tf.errors.UnknownError, NotImplementedError) as exc:
+            warnings.warn(f"XLA compilation of the {self.what} failed ({type(exc).__name__}: "
+                          f"{_first_line(exc)}); using tf.function without jit_compile instead.",
+                          RuntimeWarning, stacklevel=2)
+            self.jit_compile = False
+            self._fn = tf.function(self.python_function, jit_compile=False, reduce_retracing=True)
+            out = self._fn(*args)
+        self._verified = True
+        return out
+
+    def experimental_get_tracing_count(self) -> int:
+        """How many concrete graphs the underlying ``tf.function`` has traced."""
+        return self._fn.experimental_get_tracing_count()
+
+
+class TFTrainStep(TrainStep):
+    """Loss, gradients, global-norm clipping and update; one ``tf.function`` in static mode.
+
+    Args:
+        loss_fn: ``loss_fn(*inputs) -> (loss, *aux)`` in backend tensors.
+        variables: the ``tf.Variable`` s to optimise.
+        spec: the validated optimizer spec dict (see ``Backend.train_step``).
+        static: compile the whole step (forward, loss, backward, clipping, update) as one
+            ``tf.function``; else run it eagerly.
+        jit_compile: in static mode, try XLA first (falls back with a warning).
+        device: TensorFlow device string for the optimizer slots.
+    """
+
+    def __init__(self, loss_fn: Callable, variables: Sequence[tf.Variable], spec: dict, static: bool,
+                 jit_compile: bool = True, device: str = "/CPU:0"):
+        self.loss_fn = loss_fn
+        self.variables = list(variables)
+        self.max_grad_norm = spec.get("max_grad_norm")
+        self.optimizer = TorchStyleOptimizer(spec, self.variables, device)
+        self._lr_value = float(spec["learning_rate"])
+        self.compiled = static
+        self._step = CompiledFunction(self._eager_step, jit_compile, "train step") if static else self._eager_step
+
+    def _eager_step(self, *inputs):
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(self.variables)
+            outputs = self.loss_fn(*inputs)
+        grads = tape.gradient(outputs[0], self.variables)
+        self.optimizer.apply(clip_by_global_norm(grads, self.max_grad_norm))
+        return tuple(None if o is None else tf.stop_gradient(o) for o in outputs)
+
+    def __call__(self, *inputs):
+        """Run one update on ``inputs``; return ``(loss, *aux)`` as tensors."""
+        return self._step(*inputs)
+
+    @property
+    def jit_compiled(self) -> bool:
+        """Whether the step runs XLA-compiled (static mode and XLA accepted it)."""
+        return self.compiled and self._step.jit_compile
+
+    @property
+    def learning_rate(self) -> float:
+        """Current learning rate (a ``tf.Variable`` inside the step: changing it never retraces)."""
+        return self._lr_value
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self._lr_value = float(value)
+        self.optimizer.lr.assign(self._lr_value)
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Optimizer slots and step count as numpy (keys like torch's: ``"0/exp_avg"``)."""
+        return self.optimizer.get_state()
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore optimizer state written by :meth:`get_state`."""
+        self.optimizer.set_state(state)

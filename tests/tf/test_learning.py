@@ -1,0 +1,17 @@
+"""DQN learns CartPole-v1 on the tf backend in static mode (tf.function + XLA train step)."""
+
+import pytest
+
+from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
+from rlgraph_core.execution.local import LocalExecutor
+
+
+@pytest.mark.learning
+def test_dqn_cartpole_tf_static(tmp_path):
+    """The default DQN config (the one the torch backend solves in ~20k steps) reaches 475."""
+    cfg = validate_config(apply_overrides(DEFAULT_CONFIG, [
+        "train.backend=tf", "train.mode=static", "train.progress_bar=false", "train.loggers=[jsonl]",
+        "train.total_timesteps=60000", "train.target_return=475", "train.seed=0"]))
+    summary = LocalExecutor(cfg, tmp_path / "run").run()
+    assert summary["target_reached"], summary
+    assert summary["eval_return_mean"] >= 475

@@ -1,0 +1,249 @@
+"""The ``rlgraph`` command line on the torch backend: plugins, config, graph, train, evaluate,
+resume, and clean exit-2 errors for user mistakes.
+
+Commands run in-process through :func:`rlgraph_core.cli.main`; one test runs the installed
+``rlgraph`` script in a subprocess. One short training run is shared by the tests that need
+its output folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rlgraph_core.cli import main
+from rlgraph_core.config.run import DEFAULT_CONFIG, validate_config
+from rlgraph_core.plugins import get_plugin_manager
+
+if "torch" not in get_plugin_manager().names("backends"):
+    pytest.skip("the torch backend (rlgraph-torch) is not installed", allow_module_level=True)
+
+import torch  # noqa: E402  (after the skip: only where the backend is installed)
+
+#: Small and fast, but still a real run: updates start at step 200, two evaluations.
+FAST = ["--set", "agent.network.hidden=[16]", "--set", "agent.learning_starts=200",
+        "--set", "agent.train_freq=50", "--set", "agent.gradient_steps=2", "--set", "agent.batch_size=32",
+        "--set", "agent.memory.capacity=5000", "--set", "train.log_interval=1000"]
+METRIC_KEYS = {"timesteps", "wall_time", "episode_return_mean", "eval_return_mean", "env_steps_per_s",
+               "updates_per_s", "loss"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny networks train much faster on one thread, above all on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """``rlgraph ARGV`` in-process; returns (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:  # argparse usage errors
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_user_error(code: int, stderr: str, *fragments: str) -> str:
+    """Exit code 2 and a single 'rlgraph: error:' paragraph without a traceback."""
+    assert code == 2, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("rlgraph: error:")]
+    assert len(errors) == 1, stderr
+    message = errors[0]
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """``rlgraph train`` for 2000 steps with two evaluations; returns (out dir, stdout)."""
+    out = tmp_path_factory.mktemp("run") / "out"
+    code, stdout, stderr = run_cli("train", "--set", "train.total_timesteps=2000", "--set", "train.eval_interval=1000",
+                                   "--set", "train.eval_episodes=2", *FAST, "--no-progress", "--out", str(out))
+    assert code == 0, stderr
+    return out, stdout
+
+
+# --------------------------------------------------------------------------- inspection commands
+def test_plugins_lists_builtins_with_their_distributions():
+    code, out, _ = run_cli("plugins")
+    assert code == 0
+    listed, kind = {}, None
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            kind = line.rstrip(":")
+            continue
+        if kind == "failed to load":  # plugins that failed to import: name, distribution, error
+            continue
+        name, dist, _version = line.split()
+        listed[(kind, name)] = dist
+    assert listed[("backends", "torch")] == "rlgraph-torch"
+    assert listed[("agents", "dqn")] == "rlgraph-core"
+    assert listed[("executors", "local")] == "rlgraph-core"
+    assert listed[("components", "replay")] == "rlgraph-core"
+    assert listed[("components", "prioritized_replay")] == "rlgraph-core"
+    assert listed[("loggers", "jsonl")] == "rlgraph-core"
+
+
+def test_config_prints_the_default_config_as_yaml():
+    code, out, _ = run_cli("config")
+    assert code == 0
+    assert yaml.safe_load(out) == validate_config(DEFAULT_CONFIG).to_dict()
+
+
+def test_config_applies_flags_and_overrides():
+    code, out, _ = run_cli("config", "--mode", "static", "--seed", "3", "--set", "agent.memory.type=prioritized_replay")
+    assert code == 0
+    printed = yaml.safe_load(out)
+    assert printed["train"]["mode"] == "static" and printed["train"]["seed"] == 3
+    assert printed["agent"]["memory"]["type"] == "prioritized_replay"
+
+
+def test_graph_prints_the_component_tree():
+    code, out, _ = run_cli("graph", "--set", "agent.network.hidden=[8]")
+    assert code == 0
+    first = out.splitlines()[0]
+    assert "component graph of 'dqn' on torch" in first and "built in" in first
+    tree = {line.strip().split(" (")[0]: len(line) - len(line.lstrip()) for line in out.splitlines()[1:]
+            if not line.strip().startswith(".")}
+    assert tree["dqn"] == 0
+    for child in ("policy", "target", "dqn_loss", "epsilon_greedy", "target_sync"):
+        assert tree[child] == 2, out
+    assert "dense_0" in tree and tree["dense_0"] > tree["policy"]
+    assert "[40 params]" in out  # 4 inputs x 8 units + 8 biases
+
+
+# --------------------------------------------------------------------------- train / evaluate / resume
+def test_train_writes_metrics_plot_checkpoint_and_summary(trained):
+    out, stdout = trained
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["timesteps"] for r in rows] == [1000, 2000]
+    for row in rows:
+        assert METRIC_KEYS <= row.keys(), METRIC_KEYS - row.keys()
+        assert row["eval_return_mean"] is not None and row["eval_return_mean"] > 0
+        assert row["loss"] is not None and np.isfinite(row["loss"])
+        assert row["env_steps_per_s"] > 0 and row["updates_per_s"] > 0
+    assert rows[1]["wall_time"] > rows[0]["wall_time"]
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {p.name for p in (out / "checkpoint").iterdir()} == {"meta.json", "config.json", "weights.npz", "state.npz"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["timesteps"] == 2000 and summary["updates"] > 0
+    assert summary["checkpoint"] == str(out / "checkpoint")
+    assert "done: 2000 steps" in stdout
+
+
+def test_evaluate_prints_the_mean_return_of_the_checkpoint(trained):
+    out, _ = trained
+    code, stdout, stderr = run_cli("evaluate", str(out / "checkpoint"), "--episodes", "2")
+    assert code == 0, stderr
+    match = re.search(r"mean return (-?\d+\.\d) ± (\d+\.\d) over 2 episodes", stdout)
+    assert match, stdout
+    # the same number as evaluating the checkpoint by hand with the default seeds
+    from rlgraph_core.checkpoint import read_meta
+    from rlgraph_core.execution.evaluation import evaluate_policy
+    from rlgraph_core.execution.factory import make_agent, make_eval_env
+
+    config = validate_config(read_meta(out / "checkpoint")[1])
+    env = make_eval_env(config.env)
+    agent = make_agent(config, env.observation_space, env.action_space)
+    agent.load(out / "checkpoint")
+    expected = evaluate_policy(lambda o: agent.act(o, explore=False), env, 2, 10_000 + config.train.seed)
+    assert float(match.group(1)) == pytest.approx(expected["eval_return_mean"], abs=0.05)
+
+
+def test_evaluate_render_to_png(trained, tmp_path):
+    out, _ = trained
+    png = tmp_path / "x.png"
+    code, stdout, stderr = run_cli("evaluate", str(out / "checkpoint"), "--episodes", "1", "--render-to", str(png))
+    if importlib.util.find_spec("pygame") is None:
+        # CartPole renders with pygame (gymnasium[classic-control]); without it: a clear error.
+        assert_user_error(code, stderr, "--render-to", "CartPole-v1", "pygame")
+        assert not png.exists()
+        return
+    assert code == 0, stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "rendered" in stdout
+
+
+def test_resume_continues_from_the_checkpoint(trained, tmp_path):
+    out, _ = trained
+    first = np.load(out / "checkpoint" / "state.npz", allow_pickle=False)
+    first_updates = json.loads((out / "summary.json").read_text())["updates"]
+    out2 = tmp_path / "resumed"
+    code, stdout, stderr = run_cli("train", "--resume", str(out / "checkpoint"), "--set", "train.total_timesteps=3000",
+                                   "--no-progress", "--out", str(out2))
+    assert code == 0, stderr
+    rows = [json.loads(line) for line in (out2 / "metrics.jsonl").read_text().splitlines()]
+    assert [r["timesteps"] for r in rows] == [3000]  # continued at 2000, not from scratch
+    summary = json.loads((out2 / "summary.json").read_text())
+    assert summary["timesteps"] == 3000 and summary["updates"] > first_updates
+    second = np.load(out2 / "checkpoint" / "state.npz", allow_pickle=False)
+    # one transition per step (n_step=1): the resumed memory kept its 2000 and added 1000
+    assert int(first["memory/size"]) == 2000 and int(second["memory/size"]) == 3000
+    meta = json.loads((out2 / "checkpoint" / "meta.json").read_text())
+    assert meta["counters"]["timesteps"] == 3000
+
+
+# --------------------------------------------------------------------------- user mistakes
+def test_bad_config_file_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agent: {type: dqn\n")
+    code, _, stderr = run_cli("train", str(bad), "--no-progress", "--out", str(tmp_path / "o"))
+    assert_user_error(code, stderr, str(bad), "not valid YAML")
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_set_exits_2(tmp_path):
+    code, _, stderr = run_cli("train", "--set", "agent.gama=0.9", "--no-progress", "--out", str(tmp_path / "o"))
+    assert_user_error(code, stderr, "agent.gama", "did you mean 'gamma'")
+    code, _, stderr = run_cli("config", "--set", "agent.gamma")
+    assert_user_error(code, stderr, "key.path=value")
+
+
+def test_unknown_backend_exits_2():
+    code, _, stderr = run_cli("config", "--backend", "jaxx")
+    assert_user_error(code, stderr, "train.backend", "'jaxx'", "torch")
+
+
+def test_missing_checkpoint_exits_2(tmp_path):
+    code, _, stderr = run_cli("evaluate", str(tmp_path / "nope"))
+    assert_user_error(code, stderr, "does not exist")
+
+
+def test_config_and_resume_together_exit_2(trained, tmp_path):
+    out, _ = trained
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("{}")
+    code, _, stderr = run_cli("train", str(cfg), "--resume", str(out / "checkpoint"), "--out", str(tmp_path / "o"))
+    assert_user_error(code, stderr, "either a CONFIG or --resume")
+
+
+def test_installed_script_exits_2_on_a_bad_config_file(tmp_path):
+    script = shutil.which("rlgraph", path=str(Path(sys.executable).parent)) or shutil.which("rlgraph")
+    if script is None:
+        pytest.skip("the 'rlgraph' console script is not on PATH (rlgraph-core not pip-installed)")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"agent": {"type": "dqn",}}')
+    proc = subprocess.run([script, "train", str(bad), "--no-progress", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    message = assert_user_error(proc.returncode, proc.stderr, str(bad), "not valid JSON")
+    assert message.startswith("rlgraph: error: Config file ")
+    assert proc.stdout == "" and not (tmp_path / "o").exists()
