@@ -76,28 +76,33 @@ def window(agent_cfg, steps: int) -> tuple[int, int]:
     return start, start + math.ceil(steps / LOG_INTERVAL) * LOG_INTERVAL
 
 
-def rates(marks: dict[int, tuple[float, int]], start: int, end: int) -> tuple[float, float]:
-    """Env steps/s and updates/s between the marks ``{timesteps: (time, updates)}``."""
-    (t0, u0), (t1, u1) = marks[start], marks[end]
-    return (end - start) / (t1 - t0), (u1 - u0) / (t1 - t0)
+def mark(updates: int) -> tuple[float, float, int]:
+    """A timing mark: wall-clock time, this process's CPU time, and the update count."""
+    return time.perf_counter(), time.process_time(), updates
+
+
+def rates(marks: dict[int, tuple[float, float, int]], start: int, end: int) -> tuple[float, float, float]:
+    """Env steps/s, updates/s (wall clock) and env steps per CPU-second between two marks."""
+    (w0, c0, u0), (w1, c1, u1) = marks[start], marks[end]
+    return (end - start) / (w1 - w0), (u1 - u0) / (w1 - w0), (end - start) / (c1 - c0)
 
 
 # ---------------------------------------------------------------------------- rlgraph
 
 
 class _Marks:
-    """A plugin that records (time, updates) from the executor's per-iteration metrics."""
+    """A plugin that marks the time of each of the executor's metric rows (every LOG_INTERVAL steps)."""
 
     def __init__(self):
-        self.marks: dict[int, tuple[float, int]] = {}
+        self.marks: dict[int, tuple[float, float, int]] = {}
 
     @hookimpl
     def rlgraph_on_iteration(self, metrics):
-        self.marks[int(metrics["timesteps"])] = (metrics["wall_time"], int(metrics["updates"]))
+        self.marks[int(metrics["timesteps"])] = mark(int(metrics["updates"]))
 
 
-def bench_rlgraph(name: str, steps: int, mode: str, seed: int) -> tuple[float, float]:
-    """Train with the real LocalExecutor; return (env steps/s, updates/s) inside the window."""
+def bench_rlgraph(name: str, steps: int, mode: str, seed: int) -> tuple[float, float, float]:
+    """Train with the real LocalExecutor; the :func:`rates` inside the timed window."""
     probe = validate_config(run_config(name, 1, mode, seed))
     start, end = window(probe.agent, steps)
     config = validate_config(run_config(name, end, mode, seed))
@@ -151,8 +156,8 @@ def mlp(obs_dim: int, hidden: list[int], num_actions: int) -> nn.Sequential:
     return nn.Sequential(*layers, nn.Linear(size, num_actions))
 
 
-def bench_handwritten(name: str, steps: int, seed: int) -> tuple[float, float]:
-    """The same training job as a minimal hand-written loop; (env steps/s, updates/s)."""
+def bench_handwritten(name: str, steps: int, seed: int) -> tuple[float, float, float]:
+    """The same training job as a minimal hand-written loop; the :func:`rates` in the window."""
     cfg = validate_config(run_config(name, 1, "eager", seed)).agent
     start, end = window(cfg, steps)
     eps, opt = cfg.exploration, cfg.optimizer
@@ -169,7 +174,7 @@ def bench_handwritten(name: str, steps: int, seed: int) -> tuple[float, float]:
     obs, _ = envs.reset(seed=seed)
     ep_returns = np.zeros(envs.num_envs)
     global_step, last_train, updates = 0, 0, 0
-    marks, t0 = {}, time.perf_counter()
+    marks = {}
     while global_step < end:
         # epsilon-greedy: the network runs only if some env acts greedily
         epsilon = eps.start + min(global_step / eps.steps, 1.0) * (eps.end - eps.start)
@@ -210,7 +215,7 @@ def bench_handwritten(name: str, steps: int, seed: int) -> tuple[float, float]:
                 if updates % cfg.target_update_interval == 0:
                     target_net.load_state_dict(q_net.state_dict())
         if global_step % LOG_INTERVAL == 0:
-            marks[global_step] = (time.perf_counter() - t0, updates)
+            marks[global_step] = mark(updates)
     envs.close()
     return rates(marks, start, end)
 
@@ -249,21 +254,24 @@ def main() -> None:
     names = list(impls)
 
     print(f"DQN on CartPole-v1: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), "
-          f"median of {args.repeats} interleaved runs")
+          f"median of {args.repeats} interleaved runs. 'ratio' = env steps/s / hand-written's; "
+          f"'CPU' columns use this process's CPU time instead of wall-clock time (steadier on a shared machine).")
     for config in args.configs.split(","):
-        results: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+        results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
         for r in range(args.repeats):
             for impl in names[r % len(names):] + names[:r % len(names)]:  # rotate the order
                 results[impl].append(impls[impl](config))
         print()
         print(describe(config, args.steps))
-        base = statistics.median(s for s, _ in results[names[0]])
-        print(f"{'implementation':<24}{'env steps/s':>13}{'updates/s':>11}{'ratio':>8}   env steps/s of each run")
+        median = {impl: [statistics.median(run[i] for run in runs) for i in range(3)]
+                  for impl, runs in results.items()}
+        base = median[names[0]]
+        print(f"{'implementation':<24}{'env steps/s':>12}{'updates/s':>11}{'ratio':>7}"
+              f"{'steps/CPU-s':>13}{'CPU ratio':>11}   env steps/s of each run")
         for impl in names:
-            sps = statistics.median(s for s, _ in results[impl])
-            ups = statistics.median(u for _, u in results[impl])
-            runs = ", ".join(f"{s:.0f}" for s, _ in results[impl])
-            print(f"{impl:<24}{sps:>13.0f}{ups:>11.0f}{sps / base:>8.2f}   {runs}")
+            sps, ups, cps = median[impl]
+            runs = ", ".join(f"{run[0]:.0f}" for run in results[impl])
+            print(f"{impl:<24}{sps:>12.0f}{ups:>11.0f}{sps / base[0]:>7.2f}{cps:>13.0f}{cps / base[2]:>11.2f}   {runs}")
 
 
 if __name__ == "__main__":

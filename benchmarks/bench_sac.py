@@ -15,10 +15,14 @@ gradient_steps 1) on one gymnasium vector env with same-step autoreset:
 
 Every run first takes ``learning_starts`` env steps plus ``--warmup`` steps with updates (so
 ``torch.compile`` / ``tf.function`` tracing happens outside the window), then times the next
-``--steps`` env steps. With ``--repeats`` > 1 the implementations are interleaved (the order
-rotates every repeat) and the median is reported, because the machine may be shared. Run:
+``--steps`` env steps. Two rates are printed: env steps per wall-clock second, and env steps per
+CPU second of the benchmark process (every framework runs on ``--threads`` intra-op threads, so
+CPU time measures the work done and is much less disturbed by other load on a shared machine).
+With ``--repeats`` > 1 the implementations are interleaved (the order rotates every repeat) and
+the median is reported. The default (256-unit nets, 500 timed steps, every backend x mode) takes
+about 2-4 minutes on 2 idle cores, most of it warm-up and compilation. Run:
 
-    python benchmarks/bench_sac.py [--steps 1000] [--repeats 1] [--hidden 256,256]
+    python benchmarks/bench_sac.py [--steps 500] [--repeats 1] [--hidden 256,256]
                                    [--backends torch,tf] [--modes eager,static] [--threads 1]
 """
 
@@ -73,10 +77,12 @@ def window(args) -> tuple[int, int]:
     return start, start + math.ceil(args.steps / LOG_INTERVAL) * LOG_INTERVAL
 
 
-def rates(marks: dict[int, tuple[float, int]], start: int, end: int) -> tuple[float, float]:
-    """Env steps/s and updates/s between the marks ``{timesteps: (time, updates)}``."""
-    (t0, u0), (t1, u1) = marks[start], marks[end]
-    return (end - start) / (t1 - t0), (u1 - u0) / (t1 - t0)
+def rates(marks: dict[int, tuple[float, float, int]], start: int, end: int) -> tuple[float, float, float]:
+    """Between the marks ``{timesteps: (wall time, process CPU time, updates)}``: env steps per
+    wall-clock second, updates per wall-clock second, and env steps per CPU second of this process
+    (less sensitive to other load on a shared machine)."""
+    (t0, c0, u0), (t1, c1, u1) = marks[start], marks[end]
+    return (end - start) / (t1 - t0), (u1 - u0) / (t1 - t0), (end - start) / max(c1 - c0, 1e-9)
 
 
 # ---------------------------------------------------------------------------- rlgraph
@@ -86,15 +92,15 @@ class _Marks:
     """A plugin that records (time, updates) from the executor's per-iteration metrics."""
 
     def __init__(self):
-        self.marks: dict[int, tuple[float, int]] = {}
+        self.marks: dict[int, tuple[float, float, int]] = {}
 
     @hookimpl
     def rlgraph_on_iteration(self, metrics):
-        self.marks[int(metrics["timesteps"])] = (metrics["wall_time"], int(metrics["updates"]))
+        self.marks[int(metrics["timesteps"])] = (metrics["wall_time"], time.process_time(), int(metrics["updates"]))
 
 
-def bench_rlgraph(args, backend: str, mode: str) -> tuple[float, float]:
-    """Train with the real LocalExecutor; (env steps/s, updates/s) inside the window."""
+def bench_rlgraph(args, backend: str, mode: str) -> tuple[float, float, float]:
+    """Train with the real LocalExecutor; :func:`rates` inside the window."""
     start, end = window(args)
     config = validate_config(run_config(args, backend, mode, end))
     pm = get_plugin_manager()
@@ -177,8 +183,8 @@ class Critic(nn.Module):
         return self.net(torch.cat([obs, actions], -1)).squeeze(-1)
 
 
-def bench_handwritten(args) -> tuple[float, float]:
-    """The same training job as a minimal hand-written SAC loop; (env steps/s, updates/s)."""
+def bench_handwritten(args) -> tuple[float, float, float]:
+    """The same training job as a minimal hand-written SAC loop; :func:`rates` inside the window."""
     cfg = validate_config(run_config(args, "torch", "eager", 1)).agent
     start, end = window(args)
     torch.manual_seed(args.seed)
@@ -249,7 +255,7 @@ def bench_handwritten(args) -> tuple[float, float]:
                 for tp, p in zip(target_params, q_params):
                     tp.lerp_(p, cfg.tau)
         if global_step % LOG_INTERVAL == 0:
-            marks[global_step] = (time.perf_counter() - t0, updates)
+            marks[global_step] = (time.perf_counter() - t0, time.process_time(), updates)
     envs.close()
     return rates(marks, start, end)
 
@@ -259,9 +265,10 @@ def bench_handwritten(args) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1000, help="timed env steps per run (after warm-up)")
-    parser.add_argument("--warmup", type=int, default=300, help="env steps with updates before the window")
-    parser.add_argument("--learning-starts", type=int, default=300, dest="learning_starts")
+    parser.add_argument("--steps", type=int, default=500, help="timed env steps per run (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=100, help="env steps with updates before the window")
+    parser.add_argument("--learning-starts", type=int, default=256, dest="learning_starts",
+                        help="env steps of random actions before learning (at least the batch size, 256)")
     parser.add_argument("--repeats", type=int, default=1, help="interleaved runs per implementation")
     parser.add_argument("--hidden", default="256,256", help="hidden sizes of actor and critic trunks")
     parser.add_argument("--backends", default=None, help="comma-separated; default: every installed backend")
@@ -296,21 +303,24 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, device {args.device}, median of {args.repeats} run(s)")
     print(f"net {args.hidden} relu (actor and each critic), batch 256, adam lr 1e-3, tau 0.005, "
           f"1 gradient step per env step, learning_starts {args.learning_starts}; timed env steps {start}..{end}")
-    results: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
     for r in range(args.repeats):
         for impl in names[r % len(names):] + names[:r % len(names)]:  # rotate the order
             t0 = time.perf_counter()
             results[impl].append(impls[impl]())
-            print(f"  run {r + 1}: {impl}: {results[impl][-1][0]:.0f} env steps/s "
+            sps, _, cps = results[impl][-1]
+            print(f"  run {r + 1}: {impl}: {sps:.0f} env steps/s, {cps:.0f} per CPU-s "
                   f"({time.perf_counter() - t0:.0f} s with warm-up)", flush=True)
-    base = statistics.median(s for s, _ in results[names[0]])
+    def med(impl, i):
+        return statistics.median(r[i] for r in results[impl])
+
     print()
-    print(f"| {'implementation':<24} | {'env steps/s':>11} | {'updates/s':>9} | {'vs hand-written':>15} |")
-    print(f"|{'-' * 26}|{'-' * 13}|{'-' * 11}|{'-' * 17}|")
+    print(f"| {'implementation':<24} | {'env steps/s':>11} | {'updates/s':>9} | {'vs hand-written':>15} "
+          f"| {'env steps/CPU-s':>15} | {'vs hand-written':>15} |")
+    print(f"|{'-' * 26}|{'-' * 13}|{'-' * 11}|{'-' * 17}|{'-' * 17}|{'-' * 17}|")
     for impl in names:
-        sps = statistics.median(s for s, _ in results[impl])
-        ups = statistics.median(u for _, u in results[impl])
-        print(f"| {impl:<24} | {sps:>11.0f} | {ups:>9.0f} | {sps / base:>15.2f} |")
+        print(f"| {impl:<24} | {med(impl, 0):>11.0f} | {med(impl, 1):>9.0f} | {med(impl, 0) / med(names[0], 0):>15.2f} "
+              f"| {med(impl, 2):>15.0f} | {med(impl, 2) / med(names[0], 2):>15.2f} |")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,15 @@ from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.errors import BuildError, ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox, SpaceError
-from rlgraph_core.testing import ComponentTest, NumpyBackend, available_backends, backend_params, make_test_backend
+from rlgraph_core.testing import (
+    SELECT_ENV,
+    ComponentTest,
+    NumpyBackend,
+    available_backends,
+    backend_pairs,
+    backend_params,
+    make_test_backend,
+)
 
 RTOL, ATOL = 1e-5, 1e-5
 
@@ -495,8 +503,11 @@ def test_sub_component_never_called(eager_backend):
 
 def test_error_inside_graph_function_names_component(eager_backend):
     class Broken(Component):
+        """Calls an op no backend has."""
+
         @api
         def call(self, x):
+            """Fails while building."""
             return self.ops.no_such_op(x)
 
     with pytest.raises(BuildError, match=r"inside component 'broken'.*'call'.*no_such_op"):
@@ -540,12 +551,29 @@ def test_numpy_backend_is_not_a_registered_plugin():
         NumpyBackend(device="cuda")
 
 
-def test_backend_params_cover_every_backend_in_both_modes():
+def test_backend_params_cover_every_backend_in_both_modes(monkeypatch):
+    monkeypatch.delenv(SELECT_ENV, raising=False)
     ids = [p.id for p in backend_params()]
     assert ids[0] == "numpy-eager" and "numpy-static" not in ids
-    for name in available_backends():
-        if name != "numpy":
-            assert f"{name}-eager" in ids and f"{name}-static" in ids
+    plugins = [name for name in available_backends() if name != "numpy"]
+    assert len(ids) == 1 + 2 * len(plugins)
+    for name in plugins:
+        assert f"{name}-eager" in ids and f"{name}-static" in ids
+    assert [p.id for p in backend_params(modes=("eager",))] == ["numpy-eager"] + [f"{n}-eager" for n in plugins]
+
+
+def test_backend_selection_by_environment(monkeypatch):
+    monkeypatch.setenv(SELECT_ENV, "numpy")
+    assert backend_pairs() == [("numpy", "eager")]
+    monkeypatch.setenv(SELECT_ENV, "numpy, nonesuch-static")
+    with pytest.raises(KeyError, match="nonesuch-static"):
+        backend_pairs()
+    plugins = [name for name in available_backends() if name != "numpy"]
+    if plugins:
+        monkeypatch.setenv(SELECT_ENV, f"{plugins[0]}-static,numpy")
+        assert backend_pairs() == [("numpy", "eager"), (plugins[0], "static")]
+        monkeypatch.setenv(SELECT_ENV, plugins[0])
+        assert backend_pairs() == [(plugins[0], "eager"), (plugins[0], "static")]
 
 
 # --------------------------------------------------------------------------- ops contract parity

@@ -420,7 +420,7 @@ def test_sac_config_defaults_and_validation():
     assert SACConfig(ent_coef=0.1).ent_coef == 0.1
     for bad in ({"tau": 0.0}, {"tau": 1.5}, {"gamma": 0.0}, {"ent_coef": -0.1}, {"ent_coef": "automatic"},
                 {"target_entropy": "high"}, {"batch_size": 0}, {"learning_starts": -1}, {"unknown": 1},
-                {"type": "dqn"}):
+                {"type": "dqn"}, {"log_std_bounds": (2.0, -5.0)}, {"n_step": 0}):
         with pytest.raises(Exception):
             SACConfig(**bad)
 

@@ -1,6 +1,7 @@
 """Cross-backend parity of the DQN components: torch and tf, eager and static.
 
-Every test runs once per backend x mode pair. Each component is built alone from spaces on that
+Every test runs on each backend x mode pair (torch static only for one variant per component:
+``torch.compile`` costs seconds per function on CPU). Each component is built alone from spaces on that
 pair (with :class:`rlgraph_core.testing.ComponentTest`), from the same numpy-initialised weights,
 and fed the same numpy inputs. Its outputs must match
 
@@ -52,6 +53,7 @@ LOSS_BATCH = {
     "discounts": np.full(BATCH, 0.99**3, np.float32),
     "weights": rng.uniform(0.5, 1.5, BATCH).astype(np.float32),
 }
+DRAWS = rng.random(BATCH).astype(np.float32)
 LOSS_ARGS = tuple(LOSS_BATCH[k] for k in ("obs", "actions", "rewards", "next_obs", "terminals", "discounts", "weights"))
 
 
@@ -136,10 +138,24 @@ def assert_close_grads(got, ref):
         np.testing.assert_allclose(got[k], ref[k], atol=GRAD_ATOL, rtol=GRAD_RTOL, err_msg=k)
 
 
-@pytest.fixture(params=PAIRS, ids=[f"{b}-{m}" for b, m in PAIRS])
-def pair(request):
-    """A (backend, mode) pair."""
-    return request.param
+TORCH_STATIC = ("torch", "static")
+
+
+def with_pairs(variants, torch_static=()):
+    """pytest params: every variant on torch eager, tf eager and tf static, and the variants
+    listed in ``torch_static`` on torch static too.
+
+    ``torch.compile`` takes seconds per function on CPU; the variants left out there run the same
+    ops through the same compiler path as the ones kept, and the compiled DQN agent of
+    test_parity_agent.py covers the rest of torch static.
+    """
+    out = []
+    for variant in variants:
+        for p in PAIRS:
+            if p == TORCH_STATIC and variant not in torch_static:
+                continue
+            out.append(pytest.param(p, variant, id=f"{p[0]}-{p[1]}-{variant}"))
+    return out
 
 
 # --- networks ---------------------------------------------------------------------------------
@@ -147,8 +163,9 @@ NETWORKS = [("relu", "lecun_uniform"), ("tanh", "glorot_uniform"), ("elu", "he_u
             ("leaky_relu", "orthogonal"), ("softplus", "lecun_uniform"), ("sigmoid", "glorot_uniform")]
 
 
-@pytest.mark.parametrize("activation,initializer", NETWORKS, ids=[a for a, _ in NETWORKS])
-def test_mlp(pair, activation, initializer):
+@pytest.mark.parametrize("pair,activation", with_pairs([a for a, _ in NETWORKS], torch_static=("relu",)))
+def test_mlp(pair, activation):
+    initializer = dict(NETWORKS)[activation]
     spec = NetworkSpec(hidden=[16, 8], activation=activation, initializer=initializer)
 
     def compute(p):
@@ -164,8 +181,9 @@ def test_mlp(pair, activation, initializer):
     assert_close_grads(got["grads"], ref["grads"])
 
 
-@pytest.mark.parametrize("dueling", [False, True], ids=["linear", "dueling"])
-def test_q_head(pair, dueling):
+@pytest.mark.parametrize("pair,head", with_pairs(["linear", "dueling"], torch_static=("dueling",)))
+def test_q_head(pair, head):
+    dueling = head == "dueling"
     def compute(p):
         head = QValueHead(NUM_ACTIONS, dueling=dueling, rng=np.random.default_rng(3))
         t = ComponentTest(head, {"call": {"features": batched(FloatBox(shape=(8,)))}}, p)
@@ -181,7 +199,8 @@ def test_q_head(pair, dueling):
     assert_close_grads(got["grads"], ref["grads"])
 
 
-def test_box_normalizer(pair):
+@pytest.mark.parametrize("pair,variant", with_pairs(["box"], torch_static=("box",)))
+def test_box_normalizer(pair, variant):
     def compute(p):
         t = ComponentTest(BoxNormalizer(LOW, HIGH), {"call": {"x": batched(FloatBox(shape=(4,)))}}, p)
         return {"weights": t.get_weights(), "out": t.call("call", BOUNDED_OBS)}
@@ -193,10 +212,11 @@ def test_box_normalizer(pair):
     assert np.all(np.abs(got["out"][:, [0, 2, 3]]) <= 1 + 1e-6)
 
 
-def test_epsilon_greedy(pair):
+@pytest.mark.parametrize("pair,variant", with_pairs(["discrete"], torch_static=("discrete",)))
+def test_epsilon_greedy(pair, variant):
     greedy = LOSS_BATCH["actions"]
     random_actions = (greedy + 1) % NUM_ACTIONS
-    draws = rng.random(BATCH).astype(np.float32)
+    draws = DRAWS
 
     def compute(p):
         t = ComponentTest(EpsilonGreedy(), {"explore": {
@@ -235,13 +255,17 @@ def build_dqn_graph(cfg: DQNConfig, p, tau=None) -> ComponentTest:
 
 
 def perturbed_target(weights, seed=5):
-    """The policy's weights plus noise as target weights (so the target differs from the policy)."""
+    """The policy's weights plus noise as target weights (so the target differs from the policy).
+
+    The preprocessor's constants (non-trainable scale/shift) stay as built.
+    """
     noise = np.random.default_rng(seed)
-    return {k: (v + 0.1 * noise.standard_normal(v.shape)).astype(np.float32) if k.startswith("target/") else v
+    return {k: (v + 0.1 * noise.standard_normal(v.shape)).astype(np.float32)
+            if k.startswith("target/") and "/preprocessor/" not in k else v
             for k, v in weights.items()}
 
 
-@pytest.mark.parametrize("name", list(LOSS_CONFIGS))
+@pytest.mark.parametrize("pair,name", with_pairs(list(LOSS_CONFIGS), torch_static=("dueling-normalized-tanh",)))
 def test_dqn_loss_and_gradients(pair, name):
     cfg = LOSS_CONFIGS[name]
     obs = np.clip(LOSS_BATCH["obs"], -3, 3)
@@ -273,7 +297,7 @@ def test_dqn_loss_and_gradients(pair, name):
     assert all(np.all(g == 0) for k, g in got["grads"].items() if k.startswith("target/"))
 
 
-@pytest.mark.parametrize("tau", [1.0, 0.3])
+@pytest.mark.parametrize("pair,tau", with_pairs([1.0, 0.3], torch_static=(0.3,)))
 def test_target_sync(pair, tau):
     cfg = LOSS_CONFIGS["double-huber"]
 

@@ -77,6 +77,19 @@ def test_gradients(backend):
     np.testing.assert_array_equal(gu, np.zeros(3))
 
 
+def test_listing_plugins_does_not_import_tensorflow():
+    """Registration is lazy: collecting the registry in a fresh process leaves TF unimported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rlgraph_core.plugins import get_plugin_manager; "
+            "names = get_plugin_manager().names('backends'); assert 'tf' in names, names; "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
 def test_no_global_tensorflow_state_changed():
     """Building backends and agents leaves TF's process-wide settings at their defaults."""
     keras = pytest.importorskip("keras")
@@ -88,3 +101,26 @@ def test_no_global_tensorflow_state_changed():
     after = (keras.mixed_precision.global_policy().name, tf.config.functions_run_eagerly(),
              tf.config.threading.get_intra_op_parallelism_threads())
     assert before == after == ("float32", False, before[2])
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_device_pinning_path(mode):
+    """The tf.device path taken when a GPU is visible, exercised here on the CPU."""
+    from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
+    from rlgraph_core.spaces import Discrete, FloatBox
+
+    backend = TFBackend(mode=mode, device="cpu")
+    backend._pin = True  # what a host with a visible GPU does, for any requested device
+    t = backend.to_tensor(np.ones(3, np.float32))
+    assert t.device.endswith("CPU:0")
+    v = backend.variable("v", np.zeros(3, np.float32))
+    assert v.device.endswith("CPU:0")
+    agent = DQNAgent(DQNConfig(network={"hidden": [8]}, batch_size=4, exploration=0.0), FloatBox(shape=(4,)),
+                     Discrete(2), backend, seed=0)
+    obs = np.zeros((4, 4), np.float32)
+    assert agent.act(obs).shape == (4,)
+    batch = {"obs": obs, "actions": np.zeros(4, np.int64), "rewards": np.ones(4, np.float32), "next_obs": obs,
+             "terminals": np.zeros(4, bool)}
+    loss = agent.update(batch)["loss"]
+    assert np.isfinite(backend.to_numpy(loss))
+    assert agent.train_step.jit_compiled == (mode == "static")

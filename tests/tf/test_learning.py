@@ -13,5 +13,7 @@ def test_dqn_cartpole_tf_static(tmp_path):
         "train.backend=tf", "train.mode=static", "train.progress_bar=false", "train.loggers=[jsonl]",
         "train.total_timesteps=60000", "train.target_return=475", "train.seed=0"]))
     summary = LocalExecutor(cfg, tmp_path / "run").run()
+    print(f"\ntf static DQN: {summary['timesteps']} steps, {summary['updates']} updates, "
+          f"{summary['wall_time']:.0f} s, eval {summary['eval_return_mean']}")
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= 475

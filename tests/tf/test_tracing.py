@@ -75,7 +75,7 @@ def test_train_step_traces_once_across_calls_and_learning_rates():
 
 def test_dqn_agent_static_traces_once():
     """A static DQN agent: acting, greedy acting and updating each trace once over many calls."""
-    agent = DQNAgent(DQNConfig(network={"hidden": [16]}, batch_size=16), FloatBox(shape=(4,)), Discrete(2),
+    agent = DQNAgent(DQNConfig(network={"hidden": [16]}, batch_size=16, exploration=0.3), FloatBox(shape=(4,)), Discrete(2),
                      TFBackend(mode="static", device="cpu"), seed=0)
     loss_traces = []
     inner = agent.graph.dqn_loss.loss

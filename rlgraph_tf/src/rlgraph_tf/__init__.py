@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
+    """Import :class:`rlgraph_tf.backend.TFBackend` on first access."""
     if name == "TFBackend":
         from rlgraph_tf.backend import TFBackend
 

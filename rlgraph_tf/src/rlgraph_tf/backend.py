@@ -146,15 +146,11 @@ class TFBackend(Backend):
         Pass tensors, not Python numbers, for values that change between calls (epsilon ...):
         a traced function is specialised to the Python values it saw.
         """
+        device = self._tf_device if self._pin else None
         if self.mode == "static":
-            compiled = CompiledFunction(fn, jit_compile=False, what=getattr(fn, "__name__", "function"))
-            return self._pinned(compiled)
-        return self._pinned(fn)
-
-    def _pinned(self, fn: Callable) -> Callable:
-        if not self._pin:
+            return CompiledFunction(fn, jit_compile=False, what=getattr(fn, "__name__", "function"), device=device)
+        if device is None:
             return fn
-        device = self._tf_device
 
         def pinned(*args):
             with tf.device(device):
@@ -166,11 +162,8 @@ class TFBackend(Backend):
     def train_step(self, loss_fn: Callable, variables: Sequence[Any], optimizer: dict) -> TFTrainStep:
         """A training step (see :class:`~rlgraph_tf.optim.TFTrainStep`): one ``tf.function`` in static mode."""
         with self._scope():
-            step = TFTrainStep(loss_fn, variables, optimizer, static=self.mode == "static",
-                               jit_compile=self.jit_compile, device=self._tf_device)
-        if self._pin:
-            step._step = self._pinned(step._step)
-        return step
+            return TFTrainStep(loss_fn, variables, optimizer, static=self.mode == "static",
+                               jit_compile=self.jit_compile, device=self._tf_device, pin_device=self._pin)
 
     def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
         """``(loss, [gradient per variable])`` as numpy; traced with ``tf.function`` in static mode.

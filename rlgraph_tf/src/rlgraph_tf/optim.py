@@ -187,16 +187,26 @@ class CompiledFunction:
         fn: the Python function to trace.
         jit_compile: try XLA (``True``) or use a plain ``tf.function`` graph (``False``).
         what: a short description used in the fallback warning.
+        device: a TensorFlow device string to run under (``tf.device``), or None for TF's
+            default placement.
     """
 
-    def __init__(self, fn: Callable, jit_compile: bool, what: str):
+    def __init__(self, fn: Callable, jit_compile: bool, what: str, device: str | None = None):
         self.python_function = fn
         self.what = what
         self.jit_compile = jit_compile
+        self.device = device
         self._fn = tf.function(fn, jit_compile=jit_compile, reduce_retracing=True)
         self._verified = not jit_compile
 
     def __call__(self, *args):
+        """Call the traced function (tracing it for a new input signature)."""
+        if self.device is not None:
+            with tf.device(self.device):
+                return self._call(*args)
+        return self._call(*args)
+
+    def _call(self, *args):
         if self._verified:
             return self._fn(*args)
         try:
@@ -228,28 +238,45 @@ class TFTrainStep(TrainStep):
             ``tf.function``; else run it eagerly.
         jit_compile: in static mode, try XLA first (falls back with a warning).
         device: TensorFlow device string for the optimizer slots.
+        pin_device: run every step under ``tf.device(device)`` (needed only when TF sees a GPU).
     """
 
     def __init__(self, loss_fn: Callable, variables: Sequence[tf.Variable], spec: dict, static: bool,
-                 jit_compile: bool = True, device: str = "/CPU:0"):
+                 jit_compile: bool = True, device: str = "/CPU:0", pin_device: bool = False):
         self.loss_fn = loss_fn
         self.variables = list(variables)
         self.max_grad_norm = spec.get("max_grad_norm")
         self.optimizer = TorchStyleOptimizer(spec, self.variables, device)
         self._lr_value = float(spec["learning_rate"])
         self.compiled = static
-        self._step = CompiledFunction(self._eager_step, jit_compile, "train step") if static else self._eager_step
+        self._device = device if pin_device else None
+        if static:
+            self._update = self._clip_and_apply
+            self._step = CompiledFunction(self._eager_step, jit_compile, "train step", self._device)
+        else:
+            # Eager mode runs the loss and its gradients define-by-run (the user's code, debuggable
+            # line by line). Clipping and the optimizer update are backend internals: like torch's
+            # fused ``foreach`` optimizer kernels they run as one small graph instead of ~10 eager
+            # ops per variable, traced once (the gradients' shapes never change).
+            self._update = tf.function(self._clip_and_apply)
+            self._step = self._eager_step
+
+    def _clip_and_apply(self, grads):
+        self.optimizer.apply(clip_by_global_norm(grads, self.max_grad_norm))
 
     def _eager_step(self, *inputs):
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(self.variables)
             outputs = self.loss_fn(*inputs)
         grads = tape.gradient(outputs[0], self.variables)
-        self.optimizer.apply(clip_by_global_norm(grads, self.max_grad_norm))
+        self._update(grads)
         return tuple(None if o is None else tf.stop_gradient(o) for o in outputs)
 
     def __call__(self, *inputs):
         """Run one update on ``inputs``; return ``(loss, *aux)`` as tensors."""
+        if self._device is not None and not self.compiled:
+            with tf.device(self._device):
+                return self._step(*inputs)
         return self._step(*inputs)
 
     @property

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -74,7 +76,7 @@ class TorchBackend(Backend):
                 return fn(*args)
 
         if self.mode == "static":
-            return _try_compile(torch.no_grad()(fn))
+            return _with_eager_fallback(_try_compile(torch.no_grad()(fn)), no_grad_fn)
         return no_grad_fn
 
     def train_step(self, loss_fn, variables, optimizer):
@@ -87,3 +89,25 @@ class TorchBackend(Backend):
         return (outputs[0].detach().cpu().numpy(),
                 [np.zeros(tuple(v.shape), np.float32) if g is None else g.detach().cpu().numpy()
                  for v, g in zip(variables, grads)])
+
+
+def _with_eager_fallback(compiled, eager):
+    """Call ``compiled``; if compiling fails on a call (no C++ compiler, unsupported op), warn
+    once and run ``eager`` from then on, so static mode degrades instead of failing."""
+    if compiled is eager:
+        return eager
+    current = [compiled]
+
+    def call(*args):
+        try:
+            return current[0](*args)
+        except Exception as exc:
+            if current[0] is eager:
+                raise
+            warnings.warn(f"torch.compile of an inference function failed ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}); running it eagerly.",
+                          RuntimeWarning, stacklevel=2)
+            current[0] = eager
+            return eager(*args)
+
+    return call

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-import numpy as np
 from pydantic import Field
 
 from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph, OnPolicyOptimizerConfig

@@ -27,7 +27,6 @@ from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolic
 from rlgraph_core.components.pg_losses import PPOLoss
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.common import ScheduleOrFloat
-from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import api
 from rlgraph_core.memories.rollout_buffer import iterate_minibatches
 
@@ -36,7 +35,7 @@ class PPOConfig(OnPolicyConfig):
     """Hyperparameters of PPO (defaults follow Stable-Baselines3)."""
 
     type: Literal["ppo"] = "ppo"
-    batch_size: int = Field(64, gt=0, description="minibatch size")
+    batch_size: int = Field(64, gt=0, description="minibatch size (at most the rollout size n_steps x num_envs)")
     n_epochs: int = Field(10, gt=0, description="passes over each rollout")
     clip_range: ScheduleOrFloat = Field(0.2, description="policy ratio clip range (float or schedule)")
     clip_range_vf: Optional[float] = Field(None, gt=0, description="value clip range; null disables")
@@ -72,11 +71,6 @@ class PPOAgent(OnPolicyAgent):
 
     def __init__(self, config: PPOConfig, observation_space, action_space, backend, seed: int = 0,
                  num_envs: int = 1):
-        rollout_size = config.n_steps * num_envs
-        if config.batch_size > rollout_size:
-            raise ConfigError(f"'agent.batch_size' = {config.batch_size} exceeds the rollout size "
-                              f"agent.n_steps x env.num_envs = {config.n_steps} x {num_envs} = {rollout_size}; "
-                              f"lower batch_size or collect longer rollouts.")
         super().__init__(config, observation_space, action_space, backend, seed, num_envs)
         self.clip_schedule = as_schedule(config.clip_range)
 
@@ -99,8 +93,9 @@ class PPOAgent(OnPolicyAgent):
                    "advantages": self._flat(advantages), "returns": self._flat(returns)}
         clip_range = float(self.clip_schedule(self.timesteps))
         clip_t = to_t(np.float32(clip_range))
+        batch_size = min(cfg.batch_size, len(samples["obs"]))
         outputs, early_stop = [], False
-        for mb in iterate_minibatches(samples, cfg.batch_size, cfg.n_epochs, self.shuffle_rng):
+        for mb in iterate_minibatches(samples, batch_size, cfg.n_epochs, self.shuffle_rng):
             out = self.train_step(to_t(mb["obs"]), to_t(mb["actions"]), to_t(mb["log_probs"]),
                                   to_t(mb["values"]), to_t(mb["advantages"]), to_t(mb["returns"]), clip_t)
             self.updates += 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rlgraph_core.agents.base import Agent
 from rlgraph_core.agents.dqn import _memory_from_config
@@ -67,6 +67,13 @@ class SACConfig(StrictModel):
     optimizer: OptimizerConfig = Field(
         default_factory=lambda: OptimizerConfig(learning_rate=3e-4, max_grad_norm=None),
         description="used by each of the three train steps (critic, actor, temperature)")
+
+    @field_validator("log_std_bounds")
+    @classmethod
+    def _ordered_bounds(cls, v):
+        if not v[0] < v[1]:
+            raise ValueError(f"log_std_bounds must be (low, high) with low < high, got {v}")
+        return v
 
 
 class SquashedGaussianPolicy(Component):

@@ -8,7 +8,9 @@ component package can use for its tests:
   ``rlgraph plugins`` or configs.
 * :func:`available_backends` -- ``{"numpy": NumpyBackend, **every installed backend plugin}``.
 * :func:`backend_params` -- pytest parameters for every available ``(backend, mode)`` pair:
-  numpy-eager always; each plugin backend in ``eager`` and ``static``.
+  numpy-eager always; each plugin backend in ``eager`` and ``static``. The environment variable
+  ``RLGRAPH_TEST_BACKENDS`` (e.g. ``numpy``, ``numpy,torch-eager``, ``torch``) narrows the pairs
+  for a quick run; static mode compiles every tested function, which takes seconds each.
 * :class:`ComponentTest` -- build a component from spaces on a backend, then ``call`` its API
   methods with numpy, ``get_weights``/``set_weights``, take ``gradients`` and make a
   ``train_step`` (framework backends only).
@@ -29,6 +31,7 @@ Example (a pytest fixture running a test on every backend and mode)::
 
 from rlgraph_core.testing.harness import (
     INPUT_PREFIX,
+    SELECT_ENV,
     ComponentTest,
     HarnessTrainStep,
     available_backends,
@@ -40,6 +43,7 @@ from rlgraph_core.testing.numpy_backend import NumpyBackend, NumpyOps
 
 __all__ = [
     "INPUT_PREFIX",
+    "SELECT_ENV",
     "ComponentTest",
     "HarnessTrainStep",
     "NumpyBackend",

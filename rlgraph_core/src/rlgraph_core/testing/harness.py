@@ -17,6 +17,7 @@ one test runs on the numpy harness, and on every installed framework backend in 
 
 from __future__ import annotations
 
+import os
 import types
 from typing import Any, Callable, Iterable
 
@@ -52,13 +53,31 @@ def available_backends() -> dict[str, Callable[..., Backend]]:
     return out
 
 
+#: Environment variable restricting the pairs tests run on, e.g. ``numpy`` (what a core-only
+#: venv runs), ``numpy,torch-eager`` or ``torch`` (both modes). Unset: every available pair.
+SELECT_ENV = "RLGRAPH_TEST_BACKENDS"
+
+
 def backend_pairs() -> list[tuple[str, str]]:
-    """Every available ``(backend, mode)`` pair: numpy eager, then each plugin backend in both modes."""
+    """Every available ``(backend, mode)`` pair: numpy eager, then each plugin backend in both modes.
+
+    When the environment variable ``RLGRAPH_TEST_BACKENDS`` is set (comma-separated ``name`` or
+    ``name-mode`` entries), only the matching pairs are returned; plugin backends are not even
+    loaded when it names only ``numpy``.
+    """
+    selected = [s.strip() for s in os.environ.get(SELECT_ENV, "").split(",") if s.strip()]
+    names = ["numpy"] if selected and all(s.split("-")[0] == "numpy" for s in selected) else list(available_backends())
     pairs = [("numpy", "eager")]
-    for name in available_backends():
+    for name in names:
         if name != "numpy":
             pairs += [(name, "eager"), (name, "static")]
-    return pairs
+    if not selected:
+        return pairs
+    known = {f"{n}-{m}" for n, m in pairs} | {n for n, _ in pairs}
+    unknown = [s for s in selected if s not in known]
+    if unknown:
+        raise KeyError(f"{SELECT_ENV} names {unknown}, which are not available; available: {sorted(known)}.")
+    return [(n, m) for n, m in pairs if n in selected or f"{n}-{m}" in selected]
 
 
 def backend_params(modes: Iterable[str] = ("eager", "static")) -> list:
