@@ -7,14 +7,20 @@ gradient_steps 1), target sync every 500 updates, learning_starts 1000.
 
 For each row, ``--warmup`` env steps (default: learning_starts + 200, so the first updates --
 where ``tf.function``/XLA and ``torch.compile`` compile -- are done) run untimed; then
-``--steps`` env steps (default 5000) are timed. The table shows env-steps/s, updates/s, the ratio
-of env-steps/s to the hand-written loop, the warm-up time (build + compile + warm-up steps), and
-where a timed step's time goes (act, env, observe, update; milliseconds per env step).
+``--steps`` env steps (default 5000) are timed, or fewer if a row exceeds ``--time-limit``
+seconds (default 30; the table shows how many were timed). The table shows env-steps/s,
+updates/s, the ratio of env-steps/s to the hand-written loop, the warm-up time (build + compile
++ warm-up steps), and where a timed step's time goes (act, env, observe, update; milliseconds
+per env step).
+
+Both frameworks run with ``--threads`` intra-op threads (default 1: for a 64-unit MLP on a
+batch of 64, more threads only add synchronisation, and on a busy machine oversubscribed
+thread pools make every framework erratic). ``--threads 0`` keeps each framework's default.
 
 The baseline is a minimal hand-written PyTorch DQN loop (below): the same network, batch size,
 optimizer, loss and update schedule, a numpy ring buffer and no rlgraph. Run::
 
-    python benchmarks/bench_backends.py [--steps 5000] [--rows torch-eager,tf-static] [--threads N]
+    python benchmarks/bench_backends.py [--steps 5000] [--rows torch-eager,tf-static] [--threads 1]
 """
 
 from __future__ import annotations
@@ -61,11 +67,12 @@ class Timer:
         self.total = dict.fromkeys(self.PHASES, 0.0)
 
 
-def drive(agent_like, envs, steps: int, timer: Timer, seed: int, obs=None):
+def drive(agent_like, envs, steps: int, timer: Timer, seed: int, obs=None, time_limit: float = float("inf")):
     """Run ``steps`` env steps of act -> env.step -> observe -> update, timing each phase.
 
     ``agent_like`` has ``act(obs)``, ``observe(obs, actions, rewards, next_obs, terminated,
-    truncated)`` and ``update()`` -- an rlgraph agent or the hand-written loop below.
+    truncated)`` and ``update()`` -- an rlgraph agent or the hand-written loop below. Stops early
+    once ``time_limit`` seconds have passed. Returns ``(last observation, steps done)``.
     """
     from rlgraph_core.execution.local import true_next_obs
 
@@ -73,7 +80,9 @@ def drive(agent_like, envs, steps: int, timer: Timer, seed: int, obs=None):
         obs, _ = envs.reset(seed=seed)
     clock = time.perf_counter
     tot = timer.total
-    for _ in range(steps):
+    deadline = clock() + time_limit
+    done = 0
+    while done < steps and (done == 0 or clock() < deadline):
         t0 = clock()
         actions = agent_like.act(obs)
         t1 = clock()
@@ -88,7 +97,8 @@ def drive(agent_like, envs, steps: int, timer: Timer, seed: int, obs=None):
         tot["observe"] += t3 - t2
         tot["update"] += t4 - t3
         obs = next_obs
-    return obs
+        done += 1
+    return obs, done
 
 
 # ------------------------------------------------------------------ the hand-written baseline
@@ -191,7 +201,7 @@ def updates_of(agent_like) -> int:
     return agent_like.updates
 
 
-def bench_row(row: str, warmup: int, steps: int, seed: int) -> dict:
+def bench_row(row: str, warmup: int, steps: int, seed: int, time_limit: float) -> dict:
     """Build one row's learner, warm it up (untimed), time ``steps`` env steps."""
     envs = make_env(seed)
     timer = Timer()
@@ -201,17 +211,17 @@ def bench_row(row: str, warmup: int, steps: int, seed: int) -> dict:
     else:
         backend_name, mode = row.split("-")
         learner = make_rlgraph_agent(backend_name, mode, envs, seed)
-    obs = drive(learner, envs, warmup, timer, seed)
+    obs, _ = drive(learner, envs, warmup, timer, seed)
     warm_s = time.perf_counter() - start
     timer.reset()
     updates0 = updates_of(learner)
     t0 = time.perf_counter()
-    drive(learner, envs, steps, timer, seed, obs)
+    _, timed = drive(learner, envs, steps, timer, seed, obs, time_limit)
     elapsed = time.perf_counter() - t0
     envs.close()
-    return {"row": row, "steps_per_s": steps / elapsed, "updates_per_s": (updates_of(learner) - updates0) / elapsed,
-            "warmup_s": warm_s, "elapsed_s": elapsed,
-            "ms": {k: 1000 * v / steps for k, v in timer.total.items()}}
+    return {"row": row, "steps_per_s": timed / elapsed, "updates_per_s": (updates_of(learner) - updates0) / elapsed,
+            "warmup_s": warm_s, "elapsed_s": elapsed, "timed_steps": timed,
+            "ms": {k: 1000 * v / timed for k, v in timer.total.items()}}
 
 
 def main(argv=None) -> int:
@@ -221,8 +231,10 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=LEARNING_STARTS + 200,
                         help="untimed env steps first (covers compilation at the first updates)")
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {', '.join(ROWS)}")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="intra-op threads for both frameworks (default: each framework's own)")
+    parser.add_argument("--time-limit", type=float, default=30.0,
+                        help="stop timing a row after this many seconds (fewer steps are then timed)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op threads for both frameworks (0: each framework's default)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
@@ -247,18 +259,18 @@ def main(argv=None) -> int:
           f"torch {torch.__version__}, threads {torch.get_num_threads()}, {os.cpu_count()} CPUs", flush=True)
     results = []
     for row in ["hand-written", *rows]:
-        res = bench_row(row, args.warmup, args.steps, args.seed)
+        res = bench_row(row, args.warmup, args.steps, args.seed, args.time_limit)
         results.append(res)
         print(f"  done {row}: {res['steps_per_s']:.0f} env steps/s (warm-up {res['warmup_s']:.1f} s)", flush=True)
     base = results[0]["steps_per_s"]
-    header = (f"{'learner':<14}{'env-steps/s':>12}{'updates/s':>11}{'vs hand':>9}{'warm-up s':>11}"
+    header = (f"{'learner':<14}{'steps':>6}{'env-steps/s':>12}{'updates/s':>11}{'vs hand':>9}{'warm-up s':>11}"
               f" | ms per env step: {'act':>6}{'env':>6}{'observe':>8}{'update':>8}")
     print()
     print(header)
     print("-" * len(header))
     for r in results:
         ms = r["ms"]
-        print(f"{r['row']:<14}{r['steps_per_s']:>12.0f}{r['updates_per_s']:>11.0f}{r['steps_per_s'] / base:>9.2f}"
+        print(f"{r['row']:<14}{r['timed_steps']:>6}{r['steps_per_s']:>12.0f}{r['updates_per_s']:>11.0f}{r['steps_per_s'] / base:>9.2f}"
               f"{r['warmup_s']:>11.1f} | {'':>17}{ms['act']:>6.2f}{ms['env']:>6.2f}{ms['observe']:>8.2f}{ms['update']:>8.2f}")
     return 0
 

@@ -19,7 +19,7 @@ Every run first takes ``learning_starts`` env steps plus at least two update rou
 Implementations are interleaved (the order rotates every repeat) and the median over repeats
 is reported, because the machine may be shared. Run:
 
-    python benchmarks/bench_dqn.py [--steps 10000] [--repeats 3] [--static] [--configs per-step,default]
+    python benchmarks/bench_dqn.py [--steps 5000] [--repeats 3] [--static] [--threads 1] [--configs per-step,default]
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def describe(name: str, steps: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10_000, help="timed env steps per run (after warm-up)")
+    parser.add_argument("--steps", type=int, default=5_000, help="timed env steps per run (after warm-up)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per implementation")
     parser.add_argument("--configs", default="per-step,default", help=f"comma-separated, of {list(CONFIGS)}")
     parser.add_argument("--static", action="store_true", help="also run rlgraph-torch static (torch.compile)")

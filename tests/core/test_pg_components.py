@@ -304,9 +304,10 @@ def test_actor_critic_discrete(backend, shared):
     spec = NetworkSpec(hidden=[5, 4], activation="tanh", initializer="orthogonal")
     ac = ActorCritic(spec, Discrete(3), shared_trunk=shared, seed=0)
     obs_b, act_b = fbatch(4), IntBox(0, 2, shape=()).with_batch_rank()
-    test = ComponentTest(ac, {"act": {"obs": obs_b, "noise": FloatBox(0.0, 1.0, shape=(3,)).with_batch_rank()},
-                              "deterministic": {"obs": obs_b}, "value": {"obs": obs_b},
-                              "evaluate": {"obs": obs_b, "actions": act_b}}, backend)
+    with np.errstate(divide="ignore"):  # the build samples with all-zero uniform noise: log(0)
+        test = ComponentTest(ac, {"act": {"obs": obs_b, "noise": FloatBox(0.0, 1.0, shape=(3,)).with_batch_rank()},
+                                  "deterministic": {"obs": obs_b}, "value": {"obs": obs_b},
+                                  "evaluate": {"obs": obs_b, "actions": act_b}}, backend)
     w = test.get_weights()
     trunks = ["trunk"] if shared else ["pi_trunk", "vf_trunk"]
     assert sorted(w) == sorted([f"{t}/dense_{i}/{p}" for t in trunks for i in (0, 1) for p in "Wb"]
