@@ -13,7 +13,8 @@ Two measurements per implementation, in the same process:
   also env steps per CPU-second of this process (steadier on a shared machine);
 * **time to solve**: train with a greedy 10-episode evaluation every 2048 env steps until the
   mean evaluation return first reaches 475 (or ``--budget`` env steps): the env steps needed and
-  the wall-clock training time to get there, evaluation time excluded, compile time included.
+  the wall-clock training time to get there, evaluation time excluded, compile time included
+  (a run is cut after ``--solve-timeout`` seconds so the default run stays around 5 minutes).
 
 The rlgraph runs use the real :class:`~rlgraph_core.execution.local.LocalExecutor` with
 ``configs/ppo_cartpole.yaml`` (lr and clip range overridden to constants). Run:
@@ -66,6 +67,7 @@ class Clock:
         self.eval_log: list[tuple[int, float]] = []
 
     def mark(self, steps: int) -> None:
+        """Record the time at ``steps`` env steps."""
         self.marks[steps] = now()
 
     def throughput(self, start: int, end: int) -> tuple[float, float]:
@@ -77,15 +79,25 @@ class Clock:
 # ---------------------------------------------------------------------------- rlgraph
 
 
+class _Timeout(Exception):
+    """Raised from the metrics hook to end a time-to-solve run that exceeds ``--solve-timeout``."""
+
+
 class _Marks:
     """Plugin: a mark at each metric row of the executor (every rollout: log_interval = 256)."""
 
-    def __init__(self, clock: Clock):
+    def __init__(self, clock: Clock, deadline: float = float("inf")):
         self.clock = clock
+        self.deadline = deadline
+        self.last_steps = 0
 
     @hookimpl
     def rlgraph_on_iteration(self, metrics):
-        self.clock.mark(int(metrics["timesteps"]))
+        """Mark the row's env steps; end the run past the deadline."""
+        self.last_steps = int(metrics["timesteps"])
+        self.clock.mark(self.last_steps)
+        if time.perf_counter() > self.deadline:
+            raise _Timeout()
 
 
 def _timed_evaluate(clock: Clock):
@@ -94,6 +106,7 @@ def _timed_evaluate(clock: Clock):
 
     @functools.wraps(original)
     def evaluate(self, *args, **kwargs):
+        """``Agent.evaluate``, timed."""
         w, c = now()
         out = original(self, *args, **kwargs)
         w1, c1 = now()
@@ -105,7 +118,7 @@ def _timed_evaluate(clock: Clock):
     return original, evaluate
 
 
-def run_rlgraph(backend: str, mode: str, seed: int, total: int, solve: bool) -> dict:
+def run_rlgraph(backend: str, mode: str, seed: int, total: int, solve: bool, timeout: float) -> dict:
     """One LocalExecutor run; returns throughput or time-to-solve numbers."""
     overrides = [f"train.backend={backend}", f"train.mode={mode}", "train.device=cpu", f"train.seed={seed}",
                  f"train.total_timesteps={total}", f"train.log_interval={ROLLOUT}", "train.loggers=[]",
@@ -116,13 +129,15 @@ def run_rlgraph(backend: str, mode: str, seed: int, total: int, solve: bool) -> 
     config = validate_config(apply_overrides(load_config_file(CONFIG), overrides))
     clock = Clock()
     pm = get_plugin_manager()
-    marks = _Marks(clock)
+    marks = _Marks(clock, time.perf_counter() + timeout if solve else float("inf"))
     pm.register(marks, "bench_ppo")
     original, wrapped = _timed_evaluate(clock)
     Agent.evaluate = wrapped
     out_dir = tempfile.mkdtemp(prefix="bench_ppo_")
     try:
         summary = LocalExecutor(config, out_dir, plugin_manager=pm).run()
+    except _Timeout:
+        return {"solved": False, "steps": marks.last_steps, "time": float("nan"), "timeout": True}
     finally:
         Agent.evaluate = original
         pm.pm.unregister(marks)
@@ -155,6 +170,7 @@ class ActorCritic(nn.Module):
         self.critic = nn.Sequential(layer(obs_dim, 64, g), nn.Tanh(), layer(64, 64, g), nn.Tanh(), layer(64, 1, 1.0))
 
     def value(self, obs):
+        """``V(obs)`` ``[B]``."""
         return self.critic(obs).squeeze(-1)
 
 
@@ -174,8 +190,12 @@ def evaluate_hand(model: ActorCritic, env, seed: int) -> float:
     return float(np.mean(returns))
 
 
-def run_hand(seed: int, total: int, solve: bool) -> dict:
-    """A minimal CleanRL-style PPO loop with the same hyperparameters and env setup."""
+def run_hand(seed: int, total: int, solve: bool, timeout: float) -> dict:
+    """A minimal CleanRL-style PPO loop with the same hyperparameters and env setup.
+
+    Kept lean the way a careful hand-writer would: foreach Adam and gradient clipping (as the
+    torch backend uses), no argument validation in ``torch.distributions``.
+    """
     hp = HP
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -184,7 +204,7 @@ def run_hand(seed: int, total: int, solve: bool) -> dict:
     eval_env = gym.make("CartPole-v1")
     obs_dim, n_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     model = ActorCritic(obs_dim, n_actions)
-    optimizer = torch.optim.Adam(model.parameters(), lr=hp["lr"], eps=hp["adam_eps"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=hp["lr"], eps=hp["adam_eps"], foreach=True)
     T, N = hp["n_steps"], hp["num_envs"]
     b_obs = np.zeros((T, N, obs_dim), np.float32)
     b_act = np.zeros((T, N), np.int64)
@@ -196,9 +216,11 @@ def run_hand(seed: int, total: int, solve: bool) -> dict:
     steps, t, next_eval, solved = 0, 0, EVAL_INTERVAL, False
     t0 = time.perf_counter()
     while steps < total and not solved:
+        if solve and time.perf_counter() - t0 > timeout:
+            return {"solved": False, "steps": steps, "time": float("nan"), "timeout": True}
         with torch.no_grad():
             obs_t = torch.as_tensor(obs, dtype=torch.float32)
-            dist = torch.distributions.Categorical(logits=model.actor(obs_t))
+            dist = torch.distributions.Categorical(logits=model.actor(obs_t), validate_args=False)
             action = dist.sample()
             b_logp[t], b_val[t] = dist.log_prob(action).numpy(), model.value(obs_t).numpy()
         next_obs, reward, term, trunc, infos = envs.step(action.numpy())
@@ -231,7 +253,7 @@ def run_hand(seed: int, total: int, solve: bool) -> dict:
                 perm = rng.permutation(T * N)
                 for s in range(0, T * N, hp["batch_size"]):
                     idx = torch.as_tensor(perm[s:s + hp["batch_size"]])
-                    dist = torch.distributions.Categorical(logits=model.actor(f_obs[idx]))
+                    dist = torch.distributions.Categorical(logits=model.actor(f_obs[idx]), validate_args=False)
                     ratio = torch.exp(dist.log_prob(f_act[idx]) - f_logp[idx])
                     a = f_adv[idx]
                     a = (a - a.mean()) / (a.std() + 1e-8)
@@ -240,7 +262,7 @@ def run_hand(seed: int, total: int, solve: bool) -> dict:
                     loss = pg_loss + hp["vf_coef"] * vf_loss - hp["ent_coef"] * dist.entropy().mean()
                     optimizer.zero_grad()
                     loss.backward()
-                    nn.utils.clip_grad_norm_(model.parameters(), hp["max_grad_norm"])
+                    nn.utils.clip_grad_norm_(model.parameters(), hp["max_grad_norm"], foreach=True)
                     optimizer.step()
             clock.mark(steps)
         if solve and steps >= next_eval:
@@ -269,24 +291,29 @@ def available_impls() -> list[str]:
     return out
 
 
-def run(impl: str, seed: int, total: int, solve: bool) -> dict:
+def run(impl: str, seed: int, total: int, solve: bool, timeout: float = float("inf")) -> dict:
+    """One throughput or time-to-solve run of ``impl``."""
     if impl == "hand":
-        return run_hand(seed, total, solve)
+        return run_hand(seed, total, solve, timeout)
     backend, mode = impl.rsplit("-", 1)
-    return run_rlgraph(backend, mode, seed, total, solve)
+    return run_rlgraph(backend, mode, seed, total, solve, timeout)
 
 
 def label(impl: str) -> str:
+    """Display name of an implementation key."""
     return "hand-written PyTorch" if impl == "hand" else f"rlgraph {impl.replace('-', ' ')}"
 
 
 def main() -> None:
+    """Parse flags, run the selected measurements, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--impls", default=None, help=f"comma-separated subset of {available_impls()} (default all)")
-    parser.add_argument("--steps", type=int, default=8192, help="timed env steps of the throughput runs")
+    parser.add_argument("--steps", type=int, default=4096, help="timed env steps of the throughput runs")
     parser.add_argument("--budget", type=int, default=50_000, help="env-step cap of the time-to-solve runs")
     parser.add_argument("--repeats", type=int, default=1, help="interleaved throughput runs per implementation")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds of the time-to-solve runs")
+    parser.add_argument("--solve-timeout", type=float, default=60.0,
+                        help="wall-clock cap (s, incl. build and evaluations) of each time-to-solve run")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-solve", action="store_true")
     parser.add_argument("--threads", type=int, default=1,
@@ -318,7 +345,7 @@ def main() -> None:
     if not args.skip_solve:
         for seed in seeds:
             for impl in impls:
-                solve[impl].append(run(impl, seed, args.budget, solve=True))
+                solve[impl].append(run(impl, seed, args.budget, solve=True, timeout=args.solve_timeout))
                 res = solve[impl][-1]
                 print(f"  solve seed {seed} {label(impl)}: {'reached' if res['solved'] else 'NOT reached'} "
                       f"after {res['steps']} steps, {res['time']:.1f} s", flush=True)
@@ -338,8 +365,10 @@ def main() -> None:
         else:
             cols += ["-"] * 4
         if solve[impl]:
-            cols.append(" / ".join(f"{r['steps']}" + ("" if r["solved"] else " (not reached)") for r in solve[impl]))
-            cols.append(" / ".join(f"{r['time']:.1f}" for r in solve[impl]))
+            cols.append(" / ".join(f"{r['steps']}" if r["solved"] else f"> {r['steps']}" for r in solve[impl]))
+            cols.append(" / ".join(f"{r['time']:.1f}" if r["solved"] else
+                                   (f"> {args.solve_timeout:.0f} (cut)" if r.get("timeout") else "not reached")
+                                   for r in solve[impl]))
         else:
             cols += ["-", "-"]
         print(f"| {label(impl)} | " + " | ".join(cols) + " |")

@@ -288,6 +288,7 @@ def test_a2c_advantages_carry_no_gradient(autodiff_backend):
 
 # --------------------------------------------------------------------------- actor-critic
 def np_mlp(x, weights, prefix, n_layers, activation=np.tanh):
+    """Reference MLP trunk (float64)."""
     h = x.astype(np.float64)
     for i in range(n_layers):
         h = activation(h @ weights[f"{prefix}/dense_{i}/W"] + weights[f"{prefix}/dense_{i}/b"])
@@ -295,6 +296,7 @@ def np_mlp(x, weights, prefix, n_layers, activation=np.tanh):
 
 
 def np_log_softmax(z):
+    """Reference log-softmax over the last axis."""
     z = z - z.max(axis=-1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
@@ -389,6 +391,7 @@ def test_running_obs_normalizer(backend):
 
 # --------------------------------------------------------------------------- rollout buffer
 def fill_buffer(T=5, N=3) -> RolloutBuffer:
+    """A full buffer whose values encode (step, env)."""
     buf = RolloutBuffer(T, N, seed=0)
     for t in range(T):
         buf.add(obs=np.full((N, 2), t, np.float32) + np.arange(N)[:, None] / 10,

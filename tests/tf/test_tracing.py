@@ -30,8 +30,26 @@ def test_function_traces_once_for_same_shapes():
     assert len(traces) == 1
     assert f.experimental_get_tracing_count() == 1
     # A new batch size generalises the signature (reduce_retracing) instead of one trace per size.
-    for n in range(1, 30):
-        f(backend.to_tensor(rng.standard_normal((n, 4)).astype(np.float32)), backend.to_tensor(np.float32(1)))
+    for n in list(range(1, 40)) * 2:
+        x = rng.standard_normal((n, 4)).astype(np.float32)
+        out = f(backend.to_tensor(x), backend.to_tensor(np.float32(2)))
+        np.testing.assert_allclose(backend.to_numpy(out), (x * 2).sum(-1), rtol=1e-5, atol=1e-5)
+    assert len(traces) == 2
+
+
+def test_python_values_are_part_of_the_signature():
+    """A Python number is a trace-time constant (documented): a new value traces again."""
+    backend = TFBackend(mode="static", device="cpu")
+    traces = []
+
+    def fn(x, scale):
+        traces.append(1)
+        return x * scale
+
+    f = backend.function(fn)
+    x = backend.to_tensor(np.ones(2, np.float32))
+    for scale in (1.0, 1.0, 2.0, 2.0):
+        np.testing.assert_allclose(backend.to_numpy(f(x, scale)), [scale, scale])
     assert len(traces) == 2
 
 

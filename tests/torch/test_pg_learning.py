@@ -38,6 +38,7 @@ def single_thread_torch():
 
 
 def cartpole_spaces():
+    """CartPole-v1's observation and action spaces."""
     return FloatBox(-np.inf, np.inf, shape=(4,)), Discrete(2)
 
 

@@ -117,9 +117,9 @@ class TFBackend(Backend):
         arr = np.asarray(value)
         arr = _canonical(arr) if dtype is None else arr.astype(_DTYPES[dtype], copy=False)
         if not self._pin:
-            return tf.convert_to_tensor(arr)
+            return tf.constant(arr)  # the hot path (every act and update); cheaper than convert_to_tensor
         with tf.device(self._tf_device):
-            return tf.identity(tf.convert_to_tensor(arr))
+            return tf.identity(tf.constant(arr))
 
     def to_numpy(self, tensor) -> np.ndarray:
         """Tensor or variable -> numpy (a copy for variables, which change in place)."""

@@ -129,11 +129,13 @@ class RunningObsNormalizer(Component):
         self._non_trainable_names = {"mean", "var", "count"}
 
     def check_input_spaces(self, method, spaces):
+        """Both API methods take observations of the configured shape."""
         x = spaces["x"]
         if not isinstance(x, FloatBox) or tuple(x.shape) != self.shape:
             raise SpaceError(f"expected FloatBox(shape={self.shape}), got {x!r}.")
 
     def create_variables(self, input_spaces):
+        """Mean 0, variance 1 and count epsilon (non-trainable)."""
         self.mean = self.make_variable("mean", np.zeros(self.shape, np.float32), trainable=False)
         self.var = self.make_variable("var", np.ones(self.shape, np.float32), trainable=False)
         self.count = self.make_variable("count", np.asarray(self.epsilon, np.float32), trainable=False)

@@ -52,6 +52,7 @@ class GAE(Component):
         self.gae_lambda = float(gae_lambda)
 
     def check_input_spaces(self, method, spaces):
+        """Every input is time-major ``[T, N]`` (float, or bool for the episode-end flags), same N."""
         shapes = set()
         for name, space in spaces.items():
             want = BoolBox if name in ("terminated", "truncated") else FloatBox
