@@ -96,6 +96,14 @@ class TFBackend(Backend):
         if seed is not None:
             tf.random.set_seed(seed)
 
+    def set_num_threads(self, num_threads):
+        """TF fixes its thread pools when its runtime starts; later calls are ignored."""
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(int(num_threads))
+            tf.config.threading.set_inter_op_parallelism_threads(int(num_threads))
+        except RuntimeError:
+            pass
+
     def _scope(self):
         return tf.device(self._tf_device) if self._pin else contextlib.nullcontext()
 

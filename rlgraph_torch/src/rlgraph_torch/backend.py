@@ -79,6 +79,9 @@ class TorchBackend(Backend):
             return _with_eager_fallback(_try_compile(torch.no_grad()(fn)), no_grad_fn)
         return no_grad_fn
 
+    def set_num_threads(self, num_threads):
+        torch.set_num_threads(int(num_threads))
+
     def train_step(self, loss_fn, variables, optimizer):
         return TorchTrainStep(loss_fn, variables, optimizer, compile_mode=self.mode == "static")
 

@@ -55,6 +55,10 @@ class Agent(abc.ABC):
         Returns metrics of the update(s) done, or None when the schedule did nothing.
         """
 
+    def metrics(self) -> dict[str, float]:
+        """Latest training metrics (loss, schedules ...) for the executor's reports."""
+        return {"updates": self.updates}
+
     # --- weights ---------------------------------------------------------------------------
     @abc.abstractmethod
     def variables(self) -> dict[str, Any]:

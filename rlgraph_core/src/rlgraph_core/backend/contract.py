@@ -171,6 +171,10 @@ class Backend(abc.ABC):
         a variable the loss does not depend on gets a zero gradient.
         """
 
+    def set_num_threads(self, num_threads: int) -> None:
+        """Limit the framework's CPU threads (per process). Small RL networks on CPU usually run
+        fastest on one thread; the default implementation does nothing."""
+
     def describe(self) -> str:
         """A one-line description: name, mode, device."""
         return f"{self.name} ({self.mode}, {self.device})"

@@ -38,5 +38,7 @@ def make_agent(config, observation_space, action_space, num_envs: int = 1, plugi
     agent_cls, _ = pm.get("agents", config.agent.type, field="agent.type")
     backend = make_backend(config.train.backend, config.train.mode, config.train.device,
                            config.train.seed, plugin_manager=pm)
+    if config.train.num_threads is not None:
+        backend.set_num_threads(config.train.num_threads)
     return agent_cls(config.agent, from_gym(observation_space), from_gym(action_space), backend,
                      seed=config.train.seed, num_envs=num_envs)
