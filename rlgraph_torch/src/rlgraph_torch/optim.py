@@ -41,7 +41,12 @@ class TorchTrainStep(TrainStep):
             self.compiled = self._step is not self._eager_step
 
     def _eager_step(self, *inputs):
-        outputs = self.loss_fn(*inputs)
+        return self._optimize(self.loss_fn(*inputs))
+
+    def _compiled_loss_step(self, *inputs):
+        return self._optimize(self._compiled_loss(*inputs))
+
+    def _optimize(self, outputs):
         loss = outputs[0]
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -71,6 +76,12 @@ class TorchTrainStep(TrainStep):
     def learning_rate(self, value: float) -> None:
         for group in self.optimizer.param_groups:
             group["lr"] = float(value)
+        if self.compiled and self._step is not self._compiled_loss_step:
+            # torch.compile bakes a float learning rate into the optimizer's graph, so a schedule
+            # would recompile on every change (and give up after 8). From the first change on,
+            # compile only the loss (forward) and run backward and the optimizer step eagerly.
+            self._compiled_loss = _try_compile(self.loss_fn)
+            self._step = self._compiled_loss_step
 
     def get_state(self) -> dict[str, np.ndarray]:
         out = {}
