@@ -12,6 +12,7 @@ import numpy as np
 from pydantic import Field
 
 from rlgraph_core.agents.base import Agent
+from rlgraph_core.agents.off_policy import due_gradient_steps
 from rlgraph_core.components.dqn_loss import DQNLoss
 from rlgraph_core.components.exploration import EpsilonGreedy
 from rlgraph_core.components.network import NetworkSpec
@@ -183,15 +184,9 @@ class DQNAgent(Agent):
     # --- learning --------------------------------------------------------------------------
     def update(self, batch=None):
         cfg = self.config
-        if batch is None:
-            if self.timesteps < cfg.learning_starts or len(self.memory) < cfg.batch_size:
-                return None
-            if self.timesteps - self._last_train < cfg.train_freq:
-                return None
-            self._last_train = self.timesteps
-            steps = cfg.gradient_steps
-        else:
-            steps = 1
+        steps = due_gradient_steps(self, batch)
+        if steps == 0:
+            return None
         lr = self.lr_schedule(self.timesteps)
         if lr != self.train_step.learning_rate:
             self.train_step.learning_rate = lr

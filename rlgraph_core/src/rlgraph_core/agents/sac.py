@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from rlgraph_core.agents.base import Agent
+from rlgraph_core.agents.off_policy import due_gradient_steps
 from rlgraph_core.agents.dqn import _memory_from_config
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
 from rlgraph_core.components.network import MLP, NetworkSpec
@@ -256,15 +257,9 @@ class SACAgent(Agent):
         """``gradient_steps`` SAC gradient steps every ``train_freq`` env steps once learning starts
         (or one step on ``batch`` when given); returns the last step's losses as backend scalars."""
         cfg = self.config
-        if batch is None:
-            if self.timesteps < cfg.learning_starts or len(self.memory) < cfg.batch_size:
-                return None
-            if self.timesteps - self._last_train < cfg.train_freq:
-                return None
-            self._last_train = self.timesteps
-            steps = cfg.gradient_steps
-        else:
-            steps = 1
+        steps = due_gradient_steps(self, batch)
+        if steps == 0:
+            return None
         lr = self.lr_schedule(self.timesteps)
         if lr != self.critic_step.learning_rate:
             for step in self._train_steps().values():
