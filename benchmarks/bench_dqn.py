@@ -4,22 +4,32 @@ For each configuration the script trains DQN on CartPole-v1 (one gymnasium vecto
 same-step autoreset) with
 
 * ``rlgraph-torch eager``: the real :class:`~rlgraph_core.execution.local.LocalExecutor`
-  (act -> envs.step -> observe -> update, n-step assembler, replay memory, target sync),
-  with evaluation, loggers and the progress bar switched off;
-* ``rlgraph-torch static`` (with ``--static``): the same, with ``train.mode=static``
+  (act -> envs.step -> observe -> update, replay memory, target sync), with evaluation,
+  loggers and the progress bar switched off;
+* ``rlgraph-torch static`` (with ``--static``): the same with ``train.mode=static``
   (``torch.compile``);
 * ``hand-written PyTorch``: a minimal CleanRL-style DQN loop written below: an
-  ``nn.Sequential`` MLP, a numpy ring-buffer replay, epsilon-greedy, double-Q Huber loss,
-  Adam with gradient-norm clipping, hard target copies. Same network, batch size, schedule
+  ``nn.Sequential`` MLP, a numpy ring-buffer replay, epsilon-greedy, double-Q Huber loss, Adam
+  with gradient-norm clipping, hard target copies. Same network, batch size, schedule
   (learning_starts, train_freq, gradient_steps, target sync interval), optimizer, replay
   capacity, exploration schedule and vector-env setup as the rlgraph run.
 
 Every run first takes ``learning_starts`` env steps plus at least two update rounds of warm-up
 (so a ``torch.compile`` happens outside the window), then times the next ``--steps`` env steps.
-Implementations are interleaved (the order rotates every repeat) and the median over repeats
-is reported, because the machine may be shared. Run:
 
-    python benchmarks/bench_dqn.py [--steps 5000] [--repeats 3] [--static] [--threads 1] [--configs per-step,default]
+Two measurements, because the machine may be shared and busy:
+
+1. ``executor``: whole runs, one implementation at a time, the order rotating every repeat;
+   the median over ``--repeats`` runs is reported.
+2. ``lockstep``: the rlgraph agent loop (the executor's loop body: ``agent.act``,
+   ``envs.step``, ``agent.observe`` with the true final observation, ``agent.update``, on a
+   real DQNAgent) and the hand-written loop advance in turns of ``--chunk`` env steps in one
+   process, so both see the same machine load; time is summed per implementation.
+
+Both report wall-clock rates and env steps per CPU-second of this process (steadier when other
+processes compete for the cores). Run:
+
+    python benchmarks/bench_dqn.py [--steps 4000] [--repeats 3] [--static] [--threads 1] [--configs per-step,default]
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from typing import Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -39,7 +50,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
-from rlgraph_core.execution.local import LocalExecutor
+from rlgraph_core.execution.factory import make_agent, make_vector_env
+from rlgraph_core.execution.local import LocalExecutor, true_next_obs
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
 
 #: Agent settings of each benchmark configuration, merged into ``DEFAULT_CONFIG["agent"]``.
@@ -52,21 +64,22 @@ CONFIGS = {
     "default": {},
 }
 
-#: Rows of the executor's metric stream are emitted every this many env steps; the timed window
-#: starts and ends on such rows.
+#: The executor emits a metrics row every this many env steps; timed windows start and end on one.
 LOG_INTERVAL = 500
+
+Rates = tuple[float, float, float]  # env steps/s, updates/s, env steps per CPU-second
 
 
 # ---------------------------------------------------------------------------- shared setup
 
 
-def run_config(name: str, total_timesteps: int, mode: str, seed: int) -> dict:
-    """The raw rlgraph run config for one benchmark configuration (no eval, no loggers)."""
+def run_config(name: str, mode: str, seed: int, total_timesteps: int = 1):
+    """The validated rlgraph run config of one benchmark configuration (no eval, no loggers)."""
     agent = deep_merge(DEFAULT_CONFIG["agent"], CONFIGS[name])
     train = {"total_timesteps": total_timesteps, "eval_interval": 10**12, "log_interval": LOG_INTERVAL,
              "target_return": None, "loggers": [], "progress_bar": False, "seed": seed,
              "backend": "torch", "mode": mode, "device": "cpu"}
-    return {"agent": agent, "env": {"id": "CartPole-v1", "num_envs": 1}, "train": train}
+    return validate_config({"agent": agent, "env": {"id": "CartPole-v1", "num_envs": 1}, "train": train})
 
 
 def window(agent_cfg, steps: int) -> tuple[int, int]:
@@ -76,46 +89,13 @@ def window(agent_cfg, steps: int) -> tuple[int, int]:
     return start, start + math.ceil(steps / LOG_INTERVAL) * LOG_INTERVAL
 
 
-def mark(updates: int) -> tuple[float, float, int]:
-    """A timing mark: wall-clock time, this process's CPU time, and the update count."""
-    return time.perf_counter(), time.process_time(), updates
+def clock() -> tuple[float, float]:
+    """Wall-clock time and this process's CPU time."""
+    return time.perf_counter(), time.process_time()
 
 
-def rates(marks: dict[int, tuple[float, float, int]], start: int, end: int) -> tuple[float, float, float]:
-    """Env steps/s, updates/s (wall clock) and env steps per CPU-second between two marks."""
-    (w0, c0, u0), (w1, c1, u1) = marks[start], marks[end]
-    return (end - start) / (w1 - w0), (u1 - u0) / (w1 - w0), (end - start) / (c1 - c0)
-
-
-# ---------------------------------------------------------------------------- rlgraph
-
-
-class _Marks:
-    """A plugin that marks the time of each of the executor's metric rows (every LOG_INTERVAL steps)."""
-
-    def __init__(self):
-        self.marks: dict[int, tuple[float, float, int]] = {}
-
-    @hookimpl
-    def rlgraph_on_iteration(self, metrics):
-        self.marks[int(metrics["timesteps"])] = mark(int(metrics["updates"]))
-
-
-def bench_rlgraph(name: str, steps: int, mode: str, seed: int) -> tuple[float, float, float]:
-    """Train with the real LocalExecutor; the :func:`rates` inside the timed window."""
-    probe = validate_config(run_config(name, 1, mode, seed))
-    start, end = window(probe.agent, steps)
-    config = validate_config(run_config(name, end, mode, seed))
-    pm = get_plugin_manager()
-    marks = _Marks()
-    pm.register(marks, "bench_dqn")
-    out_dir = tempfile.mkdtemp(prefix="bench_dqn_")
-    try:
-        LocalExecutor(config, out_dir, plugin_manager=pm).run()
-    finally:
-        pm.pm.unregister(marks)
-        shutil.rmtree(out_dir, ignore_errors=True)
-    return rates(marks.marks, start, end)
+def rates(steps: int, updates: int, wall: float, cpu: float) -> Rates:
+    return steps / wall, updates / wall, steps / cpu
 
 
 # ---------------------------------------------------------------------------- hand-written
@@ -156,10 +136,8 @@ def mlp(obs_dim: int, hidden: list[int], num_actions: int) -> nn.Sequential:
     return nn.Sequential(*layers, nn.Linear(size, num_actions))
 
 
-def bench_handwritten(name: str, steps: int, seed: int) -> tuple[float, float, float]:
-    """The same training job as a minimal hand-written loop; the :func:`rates` in the window."""
-    cfg = validate_config(run_config(name, 1, "eager", seed)).agent
-    start, end = window(cfg, steps)
+def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
+    """The hand-written DQN loop; yields ``(env steps, updates)`` after every env step."""
     eps, opt = cfg.exploration, cfg.optimizer
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -174,8 +152,7 @@ def bench_handwritten(name: str, steps: int, seed: int) -> tuple[float, float, f
     obs, _ = envs.reset(seed=seed)
     ep_returns = np.zeros(envs.num_envs)
     global_step, last_train, updates = 0, 0, 0
-    marks = {}
-    while global_step < end:
+    while True:
         # epsilon-greedy: the network runs only if some env acts greedily
         epsilon = eps.start + min(global_step / eps.steps, 1.0) * (eps.end - eps.start)
         actions = rng.integers(0, num_actions, envs.num_envs)
@@ -214,10 +191,94 @@ def bench_handwritten(name: str, steps: int, seed: int) -> tuple[float, float, f
                 updates += 1
                 if updates % cfg.target_update_interval == 0:
                     target_net.load_state_dict(q_net.state_dict())
-        if global_step % LOG_INTERVAL == 0:
-            marks[global_step] = mark(updates)
-    envs.close()
-    return rates(marks, start, end)
+        yield global_step, updates
+
+
+def bench_handwritten(name: str, steps: int, seed: int) -> Rates:
+    """One whole hand-written run; the rates inside the timed window."""
+    cfg = run_config(name, "eager", seed).agent
+    start, end = window(cfg, steps)
+    marks = {}
+    for global_step, updates in handwritten_steps(cfg, seed):
+        if global_step in (start, end):
+            marks[global_step] = (*clock(), updates)
+        if global_step >= end:
+            break
+    (w0, c0, u0), (w1, c1, u1) = marks[start], marks[end]
+    return rates(end - start, u1 - u0, w1 - w0, c1 - c0)
+
+
+# ---------------------------------------------------------------------------- rlgraph
+
+
+class _Marks:
+    """A plugin that clocks each of the executor's metric rows (one every LOG_INTERVAL steps)."""
+
+    def __init__(self):
+        self.marks: dict[int, tuple[float, float, int]] = {}
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        self.marks[int(metrics["timesteps"])] = (*clock(), int(metrics["updates"]))
+
+
+def bench_executor(name: str, steps: int, mode: str, seed: int) -> Rates:
+    """One whole run of the real LocalExecutor; the rates inside the timed window."""
+    start, end = window(run_config(name, mode, seed).agent, steps)
+    config = run_config(name, mode, seed, total_timesteps=end)
+    pm = get_plugin_manager()
+    marks = _Marks()
+    pm.register(marks, "bench_dqn")
+    out_dir = tempfile.mkdtemp(prefix="bench_dqn_")
+    try:
+        LocalExecutor(config, out_dir, plugin_manager=pm).run()
+    finally:
+        pm.pm.unregister(marks)
+        shutil.rmtree(out_dir, ignore_errors=True)
+    (w0, c0, u0), (w1, c1, u1) = marks.marks[start], marks.marks[end]
+    return rates(end - start, u1 - u0, w1 - w0, c1 - c0)
+
+
+def agent_loop_steps(config, seed: int) -> Iterator[tuple[int, int]]:
+    """The LocalExecutor's loop body on a real DQNAgent; yields ``(env steps, updates)``."""
+    envs = make_vector_env(config.env, seed)
+    agent = make_agent(config, envs.single_observation_space, envs.single_action_space,
+                       num_envs=config.env.num_envs)
+    obs, _ = envs.reset(seed=seed)
+    while True:
+        actions = agent.act(obs)
+        next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+        agent.observe(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
+        agent.update()
+        obs = next_obs
+        yield agent.timesteps, agent.updates
+
+
+def bench_lockstep(name: str, steps: int, seed: int, modes: list[str], chunk: int) -> dict[str, Rates]:
+    """Advance every implementation in turns of ``chunk`` env steps; rates per implementation."""
+    cfg = run_config(name, "eager", seed).agent
+    start, _ = window(cfg, steps)
+    loops = {"hand-written PyTorch": handwritten_steps(cfg, seed)}
+    for mode in modes:
+        loops[f"rlgraph-torch {mode}"] = agent_loop_steps(run_config(name, mode, seed), seed)
+    wall, cpu, first_updates, last_updates = {}, {}, {}, {}
+    for impl, loop in loops.items():  # warm-up
+        step, updates = next(loop)
+        while step < start:
+            step, updates = next(loop)
+        wall[impl], cpu[impl], first_updates[impl] = 0.0, 0.0, updates
+    for _ in range(math.ceil(steps / chunk)):
+        for impl, loop in loops.items():
+            w0, c0 = clock()
+            for _ in range(chunk):
+                _, updates = next(loop)
+            w1, c1 = clock()
+            wall[impl] += w1 - w0
+            cpu[impl] += c1 - c0
+            last_updates[impl] = updates
+    total = math.ceil(steps / chunk) * chunk
+    return {impl: rates(total, last_updates[impl] - first_updates[impl], wall[impl], cpu[impl])
+            for impl in loops}
 
 
 # ---------------------------------------------------------------------------- main
@@ -225,19 +286,34 @@ def bench_handwritten(name: str, steps: int, seed: int) -> tuple[float, float, f
 
 def describe(name: str, steps: int) -> str:
     """One line naming the configuration's settings."""
-    cfg = validate_config(run_config(name, 1, "eager", 0)).agent
+    cfg = run_config(name, "eager", 0).agent
     start, end = window(cfg, steps)
     return (f"config '{name}': net {cfg.network.hidden} {cfg.network.activation}, batch {cfg.batch_size}, "
             f"learning_starts {cfg.learning_starts}, train_freq {cfg.train_freq}, gradient_steps "
-            f"{cfg.gradient_steps}, target sync every {cfg.target_update_interval} updates, replay "
-            f"{cfg.memory.capacity}, {cfg.optimizer.type} lr {cfg.optimizer.learning_rate}, 1 env; "
-            f"timed env steps {start}..{end}")
+            f"{cfg.gradient_steps}, target sync every {cfg.target_update_interval} updates, double Q, "
+            f"Huber, replay {cfg.memory.capacity}, {cfg.optimizer.type} lr {cfg.optimizer.learning_rate} "
+            f"clip {cfg.optimizer.max_grad_norm}, 1 env; timed env steps {start}..{end}")
+
+
+def print_table(title: str, results: dict[str, list[Rates]]) -> None:
+    """Medians per implementation, with ratios to the hand-written loop (the first entry)."""
+    median = {impl: [statistics.median(run[i] for run in runs) for i in range(3)]
+              for impl, runs in results.items()}
+    base = next(iter(median.values()))
+    print(title)
+    print(f"  {'implementation':<24}{'env steps/s':>12}{'updates/s':>11}{'ratio':>7}"
+          f"{'steps/CPU-s':>13}{'CPU ratio':>11}   env steps/s of each run")
+    for impl, (sps, ups, cps) in median.items():
+        runs = ", ".join(f"{run[0]:.0f}" for run in results[impl])
+        print(f"  {impl:<24}{sps:>12.0f}{ups:>11.0f}{sps / base[0]:>7.2f}{cps:>13.0f}{cps / base[2]:>11.2f}"
+              f"   {runs}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=5_000, help="timed env steps per run (after warm-up)")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per implementation")
+    parser.add_argument("--steps", type=int, default=4_000, help="timed env steps per run (after warm-up)")
+    parser.add_argument("--repeats", type=int, default=3, help="executor runs per implementation")
+    parser.add_argument("--chunk", type=int, default=250, help="env steps per turn in the lockstep run")
     parser.add_argument("--configs", default="per-step,default", help=f"comma-separated, of {list(CONFIGS)}")
     parser.add_argument("--static", action="store_true", help="also run rlgraph-torch static (torch.compile)")
     parser.add_argument("--threads", type=int, default=1,
@@ -246,32 +322,27 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    modes = ["eager", "static"] if args.static else ["eager"]
 
-    impls = {"hand-written PyTorch": lambda name: bench_handwritten(name, args.steps, args.seed),
-             "rlgraph-torch eager": lambda name: bench_rlgraph(name, args.steps, "eager", args.seed)}
-    if args.static:
-        impls["rlgraph-torch static"] = lambda name: bench_rlgraph(name, args.steps, "static", args.seed)
+    impls = {"hand-written PyTorch": lambda name: bench_handwritten(name, args.steps, args.seed)}
+    for mode in modes:
+        impls[f"rlgraph-torch {mode}"] = lambda name, mode=mode: bench_executor(name, args.steps, mode, args.seed)
     names = list(impls)
 
-    print(f"DQN on CartPole-v1: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), "
-          f"median of {args.repeats} interleaved runs. 'ratio' = env steps/s / hand-written's; "
-          f"'CPU' columns use this process's CPU time instead of wall-clock time (steadier on a shared machine).")
+    print(f"DQN on CartPole-v1: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s). "
+          f"ratio = env steps/s relative to the hand-written loop; CPU columns divide by this process's "
+          f"CPU time instead of wall-clock time.")
     for config in args.configs.split(","):
-        results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
+        results: dict[str, list[Rates]] = {n: [] for n in names}
         for r in range(args.repeats):
             for impl in names[r % len(names):] + names[:r % len(names)]:  # rotate the order
                 results[impl].append(impls[impl](config))
+        lockstep = bench_lockstep(config, args.steps, args.seed, modes, args.chunk)
         print()
         print(describe(config, args.steps))
-        median = {impl: [statistics.median(run[i] for run in runs) for i in range(3)]
-                  for impl, runs in results.items()}
-        base = median[names[0]]
-        print(f"{'implementation':<24}{'env steps/s':>12}{'updates/s':>11}{'ratio':>7}"
-              f"{'steps/CPU-s':>13}{'CPU ratio':>11}   env steps/s of each run")
-        for impl in names:
-            sps, ups, cps = median[impl]
-            runs = ", ".join(f"{run[0]:.0f}" for run in results[impl])
-            print(f"{impl:<24}{sps:>12.0f}{ups:>11.0f}{sps / base[0]:>7.2f}{cps:>13.0f}{cps / base[2]:>11.2f}   {runs}")
+        print_table(f"executor: LocalExecutor runs, median of {args.repeats}", results)
+        print_table(f"lockstep: agent loops in turns of {args.chunk} env steps, one run",
+                    {impl: [r] for impl, r in lockstep.items()})
 
 
 if __name__ == "__main__":
