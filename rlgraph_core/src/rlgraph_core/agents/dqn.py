@@ -217,7 +217,9 @@ class DQNAgent(Agent):
     def loss_on(self, batch: dict[str, np.ndarray]) -> float:
         """The loss on ``batch`` without updating (for tests and diagnostics)."""
         to_t = self.backend.to_tensor
-        out = self.backend.function(self.graph.loss)(
+        if getattr(self, "_eval_loss", None) is None:
+            self._eval_loss = self.backend.function(self.graph.loss)  # traced/compiled once
+        out = self._eval_loss(
             *[to_t(batch[k]) for k in ("obs", "actions", "rewards", "next_obs", "terminals", "discounts", "weights")])
         return float(self.backend.to_numpy(out[0]))
 
