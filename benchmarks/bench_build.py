@@ -99,7 +99,7 @@ def build_plain(agent_cfg, obs_dim: int, num_actions: int):
 # ---------------------------------------------------------------------------- timing
 
 
-def time_build(impl: str, variant: str, config, env) -> tuple[float, float | None]:
+def time_build(impl: str, config, env) -> tuple[float, float | None]:
     """Seconds to construct one agent; and, for rlgraph, the graph build part of it."""
     if impl == "plain torch":
         start = time.perf_counter()
@@ -116,7 +116,7 @@ def child(impl: str, variant: str) -> None:
     """In a fresh process: time the first construction and print ``seconds graph_seconds``."""
     config = run_config(variant)
     env = gym.make("CartPole-v1")
-    seconds, graph = time_build(impl, variant, config, env)
+    seconds, graph = time_build(impl, config, env)
     print(seconds, graph if graph is not None else "nan")
 
 
@@ -149,12 +149,12 @@ def main() -> None:
     configs = {v: run_config(v) for v in VARIANTS}
     for variant in VARIANTS:  # pay the imports before timing
         for impl in IMPLS:
-            time_build(impl, variant, configs[variant], env)
+            time_build(impl, configs[variant], env)
     warm = {(i, v): [] for i in IMPLS for v in VARIANTS}
     for r in range(args.builds):
         for variant in VARIANTS:
             for impl in (IMPLS if r % 2 == 0 else IMPLS[::-1]):
-                warm[impl, variant].append(time_build(impl, variant, configs[variant], env))
+                warm[impl, variant].append(time_build(impl, configs[variant], env))
     cold_runs = {(i, v): [] for i in IMPLS for v in VARIANTS}
     for r in range(args.cold_runs):
         for variant in VARIANTS:

@@ -16,6 +16,8 @@ same-step autoreset) with
 
 Every run first takes ``learning_starts`` env steps plus at least two update rounds of warm-up
 (so a ``torch.compile`` happens outside the window), then times the next ``--steps`` env steps.
+One short untimed run of each eager implementation comes first, as the first run in a process
+is slower.
 
 Two measurements, because the machine may be shared and busy:
 
@@ -332,6 +334,9 @@ def main() -> None:
     print(f"DQN on CartPole-v1: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s). "
           f"ratio = env steps/s relative to the hand-written loop; CPU columns divide by this process's "
           f"CPU time instead of wall-clock time.")
+    # The first run in a process is slower (lazy imports, allocator, caches): one short untimed run each.
+    bench_handwritten("per-step", LOG_INTERVAL, args.seed)
+    bench_executor("per-step", LOG_INTERVAL, "eager", args.seed)
     for config in args.configs.split(","):
         results: dict[str, list[Rates]] = {n: [] for n in names}
         for r in range(args.repeats):
