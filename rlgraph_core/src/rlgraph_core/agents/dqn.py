@@ -65,7 +65,7 @@ class DQNGraph(Component):
             return None
 
         self.policy = QNetwork(config.network, num_actions, config.dueling, preprocessor(), seed, name="policy")
-        self.target = QNetwork(config.network, num_actions, config.dueling, preprocessor(), seed, name="target")
+        self.target = QNetwork(config.network, num_actions, config.dueling, preprocessor(), seed, name="target").freeze()
         self.dqn_loss = DQNLoss(config.loss_type, config.double_q)
         self.exploration = EpsilonGreedy()
         self.target_sync = TargetSync(self.policy, self.target, config.tau)

@@ -109,7 +109,7 @@ class SACGraph(Component):
         self.actor = SquashedGaussianPolicy(config.actor_network, action_space, config.log_std_bounds, seed)
         # Same seed for the online and the target critic: they start identical.
         self.critic = TwinQNetwork(config.critic_network, seed + 1, name="critic")
-        self.critic_target = TwinQNetwork(config.critic_network, seed + 1, name="critic_target")
+        self.critic_target = TwinQNetwork(config.critic_network, seed + 1, name="critic_target").freeze()
         self.sac_loss = SACLoss(action_dim, config.ent_coef, config.init_ent_coef, config.target_entropy)
         self.target_sync = TargetSync(self.critic, self.critic_target, config.tau)
         self.add_components(self.actor, self.critic, self.critic_target, self.sac_loss, self.target_sync)

@@ -108,9 +108,27 @@ class Component:
         Override in components that hold variables; use :meth:`make_variable`.
         """
 
+    def freeze(self) -> "Component":
+        """Make every variable of this component and its descendants non-trainable.
+
+        Call before the build. Target networks are frozen: they change only by
+        synchronisation, so backends need not record gradients through them.
+        """
+        self.frozen = True
+        return self
+
+    def _is_frozen(self) -> bool:
+        comp = self
+        while comp is not None:
+            if getattr(comp, "frozen", False):
+                return True
+            comp = comp.parent
+        return False
+
     def make_variable(self, name: str, value: np.ndarray, trainable: bool = True) -> Any:
         """Create a backend variable named ``<scope>/<name>`` from a numpy initial value."""
         full = f"{self.scope}/{name}"
+        trainable = trainable and not self._is_frozen()
         var = self.backend.variable(full, np.asarray(value), trainable=trainable)
         self._variables[name] = var
         return var
@@ -124,7 +142,7 @@ class Component:
         prefix_len = len(self.scope) + 1
         for comp in self.walk():
             for name, var in comp._variables.items():
-                if trainable_only and name in comp._non_trainable:
+                if trainable_only and (name in comp._non_trainable or comp._is_frozen()):
                     continue
                 out[f"{comp.scope}/{name}"[prefix_len:]] = var
         return out
