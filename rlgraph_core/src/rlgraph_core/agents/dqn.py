@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import Field
 
 from rlgraph_core.agents.base import Agent
-from rlgraph_core.agents.off_policy import due_gradient_steps
+from rlgraph_core.agents.off_policy import due_gradient_steps, replay_state, restore_replay_state
 from rlgraph_core.components.dqn_loss import DQNLoss
 from rlgraph_core.components.exploration import EpsilonGreedy
 from rlgraph_core.components.network import NetworkSpec
@@ -21,7 +21,7 @@ from rlgraph_core.components.q_head import QNetwork
 from rlgraph_core.components.schedules import LinearSchedule, as_schedule
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.config.common import MemoryConfig, OptimizerConfig, ScheduleOrFloat, StrictModel
-from rlgraph_core.errors import CheckpointError, ConfigError
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories import NStepAssembler
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox, SpaceError
@@ -243,29 +243,11 @@ class DQNAgent(Agent):
         run starts new episodes (the envs are reset), so those partial transitions could never
         be completed correctly.
         """
-        arrays = {f"optimizer/{k}": v for k, v in self.train_step.get_state().items()}
-        arrays.update({f"memory/{k}": v for k, v in self.memory.state_dict().items()})
-        counters = {"timesteps": self.timesteps, "updates": self.updates, "last_train": self._last_train,
-                    "rng": self.rng.bit_generator.state}
-        return arrays, counters
+        return replay_state(self, {f"optimizer/{k}": v for k, v in self.train_step.get_state().items()})
 
     def set_state(self, arrays, counters):
         """Restore :meth:`get_state`'s output; the memory is validated and loaded first."""
-        memory_state = {k[len("memory/"):]: v for k, v in arrays.items() if k.startswith("memory/")}
-        if memory_state:
-            try:
-                self.memory.load_state_dict(memory_state)  # validates everything before changing
-            except ValueError as exc:
-                raise CheckpointError(
-                    f"The checkpoint's replay memory cannot be restored into this agent's "
-                    f"'{self.config.memory.type}' memory (capacity {self.config.memory.capacity}): {exc} "
-                    f"Resume with the memory settings the checkpoint was written with."
-                ) from None
-        self.nstep.reset()  # partial n-step transitions belong to episodes that are not resumed
-        super().set_state(arrays, counters)
-        self._last_train = int(counters.get("last_train", 0))
-        if "rng" in counters:
-            self.rng.bit_generator.state = counters["rng"]
+        restore_replay_state(self, arrays, counters)
         opt = {k[len("optimizer/"):]: v for k, v in arrays.items() if k.startswith("optimizer/")}
         if opt:
             self.train_step.set_state(opt)

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from rlgraph_core.agents.base import Agent
-from rlgraph_core.agents.off_policy import due_gradient_steps
+from rlgraph_core.agents.off_policy import due_gradient_steps, replay_state, restore_replay_state
 from rlgraph_core.agents.dqn import _memory_from_config
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
 from rlgraph_core.components.network import MLP, NetworkSpec
@@ -32,7 +32,7 @@ from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.components.twin_q import TwinQNetwork
 from rlgraph_core.config.common import MemoryConfig, OptimizerConfig, StrictModel
-from rlgraph_core.errors import CheckpointError, ConfigError
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories import NStepAssembler
 from rlgraph_core.spaces import BoolBox, FloatBox
@@ -318,31 +318,14 @@ class SACAgent(Agent):
 
         Pending n-step transitions are not stored (a resumed run starts new episodes).
         """
-        arrays = {}
+        optimizer = {}
         for name, step in self._train_steps().items():
-            arrays.update({f"optimizer/{name}/{k}": v for k, v in step.get_state().items()})
-        arrays.update({f"memory/{k}": v for k, v in self.memory.state_dict().items()})
-        counters = {"timesteps": self.timesteps, "updates": self.updates, "last_train": self._last_train,
-                    "rng": self.rng.bit_generator.state}
-        return arrays, counters
+            optimizer.update({f"optimizer/{name}/{k}": v for k, v in step.get_state().items()})
+        return replay_state(self, optimizer)
 
     def set_state(self, arrays, counters):
         """Restore :meth:`get_state`'s output; the memory is validated and loaded first."""
-        memory_state = {k[len("memory/"):]: v for k, v in arrays.items() if k.startswith("memory/")}
-        if memory_state:
-            try:
-                self.memory.load_state_dict(memory_state)
-            except ValueError as exc:
-                raise CheckpointError(
-                    f"The checkpoint's replay memory cannot be restored into this agent's "
-                    f"'{self.config.memory.type}' memory (capacity {self.config.memory.capacity}): {exc} "
-                    f"Resume with the memory settings the checkpoint was written with."
-                ) from None
-        self.nstep.reset()
-        super().set_state(arrays, counters)
-        self._last_train = int(counters.get("last_train", 0))
-        if "rng" in counters:
-            self.rng.bit_generator.state = counters["rng"]
+        restore_replay_state(self, arrays, counters)
         for name, step in self._train_steps().items():
             prefix = f"optimizer/{name}/"
             state = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
