@@ -170,14 +170,7 @@ class DQNAgent(Agent):
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
         self.timesteps += len(obs)
         actions = np.asarray(actions) - self.action_start
-        if self.config.n_step == 1:
-            # One-step transitions need no assembly: the records NStepAssembler would emit.
-            obs = np.asarray(obs)
-            out = {"obs": obs, "actions": actions, "rewards": np.asarray(rewards, np.float32),
-                   "next_obs": np.asarray(next_obs, obs.dtype), "terminals": np.asarray(terminated, bool),
-                   "discounts": np.full(len(obs), self.config.gamma, np.float32)}
-        else:
-            out = self.nstep.add(obs, actions, rewards, next_obs, terminated, truncated)
+        out = self.nstep.add(obs, actions, rewards, next_obs, terminated, truncated)
         if out is not None:
             self.memory.insert(out)
 

@@ -21,15 +21,23 @@ class TargetSync(Component):
         self.target = target
         self.tau = tau
 
+    def _pairs(self):
+        """(targets, sources) variable lists, matched by name; checked and cached on first use
+        (variables never change after the build, and sync runs on every update with Polyak)."""
+        if getattr(self, "_cached_pairs", None) is None:
+            src = self.source.variables()
+            dst = self.target.variables()
+            if list(src) != list(dst):
+                raise BuildError(
+                    f"Target network '{self.target.scope}' has variables {list(dst)} but source "
+                    f"'{self.source.scope}' has {list(src)}; they must be built from the same spec."
+                )
+            self._cached_pairs = ([dst[k] for k in dst], [src[k] for k in dst])
+        return self._cached_pairs
+
     @api
     def sync(self):
         """Apply one synchronisation step (in place)."""
-        src = self.source.variables()
-        dst = self.target.variables()
-        if list(src) != list(dst):
-            raise BuildError(
-                f"Target network '{self.target.scope}' has variables {list(dst)} but source "
-                f"'{self.source.scope}' has {list(src)}; they must be built from the same spec."
-            )
-        self.ops.polyak([dst[k] for k in dst], [src[k] for k in dst], self.tau)
+        targets, sources = self._pairs()
+        self.ops.polyak(targets, sources, self.tau)
         return None

@@ -97,7 +97,8 @@ class _Tracer:
             return tuple(self.space_of(v) for v in value)
         if value is None:
             return None
-        return space_from_value(self.backend.to_numpy(value), has_batch_rank=np.ndim(self.backend.to_numpy(value)) > 0)
+        array = self.backend.to_numpy(value)
+        return space_from_value(array, has_batch_rank=np.ndim(array) > 0)
 
     def call(self, comp: Component, fn, args: tuple) -> Any:
         params = list(inspect.signature(fn).parameters)[1:]

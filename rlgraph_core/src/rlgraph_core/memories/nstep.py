@@ -89,6 +89,13 @@ class NStepAssembler:
             )
         return arr
 
+    def _one_step(self, obs, actions, rewards, next_obs, terminated) -> dict[str, np.ndarray]:
+        """With ``n_step == 1`` every step is a finished transition: no buffering is needed."""
+        obs = np.asarray(obs)
+        return {"obs": obs, "actions": np.asarray(actions), "rewards": np.asarray(rewards, np.float32),
+                "next_obs": np.asarray(next_obs, obs.dtype), "terminals": np.asarray(terminated, bool),
+                "discounts": np.full(len(obs), self._gamma, np.float32)}
+
     def add(
         self,
         obs: np.ndarray,
@@ -106,6 +113,8 @@ class NStepAssembler:
         are cast to the first dtypes). Emitted transitions are ordered by env index, and within an
         env oldest first, ready for ``ReplayMemory.insert``.
         """
+        if self._n == 1:
+            return self._one_step(obs, actions, rewards, next_obs, terminated)
         if self._obs is None:
             obs_arr = self._as_batch("obs", obs, None)
             act_arr = self._as_batch("actions", actions, None)
