@@ -49,7 +49,7 @@ ROWS = ("torch-eager", "torch-static", "tf-eager", "tf-static")
 def make_env(seed: int):
     """The vector env the local executor uses (one CartPole, same-step autoreset)."""
     from rlgraph_core.config.common import EnvConfig
-    from rlgraph_core.execution.factory import make_vector_env
+    from rlgraph_core.envs import make_vector_env
 
     return make_vector_env(EnvConfig(id="CartPole-v1", num_envs=1), seed)
 
@@ -181,7 +181,7 @@ class HandWrittenDQN:
 def make_rlgraph_agent(backend_name: str, mode: str, envs, seed: int):
     """The rlgraph DQN agent with the benchmark's config on ``backend_name`` in ``mode``."""
     from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
-    from rlgraph_core.backend import make_backend
+    from rlgraph_core.assemble import make_backend
     from rlgraph_core.spaces import from_gym
 
     cfg = DQNConfig(

@@ -105,7 +105,7 @@ def time_build(impl: str, config, env) -> tuple[float, float | None]:
         start = time.perf_counter()
         build_plain(config.agent, env.observation_space.shape[0], int(env.action_space.n))
         return time.perf_counter() - start, None
-    from rlgraph_core.execution.factory import make_agent
+    from rlgraph_core.assemble import make_agent
 
     start = time.perf_counter()
     agent = make_agent(config, env.observation_space, env.action_space)

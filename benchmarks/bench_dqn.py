@@ -52,8 +52,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
-from rlgraph_core.execution.factory import make_agent, make_vector_env
-from rlgraph_core.execution.local import LocalExecutor, true_next_obs
+from rlgraph_core.assemble import make_agent
+from rlgraph_core.envs import make_vector_env
+from rlgraph_core.assemble import train
+from rlgraph_core.execution.local import true_next_obs
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
 
 #: Agent settings of each benchmark configuration, merged into ``DEFAULT_CONFIG["agent"]``.
@@ -233,7 +235,7 @@ def bench_executor(name: str, steps: int, mode: str, seed: int) -> Rates:
     pm.register(marks, "bench_dqn")
     out_dir = tempfile.mkdtemp(prefix="bench_dqn_")
     try:
-        LocalExecutor(config, out_dir, plugin_manager=pm).run()
+        train(config, out_dir, plugin_manager=pm)
     finally:
         pm.pm.unregister(marks)
         shutil.rmtree(out_dir, ignore_errors=True)

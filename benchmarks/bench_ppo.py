@@ -41,7 +41,8 @@ import torch.nn as nn
 
 from rlgraph_core.agents.base import Agent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
-from rlgraph_core.execution.local import LocalExecutor, true_next_obs
+from rlgraph_core.assemble import train
+from rlgraph_core.execution.local import true_next_obs
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "ppo_cartpole.yaml"
@@ -135,7 +136,7 @@ def run_rlgraph(backend: str, mode: str, seed: int, total: int, solve: bool, tim
     Agent.evaluate = wrapped
     out_dir = tempfile.mkdtemp(prefix="bench_ppo_")
     try:
-        summary = LocalExecutor(config, out_dir, plugin_manager=pm).run()
+        summary = train(config, out_dir, plugin_manager=pm)
     except _Timeout:
         return {"solved": False, "steps": marks.last_steps, "time": float("nan"), "timeout": True}
     finally:

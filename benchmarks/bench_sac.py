@@ -44,7 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from rlgraph_core.config.run import validate_config
-from rlgraph_core.execution.local import LocalExecutor
+from rlgraph_core.assemble import train
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
 
 ENV_ID = "Pendulum-v1"
@@ -108,7 +108,7 @@ def bench_rlgraph(args, backend: str, mode: str) -> tuple[float, float, float]:
     pm.register(marks, "bench_sac")
     out_dir = tempfile.mkdtemp(prefix="bench_sac_")
     try:
-        LocalExecutor(config, out_dir, plugin_manager=pm).run()
+        train(config, out_dir, plugin_manager=pm)
     finally:
         pm.pm.unregister(marks)
         shutil.rmtree(out_dir, ignore_errors=True)

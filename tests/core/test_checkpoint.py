@@ -60,7 +60,8 @@ class LinearAgent(Agent):
     """A linear greedy policy with a replay memory: the smallest agent with weights and state."""
 
     def __init__(self, observation_space, action_space, seed=0):
-        super().__init__(SimpleNamespace(type="linear-test"), observation_space, action_space, NumpyBackend(), seed)
+        super().__init__(SimpleNamespace(type="linear-test"), observation_space, action_space, NumpyBackend(),
+                         seed=seed)
         n_in, n_out = observation_space.shape[0], action_space.n
         self.w = self.rng.normal(size=(n_in, n_out)).astype(np.float32)
         self.b = self.rng.normal(size=(n_out,)).astype(np.float32)
@@ -114,7 +115,7 @@ TORCH_OVERRIDES = ["agent.network.hidden=[16]", "agent.learning_starts=50", "age
 def make_torch_agent(env_id="CartPole-v1", seed=0, overrides=()):
     """A small DQN agent on the torch backend."""
     from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
-    from rlgraph_core.execution.factory import make_agent
+    from rlgraph_core.assemble import make_agent
 
     config = validate_config(apply_overrides(DEFAULT_CONFIG, [*TORCH_OVERRIDES, f"env.id={env_id}",
                                                               f"train.seed={seed}", *overrides]))

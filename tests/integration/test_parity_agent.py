@@ -22,7 +22,7 @@ pytest.importorskip("torch")
 pytest.importorskip("tensorflow")
 
 from rlgraph_core.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
-from rlgraph_core.backend import make_backend  # noqa: E402
+from rlgraph_core.assemble import make_backend  # noqa: E402
 from rlgraph_core.spaces import Discrete, FloatBox  # noqa: E402
 
 ATOL = RTOL = 1e-5

@@ -208,7 +208,8 @@ def test_config_with_plugin_names_validates_and_trains_dqn(tmp_path):
         pytest.skip("the torch backend (rlgraph-torch) is not installed")
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import load_config_file, validate_config
-    from rlgraph_core.execution.factory import make_agent, make_eval_env
+    from rlgraph_core.assemble import make_agent
+    from rlgraph_core.envs import make_eval_env
 
     path = tmp_path / "fifo.yaml"
     path.write_text(CONFIG)

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlgraph_core.backend import Backend, make_backend
+from rlgraph_core.backend import Backend
+from rlgraph_core.assemble import make_backend
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.plugins import get_plugin_manager
 from rlgraph_tf import TFBackend

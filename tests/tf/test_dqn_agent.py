@@ -82,13 +82,13 @@ def test_save_load_roundtrip(agent, tmp_path):
 def test_executor_smoke(tmp_path):
     """A few hundred steps through the local executor (eager: no compile cost)."""
     from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
-    from rlgraph_core.execution.local import LocalExecutor
+    from rlgraph_core.assemble import train
 
     cfg = validate_config(apply_overrides(DEFAULT_CONFIG, [
         "train.backend=tf", "train.mode=eager", "train.progress_bar=false", "train.total_timesteps=400",
         "train.eval_interval=400", "train.eval_episodes=1", "train.loggers=[jsonl]",
         "agent.learning_starts=200", "agent.train_freq=50", "agent.gradient_steps=2",
         "agent.network.hidden=[16]"]))
-    summary = LocalExecutor(cfg, tmp_path).run()
+    summary = train(cfg, tmp_path)
     assert summary["timesteps"] == 400 and summary["updates"] == 10  # rounds at 200, 250, ..., 400
     assert (tmp_path / "checkpoint" / "weights.npz").is_file()

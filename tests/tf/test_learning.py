@@ -3,7 +3,7 @@
 import pytest
 
 from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
-from rlgraph_core.execution.local import LocalExecutor
+from rlgraph_core.assemble import train
 
 
 @pytest.mark.learning
@@ -12,7 +12,7 @@ def test_dqn_cartpole_tf_static(tmp_path):
     cfg = validate_config(apply_overrides(DEFAULT_CONFIG, [
         "train.backend=tf", "train.mode=static", "train.progress_bar=false", "train.loggers=[jsonl]",
         "train.total_timesteps=60000", "train.target_return=475", "train.seed=0"]))
-    summary = LocalExecutor(cfg, tmp_path / "run").run()
+    summary = train(cfg, tmp_path / "run")
     print(f"\ntf static DQN: {summary['timesteps']} steps, {summary['updates']} updates, "
           f"{summary['wall_time']:.0f} s, eval {summary['eval_return_mean']}")
     assert summary["target_reached"], summary

@@ -158,8 +158,9 @@ def test_evaluate_prints_the_mean_return_of_the_checkpoint(trained):
     assert match, stdout
     # the same number as evaluating the checkpoint by hand with the default seeds
     from rlgraph_core.checkpoint import read_meta
-    from rlgraph_core.execution.evaluation import evaluate_policy
-    from rlgraph_core.execution.factory import make_agent, make_eval_env
+    from rlgraph_core.evaluation import evaluate_policy
+    from rlgraph_core.assemble import make_agent
+    from rlgraph_core.envs import make_eval_env
 
     config = validate_config(read_meta(out / "checkpoint")[1])
     env = make_eval_env(config.env)

@@ -4,8 +4,8 @@ import gymnasium as gym
 import pytest
 
 from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
-from rlgraph_core.execution.factory import make_agent
-from rlgraph_core.execution.local import LocalExecutor
+from rlgraph_core.assemble import make_agent
+from rlgraph_core.assemble import train
 
 
 @pytest.mark.learning
@@ -13,7 +13,7 @@ def test_dqn_default_config_reaches_475_on_cartpole(tmp_path):
     config = validate_config(apply_overrides(DEFAULT_CONFIG, [
         "train.total_timesteps=60000", "train.progress_bar=false", "train.seed=0",
         "train.loggers=[jsonl]"]))
-    summary = LocalExecutor(config, tmp_path).run()
+    summary = train(config, tmp_path)
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= 475.0
     assert summary["timesteps"] <= 60000

@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 from rlgraph_core.agents.a2c import A2CAgent, A2CConfig  # noqa: E402
 from rlgraph_core.agents.ppo import PPOAgent, PPOConfig  # noqa: E402
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config  # noqa: E402
-from rlgraph_core.execution.factory import make_agent  # noqa: E402
-from rlgraph_core.execution.local import LocalExecutor  # noqa: E402
+from rlgraph_core.assemble import make_agent  # noqa: E402
+from rlgraph_core.assemble import train  # noqa: E402
 from rlgraph_core.spaces import Discrete, FloatBox  # noqa: E402
 from rlgraph_torch.backend import TorchBackend  # noqa: E402
 
@@ -155,7 +155,7 @@ def test_ppo_pendulum_config_runs(tmp_path):
     raw = apply_overrides(load_config_file(CONFIGS / "ppo_pendulum.yaml"), QUIET + [
         "train.total_timesteps=2048", "agent.n_steps=256", "train.eval_interval=1024", "train.eval_episodes=1"])
     config = validate_config(raw)
-    summary = LocalExecutor(config, tmp_path).run()
+    summary = train(config, tmp_path)
     assert summary["timesteps"] == 2048 and summary["updates"] > 0
     assert np.isfinite(summary["eval_return_mean"])
     env = gym.make("Pendulum-v1")
@@ -187,7 +187,7 @@ def test_static_mode_matches_eager():
 # --------------------------------------------------------------------------- learning
 def _train(tmp_path, config_name: str, overrides: list[str]):
     config = validate_config(apply_overrides(load_config_file(CONFIGS / config_name), QUIET + overrides))
-    return config, LocalExecutor(config, tmp_path).run()
+    return config, train(config, tmp_path)
 
 
 @pytest.mark.learning

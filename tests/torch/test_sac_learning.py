@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("rlgraph_torch")
 
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config  # noqa: E402
-from rlgraph_core.execution.factory import make_agent  # noqa: E402
-from rlgraph_core.execution.local import LocalExecutor  # noqa: E402
+from rlgraph_core.assemble import make_agent  # noqa: E402
+from rlgraph_core.assemble import train  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sac_pendulum.yaml"
 MAX_STEPS = 10_000
@@ -40,7 +40,7 @@ def test_sac_reaches_minus_200_on_pendulum(tmp_path, one_torch_thread):
         f"train.total_timesteps={MAX_STEPS}", "train.target_return=-200", "train.eval_interval=1000",
         "train.eval_episodes=5", "train.seed=0", "train.backend=torch", "train.mode=eager",
         "train.device=cpu", "train.progress_bar=false", "train.loggers=[jsonl]"]))
-    summary = LocalExecutor(config, tmp_path).run()
+    summary = train(config, tmp_path)
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= -200.0
     assert summary["timesteps"] <= MAX_STEPS

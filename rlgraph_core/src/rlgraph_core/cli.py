@@ -12,9 +12,11 @@ from rlgraph_core.errors import RLGraphError
 
 
 def _resolve_config(args) -> "RunConfig":  # noqa: F821
-    from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, load_config_file, validate_config
+    from rlgraph_core.config.run import (DEFAULT_CONFIG_NAME, apply_overrides, load_config_file, load_shipped_config,
+                                         shipped_configs, validate_config)
 
-    raw = load_config_file(args.config) if getattr(args, "config", None) else DEFAULT_CONFIG
+    name = getattr(args, "config", None) or DEFAULT_CONFIG_NAME
+    raw = load_shipped_config(name) if name in shipped_configs() and not Path(name).exists() else load_config_file(name)
     overrides = list(args.set or [])
     for flag, key in (("backend", "train.backend"), ("mode", "train.mode"), ("executor", "train.executor"),
                       ("device", "train.device"), ("seed", "train.seed")):
@@ -26,6 +28,7 @@ def _resolve_config(args) -> "RunConfig":  # noqa: F821
 
 def cmd_train(args) -> int:
     """Train an agent; the default (no CONFIG) is DQN on CartPole-v1 with torch."""
+    from rlgraph_core.assemble import assemble
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
     from rlgraph_core.plugins import get_plugin_manager
@@ -41,11 +44,10 @@ def cmd_train(args) -> int:
     if args.no_progress:
         config.train.progress_bar = False
     out = Path(args.out or f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}")
-    pm = get_plugin_manager()
-    executor_cls = pm.get("executors", config.train.executor, field="train.executor")
+    assembly = assemble(config, get_plugin_manager())
     print(f"rlgraph: training {config.agent.type} on {config.env.id} with backend "
           f"{config.train.backend} ({config.train.mode}), executor {config.train.executor}; output in {out}")
-    summary = executor_cls(config, out, resume_dir=args.resume, plugin_manager=pm).run()
+    summary = assembly.executor_class(config, out, assembly=assembly, resume_dir=args.resume).run()
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     ev = summary.get("eval_return_mean")
     print(f"done: {summary['timesteps']} steps in {summary['wall_time']:.1f}s "
@@ -61,8 +63,8 @@ def cmd_evaluate(args) -> int:
 
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
-    from rlgraph_core.execution.factory import make_agent, make_eval_env
-    from rlgraph_core.execution.evaluation import evaluate_policy
+    from rlgraph_core.assemble import assemble
+    from rlgraph_core.evaluation import evaluate_policy
     from rlgraph_core.plugins import get_plugin_manager
 
     _, stored = read_meta(args.checkpoint)
@@ -73,8 +75,9 @@ def cmd_evaluate(args) -> int:
         overrides.append(f"train.mode={args.mode}")
     config = validate_config(apply_overrides(stored, overrides))
     render = "rgb_array" if args.render_to else None
-    env = make_eval_env(config.env, render_mode=render)
-    agent = make_agent(config, env.observation_space, env.action_space, plugin_manager=get_plugin_manager())
+    assembly = assemble(config, get_plugin_manager())
+    env = assembly.make_eval_env(render_mode=render)
+    agent = assembly.make_agent(env.observation_space, env.action_space)
     agent.load(args.checkpoint)
     frames = [] if args.render_to else None
     seed = 10_000 + config.train.seed if args.seed is None else args.seed
@@ -140,13 +143,13 @@ def cmd_config(args) -> int:
 
 def cmd_graph(args) -> int:
     """Build the configured agent and print its component graph and build time."""
-    import gymnasium as gym
-
-    from rlgraph_core.execution.factory import make_agent
+    from rlgraph_core.assemble import assemble
+    from rlgraph_core.plugins import get_plugin_manager
 
     config = _resolve_config(args)
-    env = gym.make(config.env.id, **config.env.kwargs)
-    agent = make_agent(config, env.observation_space, env.action_space)
+    assembly = assemble(config, get_plugin_manager())
+    env = assembly.make_eval_env()
+    agent = assembly.make_agent(env.observation_space, env.action_space)
     print(agent.build_report.render())
     return 0
 
@@ -158,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def run_options(sp, with_config=True):
         if with_config:
-            sp.add_argument("config", nargs="?", help="YAML/JSON config (default: DQN on CartPole-v1, torch)")
+            sp.add_argument("config", nargs="?", help="YAML/JSON config file, or the name of a shipped config "
+                            "(dqn_cartpole, ppo_cartpole, ...; default: dqn_cartpole, DQN on CartPole-v1 with torch)")
         sp.add_argument("--backend", help="backend name, e.g. torch or tf")
         sp.add_argument("--mode", choices=["eager", "static"], help="eager (define-by-run) or static (compiled)")
         sp.add_argument("--executor", help="executor name, e.g. local")

@@ -68,9 +68,9 @@ class A2CAgent(OnPolicyAgent):
         return {"obs": obs_b, "actions": action_b, "advantages": float_b, "returns": float_b}
 
     def _learn(self, rollout):
-        """GAE, then one step over the whole rollout (module docstring)."""
+        """One step over the whole postprocessed rollout (module docstring)."""
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
-        advantages, returns = self.compute_advantages(rollout)
+        advantages, returns = rollout["advantages"], rollout["returns"]
         out = self.train_step(to_t(self._flat(rollout["obs"])), to_t(self._flat(rollout["actions"])),
                               to_t(self._flat(advantages)), to_t(self._flat(returns)))
         self.updates += 1

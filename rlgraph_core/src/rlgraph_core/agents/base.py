@@ -1,42 +1,120 @@
-"""The agent API shared by every algorithm."""
+"""The agent API shared by every algorithm, and the constructor contract every agent follows.
+
+An agent plays three roles that an executor may use together (the local executor) or apart
+(distributed executors, which run many actor copies and one learner):
+
+* **actor**: :meth:`Agent.act` on a batch of observations, and :meth:`Agent.postprocess`, which
+  turns a trajectory the actor collected into a learner batch (n-step folding, GAE, initial
+  priorities), computed on the actor with its current weights;
+* **learner**: :meth:`Agent.learn` takes one batch and returns a :class:`LearnResult` (metrics,
+  and new per-sample priorities for prioritized replay);
+* **weights**: :meth:`Agent.get_versioned_weights` / :meth:`Agent.set_weights` move numpy
+  weights with a version number (the learner's count of gradient updates), so an actor can tell
+  how stale its policy is.
+
+:meth:`Agent.observe` and :meth:`Agent.update` are the single-process loop built on these roles.
+"""
 
 from __future__ import annotations
 
 import abc
-from typing import Any
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from rlgraph_core.errors import CheckpointError
+from rlgraph_core.errors import CheckpointError, PluginError
 from rlgraph_core.spaces import Space
+
+#: The keyword arguments every agent constructor accepts after ``(config, observation_space,
+#: action_space, backend)``: this is exactly what :func:`rlgraph_core.assemble.assemble` passes.
+AGENT_CONSTRUCTOR_KWARGS = ("seed", "num_envs", "memory", "components")
+
+#: A gradient hook: receives every gradient of one train step as one flat float32 buffer and
+#: returns a buffer of the same shape (e.g. the average over processes).
+GradientHook = Callable[[np.ndarray], np.ndarray]
+
+
+class VersionedWeights(NamedTuple):
+    """Numpy weights and the version (learner gradient updates) that produced them."""
+
+    version: int
+    arrays: dict[str, np.ndarray]
+
+
+@dataclass
+class LearnResult:
+    """What :meth:`Agent.learn` returns.
+
+    Attributes:
+        metrics: float metrics of the update (losses, learning rate ...).
+        priorities: for prioritized agents given a batch with ``indices``: the new priority
+            (``|TD error|``) of every sample, aligned with ``indices``; else None.
+        indices: the batch's ``indices`` the priorities belong to (None without priorities).
+    """
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    priorities: np.ndarray | None = None
+    indices: np.ndarray | None = None
+
+
+def check_agent_class(agent_class: type, name: str) -> None:
+    """Raise a PluginError unless ``agent_class`` accepts the agent constructor contract.
+
+    The contract: ``agent_class(config, observation_space, action_space, backend, *, seed,
+    num_envs, memory, components)`` (see :data:`AGENT_CONSTRUCTOR_KWARGS`).
+    """
+    try:
+        params = inspect.signature(agent_class).parameters
+    except (TypeError, ValueError):
+        return  # not introspectable (a C extension): trust it
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    missing = [k for k in AGENT_CONSTRUCTOR_KWARGS if k not in params]
+    if missing:
+        raise PluginError(
+            f"The agent '{name}' ({agent_class.__module__}.{agent_class.__qualname__}) does not follow the "
+            f"agent constructor contract: it lacks the keyword argument(s) {', '.join(missing)}. An agent "
+            f"class must accept (config, observation_space, action_space, backend, *, seed=0, num_envs=1, "
+            f"memory=None, components=None); see docs/plugins.md."
+        )
 
 
 class Agent(abc.ABC):
     """A root component, its config, and the loop-facing API.
 
     Subclasses build their root component in ``__init__`` and implement :meth:`act`,
-    :meth:`observe` and :meth:`update`. An agent never knows which executor runs it: it takes
-    numpy in and gives numpy out.
+    :meth:`observe`, :meth:`update`, :meth:`postprocess`, :meth:`learn` and :meth:`train_steps`.
+    An agent never knows which executor runs it: it takes numpy in and gives numpy out.
 
     Args:
         config: the agent's validated config model.
         observation_space / action_space: rlgraph spaces (without batch rank).
         backend: a built :class:`~rlgraph_core.backend.Backend`.
         seed: seeds weight initialisation and exploration.
+        num_envs: how many vector envs feed :meth:`observe` at once.
+        memory: a replay memory instance for agents that use one (else ignored).
+        components: a resolver ``name -> component class`` for the config's swappable component
+            slots (preprocessor ...); None resolves built-in names only.
     """
 
-    def __init__(self, config, observation_space: Space, action_space: Space, backend, seed: int = 0):
+    def __init__(self, config, observation_space: Space, action_space: Space, backend, *, seed: int = 0,
+                 num_envs: int = 1, memory=None, components: Callable[[str, str], type] | None = None):
         self.config = config
         self.observation_space = observation_space
         self.action_space = action_space
         self.backend = backend
         self.seed = seed
+        self.num_envs = int(num_envs)
+        self.components = components
         self.rng = np.random.default_rng(seed)
         self.timesteps = 0
         self.updates = 0
+        self.weights_version = 0
         self.build_report = None
 
-    # --- acting and learning ---------------------------------------------------------------
+    # --- acting and learning (the single-process loop) -------------------------------------
     @abc.abstractmethod
     def act(self, obs: np.ndarray, explore: bool = True) -> np.ndarray:
         """Actions for a batch of observations ``[B, ...]``."""
@@ -49,15 +127,56 @@ class Agent(abc.ABC):
         """
 
     @abc.abstractmethod
-    def update(self, batch: dict[str, np.ndarray] | None = None) -> dict[str, float] | None:
+    def update(self, batch: dict[str, np.ndarray] | None = None) -> dict[str, Any] | None:
         """Learn: from ``batch`` if given, else as the agent's own schedule says.
 
         Returns metrics of the update(s) done, or None when the schedule did nothing.
         """
 
+    # --- roles for distributed executors ---------------------------------------------------
+    # The roles are not abstract: an agent that only runs under the local executor may leave
+    # them out; a distributed executor then says which role is missing.
+    def postprocess(self, trajectory: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Actor side: turn a collected trajectory into a batch :meth:`learn` accepts.
+
+        The batch carries ``policy_version`` (one int per record): the weights version that
+        acted, from which the learner measures staleness.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement the actor role (postprocess); "
+                                  f"it runs only under the local executor.")
+
+    def learn(self, batch: Mapping[str, np.ndarray]) -> LearnResult:
+        """Learner side: learn from one batch (without the agent's own memory)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement the learner role (learn); "
+                                  f"it runs only under the local executor.")
+
+    def train_steps(self) -> dict[str, Any]:
+        """The backend train steps of this agent, by name (``{"q": step}``, SAC has three)."""
+        return {}
+
+    def set_gradient_hook(self, hook: GradientHook | None) -> None:
+        """Install ``hook`` between gradient computation and application in every train step.
+
+        The hook sees one flat float32 buffer of all gradients of a step and returns the buffer
+        to apply (an allreduce average, for data-parallel learners); None removes it.
+        """
+        steps = self.train_steps()
+        if not steps and hook is not None:
+            raise NotImplementedError(f"{type(self).__name__} exposes no train steps, so gradients cannot be "
+                                      f"averaged across processes; implement train_steps().")
+        for step in steps.values():
+            step.gradient_hook = hook
+
     def metrics(self) -> dict[str, float]:
         """Latest training metrics (loss, schedules ...) for the executor's reports."""
         return {"updates": self.updates}
+
+    def _staleness(self, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """``{"staleness": ...}``: learner version minus the mean version that acted (if known)."""
+        versions = batch.get("policy_version")
+        if versions is None:
+            return {}
+        return {"staleness": float(self.weights_version - np.mean(versions))}
 
     # --- weights ---------------------------------------------------------------------------
     @abc.abstractmethod
@@ -68,8 +187,18 @@ class Agent(abc.ABC):
         """All variables as numpy arrays (backend-neutral: dense weights are ``[in, out]``)."""
         return {k: self.backend.to_numpy(v).copy() for k, v in self.variables().items()}
 
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Load numpy weights; names and shapes must match exactly (nothing is changed otherwise)."""
+    def get_versioned_weights(self) -> VersionedWeights:
+        """``(version, arrays)``: the weights and how many learner updates produced them."""
+        return VersionedWeights(self.weights_version, self.get_weights())
+
+    def set_weights(self, weights: Mapping[str, np.ndarray] | VersionedWeights, version: int | None = None) -> None:
+        """Load numpy weights; names and shapes must match exactly (nothing is changed otherwise).
+
+        ``weights`` may be a :class:`VersionedWeights` (its version is taken over) or a plain
+        dict (then ``version``, when given, becomes this agent's :attr:`weights_version`).
+        """
+        if isinstance(weights, VersionedWeights):
+            version, weights = weights.version, weights.arrays
         own = self.variables()
         missing = sorted(set(own) - set(weights))
         extra = sorted(set(weights) - set(own))
@@ -89,16 +218,19 @@ class Agent(abc.ABC):
                 )
         for name, var in own.items():
             self.backend.assign_numpy(var, np.asarray(weights[name]))
+        if version is not None:
+            self.weights_version = int(version)
 
     # --- state beyond weights (optimizer, counters) for checkpoints -------------------------
     def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
         """Extra arrays (optimizer state ...) and JSON-able counters for a checkpoint."""
-        return {}, {"timesteps": self.timesteps, "updates": self.updates}
+        return {}, {"timesteps": self.timesteps, "updates": self.updates, "weights_version": self.weights_version}
 
     def set_state(self, arrays: dict[str, np.ndarray], counters: dict) -> None:
         """Restore what :meth:`get_state` returned."""
         self.timesteps = int(counters.get("timesteps", 0))
         self.updates = int(counters.get("updates", 0))
+        self.weights_version = int(counters.get("weights_version", self.updates))
 
     def save(self, directory: str, extra: dict | None = None) -> str:
         """Write a checkpoint (weights as npz, config and counters as JSON) atomically."""
@@ -115,6 +247,6 @@ class Agent(abc.ABC):
     # --- evaluation ------------------------------------------------------------------------
     def evaluate(self, env, episodes: int = 10, seed: int | None = None) -> dict[str, float]:
         """Run ``episodes`` greedy episodes on a gymnasium env; mean and std of the returns."""
-        from rlgraph_core.execution.evaluation import evaluate_policy
+        from rlgraph_core.evaluation import evaluate_policy
 
         return evaluate_policy(lambda o: self.act(o, explore=False), env, episodes, seed)

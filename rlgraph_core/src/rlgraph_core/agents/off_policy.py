@@ -1,57 +1,271 @@
-"""The update schedule shared by replay-based (off-policy) agents such as DQN and SAC."""
+"""What replay-based (off-policy) agents such as DQN and SAC share.
+
+:class:`OffPolicyAgent` owns everything around the algorithm's own graph and loss step, like
+Stable-Baselines3's ``OffPolicyAlgorithm``:
+
+* the replay memory (an instance handed in by the assembly; any :class:`Memory` works),
+* n-step assembly of the vector-env stream (:class:`~rlgraph_core.memories.NStepAssembler`),
+* the update schedule: nothing before ``learning_starts`` env steps or while the memory holds
+  less than a batch, then ``gradient_steps`` gradient steps every ``train_freq`` env steps,
+* the target network schedule, the same in every agent: every ``target_update_interval``
+  gradient steps the target moves ``target <- (1 - tau) target + tau online`` (``tau = 1`` is a
+  hard copy),
+* learning-rate schedule sync for every train step, priority updates for prioritized replay,
+* checkpoint state (optimizer states, the memory, counters, generator states),
+* the actor/learner roles: :meth:`OffPolicyAgent.postprocess` (n-step folding and, for
+  prioritized agents, initial priorities from the actor's current weights, as in Ape-X) and
+  :meth:`OffPolicyAgent.learn` (one gradient step on a given batch, returning new priorities).
+
+A subclass supplies its graph and its loss step: :meth:`_gradient_step`, :meth:`_td_errors`,
+:meth:`_sync_target`, :meth:`train_steps`, :meth:`_stored_actions` and :meth:`_metric_floats`.
+"""
 
 from __future__ import annotations
 
+import abc
+from typing import Any, Mapping
 
-def due_gradient_steps(agent, batch) -> int:
-    """How many gradient steps a replay agent should take now (0: none).
+import numpy as np
+from pydantic import Field
 
-    With an explicit ``batch`` it is always one step. Otherwise the agent's config decides:
-    nothing before ``learning_starts`` env steps or while the memory holds less than a batch,
-    then ``gradient_steps`` steps every ``train_freq`` env steps. Marks the round as done.
+from rlgraph_core.agents.base import Agent, LearnResult
+from rlgraph_core.components.schedules import as_schedule
+from rlgraph_core.config.common import MemoryConfig, OptimizerConfig, StrictModel
+from rlgraph_core.errors import CheckpointError, ConfigError
+from rlgraph_core.memories import NStepAssembler, PrioritizedReplay, ReplayMemory
+
+#: Trajectory keys :meth:`OffPolicyAgent.postprocess` needs, each time-major ``[T, N, ...]``.
+TRAJECTORY_KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
+
+
+class OffPolicyConfig(StrictModel):
+    """Fields every replay agent has (defaults are DQN's; SAC overrides several)."""
+
+    gamma: float = Field(0.99, gt=0, le=1)
+    n_step: int = Field(1, ge=1, description="n-step returns (1 = one-step targets)")
+    batch_size: int = Field(64, gt=0)
+    learning_starts: int = Field(1_000, ge=0, description="env steps before the first update")
+    train_freq: int = Field(4, gt=0, description="env steps between update rounds")
+    gradient_steps: int = Field(1, gt=0, description="gradient steps per update round")
+    target_update_interval: int = Field(500, gt=0, description="gradient steps between target updates")
+    tau: float = Field(1.0, gt=0, le=1, description="target update: 1 = hard copy, < 1 = Polyak factor")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+
+
+def builtin_memory(settings: MemoryConfig, seed: int):
+    """The core's own memory for ``settings`` (used when no memory instance is handed in).
+
+    A memory type provided by a plugin must be built by the assembly
+    (:func:`rlgraph_core.assemble.assemble`) and passed as ``memory=``.
     """
-    if batch is not None:
-        return 1
-    cfg = agent.config
-    if agent.timesteps < cfg.learning_starts or len(agent.memory) < cfg.batch_size:
-        return 0
-    if agent.timesteps - agent._last_train < cfg.train_freq:
-        return 0
-    agent._last_train = agent.timesteps
-    return cfg.gradient_steps
+    kwargs = settings.model_dump(exclude={"type"})
+    if settings.type == "replay":
+        return ReplayMemory(kwargs["capacity"], seed=seed)
+    if settings.type == "prioritized_replay":
+        return PrioritizedReplay(**kwargs, seed=seed)
+    raise ConfigError(f"The memory type '{settings.type}' is not built into rlgraph-core; build the agent "
+                      f"through rlgraph_core.assemble.assemble (which resolves plugin memories) or pass "
+                      f"memory=<instance> to the agent.")
 
 
-def replay_state(agent, optimizer_arrays: dict) -> tuple[dict, dict]:
-    """Checkpoint arrays and counters of a replay agent: optimizer state (already prefixed),
-    the memory's ``state_dict`` under ``memory/``, counters and the exploration RNG state."""
-    arrays = dict(optimizer_arrays)
-    arrays.update({f"memory/{k}": v for k, v in agent.memory.state_dict().items()})
-    counters = {"timesteps": agent.timesteps, "updates": agent.updates, "last_train": agent._last_train,
-                "rng": agent.rng.bit_generator.state}
-    return arrays, counters
+class OffPolicyAgent(Agent):
+    """Base of replay agents (DQN, SAC): memory, schedule, target sync, priorities, roles.
 
-
-def restore_replay_state(agent, arrays: dict, counters: dict) -> None:
-    """Inverse of :func:`replay_state` (optimizer state is left to the agent).
-
-    The memory is validated and loaded first, so a mismatch changes nothing. Pending n-step
-    transitions are dropped: they belong to episodes a resumed run does not continue.
+    Args:
+        config: an :class:`OffPolicyConfig` subclass.
+        observation_space / action_space: rlgraph spaces without batch rank.
+        backend: a backend instance.
+        seed: seeds weights, exploration and replay sampling.
+        num_envs: number of vector envs feeding :meth:`observe` (and of trajectories' N axis).
+        memory: the replay memory; None builds the core memory ``config.memory`` names.
+        components: resolver for swappable component slots (see :class:`Agent`).
     """
-    from rlgraph_core.agents.base import Agent
-    from rlgraph_core.errors import CheckpointError
 
-    memory_state = {k[len("memory/"):]: v for k, v in arrays.items() if k.startswith("memory/")}
-    if memory_state:
-        try:
-            agent.memory.load_state_dict(memory_state)  # validates everything before changing
-        except ValueError as exc:
-            raise CheckpointError(
-                f"The checkpoint's replay memory cannot be restored into this agent's "
-                f"'{agent.config.memory.type}' memory (capacity {agent.config.memory.capacity}): {exc} "
-                f"Resume with the memory settings the checkpoint was written with."
-            ) from None
-    agent.nstep.reset()
-    Agent.set_state(agent, arrays, counters)
-    agent._last_train = int(counters.get("last_train", 0))
-    if "rng" in counters:
-        agent.rng.bit_generator.state = counters["rng"]
+    def __init__(self, config, observation_space, action_space, backend, *, seed: int = 0, num_envs: int = 1,
+                 memory=None, components=None):
+        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
+                         memory=memory, components=components)
+        self.lr_schedule = as_schedule(config.optimizer.learning_rate)
+        self.memory = memory if memory is not None else builtin_memory(config.memory, seed)
+        self.prioritized = bool(getattr(self.memory, "prioritized", False))
+        self.nstep = NStepAssembler(self.num_envs, config.n_step, config.gamma)
+        self._last_train = 0
+        self._last: dict[str, Any] | None = None
+
+    # --- what a subclass provides ----------------------------------------------------------
+    @abc.abstractmethod
+    def _gradient_step(self, sample: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], Any]:
+        """One gradient step on ``sample``: ``(metrics as backend scalars, |TD| per sample)``."""
+
+    @abc.abstractmethod
+    def _td_errors(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+        """``|TD error|`` of each transition under the current weights, without learning."""
+
+    @abc.abstractmethod
+    def _sync_target(self) -> None:
+        """Move the target network(s) towards the online ones (Polyak with ``tau``)."""
+
+    @abc.abstractmethod
+    def _stored_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Env actions -> the actions replay stores and the loss takes."""
+
+    def _metric_floats(self, last: dict[str, Any]) -> dict[str, float]:
+        """Float metrics from the last step's backend scalars (converted only when reported)."""
+        return {k: float(self.backend.to_numpy(v)) for k, v in last.items() if k != "log_probs"}
+
+    # --- acting: observe (local loop) and postprocess (actor role) -------------------------
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
+        """Fold one vector-env step into n-step transitions and insert the completed ones."""
+        self.timesteps += len(obs)
+        out = self.nstep.add(np.asarray(obs, np.float32), self._stored_actions(actions), rewards,
+                             np.asarray(next_obs, np.float32), terminated, truncated)
+        if out is not None:
+            self.memory.insert(out)
+
+    def postprocess(self, trajectory: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Actor role: n-step transitions of a time-major trajectory, ready for a replay memory.
+
+        ``trajectory`` holds :data:`TRAJECTORY_KEYS`, each ``[T, N, ...]`` with N = ``num_envs``
+        and env actions as :meth:`act` returned them. Steps are folded in order; transitions still
+        pending at the end carry over to the next call (the actor's envs continue). The result
+        has the memory's fields plus ``policy_version`` per record and, for prioritized agents,
+        ``priorities`` (``|TD|`` under this actor's weights: insert, then ``update_priorities``).
+        Counts the ``T * N`` env steps into :attr:`timesteps`.
+        """
+        missing = [k for k in TRAJECTORY_KEYS if k not in trajectory]
+        if missing:
+            raise ValueError(f"A trajectory needs the keys {', '.join(TRAJECTORY_KEYS)} (time-major [T, N, ...]); "
+                             f"missing {', '.join(missing)}.")
+        parts = []
+        for t in range(len(trajectory["obs"])):
+            step = [trajectory[k][t] for k in TRAJECTORY_KEYS]
+            self.timesteps += len(step[0])
+            out = self.nstep.add(np.asarray(step[0], np.float32), self._stored_actions(step[1]), step[2],
+                                 np.asarray(step[3], np.float32), step[4], step[5])
+            if out is not None:
+                parts.append(out)
+        if not parts:
+            return {}
+        batch = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        batch["policy_version"] = np.full(len(batch["rewards"]), self.weights_version, np.int64)
+        if self.prioritized:
+            batch["priorities"] = np.asarray(self._td_errors(batch), np.float32)
+        return batch
+
+    # --- learning: update (local loop) and learn (learner role) ----------------------------
+    def _due_gradient_steps(self) -> int:
+        """Gradient steps the schedule asks for now (0: none); marks the round as done."""
+        cfg = self.config
+        if self.timesteps < cfg.learning_starts or len(self.memory) < cfg.batch_size:
+            return 0
+        if self.timesteps - self._last_train < cfg.train_freq:
+            return 0
+        self._last_train = self.timesteps
+        return cfg.gradient_steps
+
+    def _sync_learning_rate(self) -> None:
+        lr = self.lr_schedule(self.timesteps)
+        steps = list(self.train_steps().values())
+        if lr != steps[0].learning_rate:
+            for step in steps:
+                step.learning_rate = lr
+
+    def _learn_step(self, sample: Mapping[str, np.ndarray]):
+        """One gradient step plus the target schedule; returns the |TD| backend tensor."""
+        self._last, td = self._gradient_step(sample)
+        self.updates += 1
+        self.weights_version += 1
+        if self.updates % self.config.target_update_interval == 0:
+            self._sync_target()
+        return td
+
+    def update(self, batch=None):
+        """Local loop: the scheduled gradient steps from the own memory (one step on ``batch``).
+
+        Returns the last step's metrics as backend scalars, or None when nothing was due.
+        """
+        steps = 1 if batch is not None else self._due_gradient_steps()
+        if steps == 0:
+            return None
+        self._sync_learning_rate()
+        for _ in range(steps):
+            sample = batch if batch is not None else self.memory.sample(self.config.batch_size)
+            td = self._learn_step(sample)
+            if batch is None and self.prioritized and "indices" in sample:
+                self.memory.update_priorities(sample["indices"], self.backend.to_numpy(td))
+        return self._last
+
+    def learn(self, batch: Mapping[str, np.ndarray]) -> LearnResult:
+        """Learner role: one gradient step on ``batch`` (e.g. sampled from a remote replay shard).
+
+        ``batch`` has obs, actions, rewards, next_obs, terminals and optionally discounts
+        (default ``gamma``), weights (importance weights, default 1), indices and
+        policy_version. For prioritized agents given ``indices`` the result carries the new
+        priorities to send back to the memory that sampled the batch.
+        """
+        self._sync_learning_rate()
+        staleness = self._staleness(batch)
+        td = self._learn_step(batch)
+        metrics = {"updates": float(self.updates), **self._metric_floats(self._last), **staleness}
+        if self.prioritized and "indices" in batch:
+            return LearnResult(metrics, np.asarray(self.backend.to_numpy(td), np.float32), np.asarray(batch["indices"]))
+        return LearnResult(metrics)
+
+    def _defaults(self, sample: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """``(importance weights, discounts)`` of a sample, with defaults 1 and ``gamma``."""
+        n = len(sample["rewards"])
+        weights = sample.get("weights")
+        if weights is None:
+            weights = np.ones(n, np.float32)
+        discounts = sample.get("discounts")
+        if discounts is None:
+            discounts = np.full(n, self.config.gamma, np.float32)  # a given batch: one-step transitions
+        return weights, discounts
+
+    def metrics(self) -> dict[str, float]:
+        """Latest training metrics (converting the last step's scalars to floats only here)."""
+        steps = self.train_steps()
+        out = {"updates": self.updates, "learning_rate": next(iter(steps.values())).learning_rate}
+        if self._last is not None:
+            out.update(self._metric_floats(self._last))
+        return out
+
+    # --- checkpoint state ------------------------------------------------------------------
+    def get_state(self):
+        """Optimizer states (``optimizer/<step>/*``), the memory (``memory/*``) and counters.
+
+        The memory's ``state_dict`` (records, counters, sampling RNG) is stored so a resumed run
+        samples from the same experience. Pending n-step transitions are not stored: a resumed
+        run starts new episodes (the envs are reset), so they could never be completed.
+        """
+        arrays = {}
+        for name, step in self.train_steps().items():
+            arrays.update({f"optimizer/{name}/{k}": v for k, v in step.get_state().items()})
+        arrays.update({f"memory/{k}": v for k, v in self.memory.state_dict().items()})
+        _, counters = super().get_state()
+        counters.update(last_train=self._last_train, rng=self.rng.bit_generator.state)
+        return arrays, counters
+
+    def set_state(self, arrays, counters):
+        """Restore :meth:`get_state`'s output; the memory is validated and loaded first."""
+        memory_state = {k[len("memory/"):]: v for k, v in arrays.items() if k.startswith("memory/")}
+        if memory_state:
+            try:
+                self.memory.load_state_dict(memory_state)  # validates everything before changing
+            except ValueError as exc:
+                raise CheckpointError(
+                    f"The checkpoint's replay memory cannot be restored into this agent's "
+                    f"'{self.config.memory.type}' memory (capacity {self.config.memory.capacity}): {exc} "
+                    f"Resume with the memory settings the checkpoint was written with."
+                ) from None
+        self.nstep.reset()
+        super().set_state(arrays, counters)
+        self._last_train = int(counters.get("last_train", 0))
+        if "rng" in counters:
+            self.rng.bit_generator.state = counters["rng"]
+        for name, step in self.train_steps().items():
+            prefix = f"optimizer/{name}/"
+            state = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            if state:
+                step.set_state(state)

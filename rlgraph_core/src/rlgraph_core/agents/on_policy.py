@@ -24,14 +24,14 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import Field
 
-from rlgraph_core.agents.base import Agent
-from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
+from rlgraph_core.agents.base import Agent, LearnResult
+from rlgraph_core.components.actor_critic import ActorCritic
 from rlgraph_core.components.distributions import scale_action, unscale_action
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.network import NetworkSpec
-from rlgraph_core.components.preprocessors import BoxNormalizer
 from rlgraph_core.components.schedules import as_schedule
-from rlgraph_core.config.common import OptimizerConfig, ScheduleOrFloat, StrictModel
+from rlgraph_core.agents.slots import ComponentResolver, make_slot_component
+from rlgraph_core.config.common import ComponentSlot, OptimizerConfig, ScheduleOrFloat, StrictModel
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories.rollout_buffer import RolloutBuffer
@@ -67,8 +67,9 @@ class OnPolicyConfig(StrictModel):
     vf_coef: float = Field(0.5, ge=0, description="weight of the value loss")
     normalize_advantage: bool = Field(True, description="normalise advantages per minibatch")
     log_std_init: float = Field(0.0, description="initial log-std of a Gaussian policy (continuous actions)")
-    preprocessor: Literal["none", "box_normalize", "running_mean_std"] = Field(
-        "none", description="observation normalisation: none, the env box to [-1, 1], or running mean/std")
+    preprocessor: ComponentSlot = Field(
+        None, description="observation preprocessor component: box_normalize, running_mean_std (a running "
+                          "normaliser updated after every rollout) or any registered slot component")
     obs_clip: float = Field(10.0, gt=0, description="running_mean_std: clip normalised observations to +-obs_clip")
     optimizer: OnPolicyOptimizerConfig = Field(default_factory=OnPolicyOptimizerConfig)
 
@@ -87,15 +88,16 @@ class OnPolicyGraph(Component):
     """
 
     def __init__(self, name: str, config: OnPolicyConfig, observation_space: FloatBox, action_space,
-                 loss: Component, seed: int):
+                 loss: Component, seed: int, components: ComponentResolver | None = None):
         super().__init__(name)
-        self.obs_normalizer = None
-        preprocessor = None
-        if config.preprocessor == "box_normalize":
-            preprocessor = BoxNormalizer(observation_space.low, observation_space.high, name="preprocessor")
-        elif config.preprocessor == "running_mean_std":
-            preprocessor = self.obs_normalizer = RunningObsNormalizer(
-                observation_space.shape, clip=config.obs_clip, name="preprocessor")
+        spec = config.preprocessor
+        defaults = {"clip": config.obs_clip} if spec is not None and spec.type == "running_mean_std" else None
+        preprocessor = make_slot_component(spec, observation_space, components, field="agent.preprocessor",
+                                           name="preprocessor", defaults=defaults)
+        # A preprocessor with an ``update`` API learns statistics from the data: it is folded in
+        # after every rollout (and its statistics travel with the weights).
+        self.obs_normalizer = preprocessor if preprocessor is not None and "update" in type(
+            preprocessor).api_methods() else None
         self.policy = ActorCritic(config.network, action_space, config.shared_trunk, preprocessor, seed,
                                   config.log_std_init, name="policy")
         self.gae = GAE(config.gamma, config.gae_lambda)
@@ -155,9 +157,10 @@ class OnPolicyAgent(Agent):
     #: registry name of the algorithm (root component name).
     algorithm: str = "on_policy"
 
-    def __init__(self, config: OnPolicyConfig, observation_space, action_space, backend, seed: int = 0,
-                 num_envs: int = 1):
-        super().__init__(config, observation_space, action_space, backend, seed)
+    def __init__(self, config: OnPolicyConfig, observation_space, action_space, backend, *, seed: int = 0,
+                 num_envs: int = 1, memory=None, components=None):
+        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
+                         memory=memory, components=components)
         name = self.algorithm.upper()
         if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
             raise ConfigError(f"{name}'s MLP needs a rank-1 float observation space; got {observation_space!r}.")
@@ -177,9 +180,8 @@ class OnPolicyAgent(Agent):
         else:
             raise ConfigError(f"{name} needs a Discrete or rank-1 FloatBox action space; this environment's "
                               f"is {action_space!r}.")
-        self.num_envs = int(num_envs)
         self.graph = self.graph_class(self.algorithm, config, observation_space, action_space,
-                                      self._make_loss(config), seed)
+                                      self._make_loss(config), seed, components)
         obs_b = observation_space.with_batch_rank()
         env_f = FloatBox(shape=(self.num_envs,)).with_batch_rank()
         env_b = BoolBox(shape=(self.num_envs,)).with_batch_rank()
@@ -308,22 +310,56 @@ class OnPolicyAgent(Agent):
                                            ("rewards", "values", "next_values", "terminated", "truncated")))
         return to_np(adv), to_np(ret)
 
-    def update(self, batch=None):
-        """Learn once the rollout holds ``n_steps`` steps per env (or from ``batch``, a :meth:`rollout`)."""
-        if batch is None:
-            if not self.buffer.full:
-                return None
-            batch = self.rollout()
-            self.buffer.reset()
+    def postprocess(self, trajectory: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Actor role: a :meth:`rollout` plus GAE ``advantages`` and ``returns`` and ``policy_version``.
+
+        Computed on the actor with its current weights (the values are the ones it acted with),
+        so a learner can concatenate batches of many actors along the env axis and learn.
+        """
+        batch = dict(trajectory)
+        batch["advantages"], batch["returns"] = self.compute_advantages(batch)
+        batch["policy_version"] = np.full(np.shape(batch["rewards"]), self.weights_version, np.int64)
+        return batch
+
+    def take_rollout(self) -> dict[str, np.ndarray] | None:
+        """Actor role: the postprocessed rollout once ``n_steps`` steps per env are collected
+        (the buffer then starts a new one), else None."""
+        if not self.buffer.full:
+            return None
+        batch = self.postprocess(self.rollout())
+        self.buffer.reset()
+        return batch
+
+    def train_steps(self):
+        """The one train step over the actor-critic's trainable variables."""
+        return {"policy": self.train_step}
+
+    def learn(self, batch: dict[str, np.ndarray]) -> LearnResult:
+        """Learner role: learn from one time-major batch (a :meth:`rollout`, postprocessed or not).
+
+        Batches of several actors may be concatenated along the env axis (axis 1).
+        """
+        if "advantages" not in batch:
+            batch = self.postprocess(batch)
         lr = self.lr_schedule(self.timesteps)
         if lr != self.train_step.learning_rate:
             self.train_step.learning_rate = lr
+        before, staleness = self.updates, self._staleness(batch)
         metrics = self._learn(batch)
+        self.weights_version += self.updates - before
         if self.graph.obs_normalizer is not None:
             obs = batch["obs"]
             self.graph.update_normalizer(self.backend.to_tensor(obs.reshape(-1, *obs.shape[2:])))
         self._last_metrics = metrics
-        return metrics
+        return LearnResult({**metrics, **staleness})
+
+    def update(self, batch=None):
+        """Learn once the rollout holds ``n_steps`` steps per env (or from ``batch``, a :meth:`rollout`)."""
+        if batch is None:
+            batch = self.take_rollout()
+            if batch is None:
+                return None
+        return self.learn(batch).metrics
 
     @staticmethod
     def _flat(x: np.ndarray) -> np.ndarray:

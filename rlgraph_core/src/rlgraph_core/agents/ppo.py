@@ -69,9 +69,10 @@ class PPOAgent(OnPolicyAgent):
     graph_class = PPOGraph
     algorithm = "ppo"
 
-    def __init__(self, config: PPOConfig, observation_space, action_space, backend, seed: int = 0,
-                 num_envs: int = 1):
-        super().__init__(config, observation_space, action_space, backend, seed, num_envs)
+    def __init__(self, config: PPOConfig, observation_space, action_space, backend, *, seed: int = 0,
+                 num_envs: int = 1, memory=None, components=None):
+        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
+                         memory=memory, components=components)
         self.clip_schedule = as_schedule(config.clip_range)
 
     def _make_loss(self, config):
@@ -84,10 +85,10 @@ class PPOAgent(OnPolicyAgent):
                 "advantages": float_b, "returns": float_b, "clip_range": FloatBox(shape=())}
 
     def _learn(self, rollout):
-        """GAE, then ``n_epochs`` of shuffled minibatch steps (module docstring)."""
+        """``n_epochs`` of shuffled minibatch steps on a postprocessed rollout (module docstring)."""
         cfg = self.config
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
-        advantages, returns = self.compute_advantages(rollout)
+        advantages, returns = rollout["advantages"], rollout["returns"]
         samples = {"obs": self._flat(rollout["obs"]), "actions": self._flat(rollout["actions"]),
                    "log_probs": self._flat(rollout["log_probs"]), "values": self._flat(rollout["values"]),
                    "advantages": self._flat(advantages), "returns": self._flat(returns)}

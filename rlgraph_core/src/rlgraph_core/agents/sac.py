@@ -22,19 +22,15 @@ from typing import Annotated, Literal, Union
 import numpy as np
 from pydantic import Field, field_validator
 
-from rlgraph_core.agents.base import Agent
-from rlgraph_core.agents.off_policy import due_gradient_steps, replay_state, restore_replay_state
-from rlgraph_core.agents.dqn import _memory_from_config
+from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
 from rlgraph_core.components.network import MLP, NetworkSpec
 from rlgraph_core.components.sac_loss import SACLoss
-from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.components.twin_q import TwinQNetwork
-from rlgraph_core.config.common import MemoryConfig, OptimizerConfig, StrictModel
+from rlgraph_core.config.common import MemoryConfig, OptimizerConfig
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
-from rlgraph_core.memories import NStepAssembler
 from rlgraph_core.spaces import BoolBox, FloatBox
 
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -44,14 +40,12 @@ def _sac_network() -> NetworkSpec:
     return NetworkSpec(hidden=[256, 256], activation="relu")
 
 
-class SACConfig(StrictModel):
+class SACConfig(OffPolicyConfig):
     """Hyperparameters of SAC (defaults follow Stable-Baselines3 / the SAC paper)."""
 
     type: Literal["sac"] = "sac"
     actor_network: NetworkSpec = Field(default_factory=_sac_network, description="policy trunk")
     critic_network: NetworkSpec = Field(default_factory=_sac_network, description="trunk of each Q-network")
-    gamma: float = Field(0.99, gt=0, le=1)
-    n_step: int = Field(1, ge=1, description="n-step returns (1 = the standard one-step SAC target)")
     tau: float = Field(0.005, gt=0, le=1, description="Polyak factor of the target critic (1 = hard copy)")
     target_update_interval: int = Field(1, gt=0, description="gradient steps between target updates")
     batch_size: int = Field(256, gt=0)
@@ -157,7 +151,7 @@ class SACGraph(Component):
         return self.target_sync.sync()
 
 
-class SACAgent(Agent):
+class SACAgent(OffPolicyAgent):
     """Soft Actor-Critic with twin critics, Polyak target critic and automatic temperature.
 
     Args:
@@ -169,9 +163,8 @@ class SACAgent(Agent):
         num_envs: number of vector envs feeding :meth:`observe`.
     """
 
-    def __init__(self, config: SACConfig, observation_space, action_space, backend, seed: int = 0,
-                 num_envs: int = 1):
-        super().__init__(config, observation_space, action_space, backend, seed)
+    def __init__(self, config: SACConfig, observation_space, action_space, backend, *, seed: int = 0,
+                 num_envs: int = 1, memory=None, components=None):
         if not isinstance(action_space, FloatBox) or len(action_space.shape) != 1:
             raise ConfigError(f"SAC needs a rank-1 continuous (Box) action space; this environment's is "
                               f"{action_space!r}. Use DQN, PPO or A2C for discrete actions.")
@@ -181,12 +174,10 @@ class SACAgent(Agent):
                               f"{action_space!r}. Wrap the environment with gymnasium's RescaleAction or ClipAction.")
         if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
             raise ConfigError(f"SAC's MLPs need a rank-1 float observation space; got {observation_space!r}.")
+        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
+                         memory=memory, components=components)
         self.action_dim = int(action_space.shape[0])
         self.low, self.high = low, high
-        self.lr_schedule = as_schedule(config.optimizer.learning_rate)
-        self.memory = _memory_from_config(config.memory, seed)
-        self.prioritized = bool(getattr(self.memory, "prioritized", False))
-        self.nstep = NStepAssembler(num_envs, config.n_step, config.gamma)
         self.graph = SACGraph(config, action_space, seed)
 
         obs_b = observation_space.with_batch_rank()
@@ -215,10 +206,10 @@ class SACAgent(Agent):
         if graph.sac_loss.learn_alpha:
             self.temperature_step = backend.train_step(
                 graph.temperature_loss, list(graph.sac_loss.variables(trainable_only=True).values()), opt)
-        self._last_train = 0
-        self._last = None
+        self._eval_critic = None
 
-    def _train_steps(self) -> dict:
+    def train_steps(self) -> dict:
+        """The critic, actor and (when alpha is learned) temperature train steps."""
         steps = {"critic": self.critic_step, "actor": self.actor_step}
         if self.temperature_step is not None:
             steps["temperature"] = self.temperature_step
@@ -243,67 +234,48 @@ class SACAgent(Agent):
                 unit = self.backend.to_numpy(self.graph.greedy(obs_t))
         return scale_action(unit, self.low, self.high).astype(np.float32)
 
-    def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
-        """Store one vector-env step; actions are mapped back to the unit box for replay."""
-        self.timesteps += len(obs)
-        unit = np.clip(unscale_action(actions, self.low, self.high), -1.0, 1.0).astype(np.float32)
-        out = self.nstep.add(np.asarray(obs, np.float32), unit, rewards, np.asarray(next_obs, np.float32),
-                             terminated, truncated)
-        if out is not None:
-            self.memory.insert(out)
+    def _stored_actions(self, actions):
+        """Env actions mapped back to the unit box, as replay stores them."""
+        return np.clip(unscale_action(actions, self.low, self.high), -1.0, 1.0).astype(np.float32)
 
     # --- learning --------------------------------------------------------------------------
-    def update(self, batch=None):
-        """``gradient_steps`` SAC gradient steps every ``train_freq`` env steps once learning starts
-        (or one step on ``batch`` when given); returns the last step's losses as backend scalars."""
-        cfg = self.config
-        steps = due_gradient_steps(self, batch)
-        if steps == 0:
-            return None
-        lr = self.lr_schedule(self.timesteps)
-        if lr != self.critic_step.learning_rate:
-            for step in self._train_steps().values():
-                step.learning_rate = lr
-        for _ in range(steps):
-            self._last = self._train_on(batch if batch is not None else self.memory.sample(cfg.batch_size))
-            self.updates += 1
-            if self.updates % cfg.target_update_interval == 0:
-                self.graph.sync_target()
-        return self._last
+    def _critic_inputs(self, sample, next_noise):
+        to_t = self.backend.to_tensor
+        weights, discounts = self._defaults(sample)
+        return (to_t(sample["obs"]), to_t(sample["actions"]), to_t(sample["rewards"]), to_t(sample["next_obs"]),
+                to_t(sample["terminals"]), to_t(discounts), to_t(weights), to_t(next_noise))
 
-    def _train_on(self, sample: dict) -> dict:
+    def _gradient_step(self, sample):
         """One critic, one actor and (if learned) one temperature update on ``sample``."""
         to_t = self.backend.to_tensor
         n = len(sample["rewards"])
-        weights = sample.get("weights")
-        if weights is None:
-            weights = np.ones(n, np.float32)
-        discounts = sample.get("discounts")
-        if discounts is None:
-            discounts = np.full(n, self.config.gamma, np.float32)  # a given batch: one-step transitions
         noise = self.rng.standard_normal((2, n, self.action_dim), dtype=np.float32)
-        obs = to_t(sample["obs"])
-        critic_loss, td = self.critic_step(
-            obs, to_t(sample["actions"]), to_t(sample["rewards"]), to_t(sample["next_obs"]),
-            to_t(sample["terminals"]), to_t(discounts), to_t(weights), to_t(noise[0]))
-        actor_loss, log_probs = self.actor_step(obs, to_t(noise[1]))
+        critic_loss, td = self.critic_step(*self._critic_inputs(sample, noise[0]))
+        actor_loss, log_probs = self.actor_step(to_t(sample["obs"]), to_t(noise[1]))
         out = {"critic_loss": critic_loss, "actor_loss": actor_loss, "log_probs": log_probs}
         if self.temperature_step is not None:
             out["temperature_loss"], out["alpha"] = self.temperature_step(log_probs)
-        if self.prioritized and "indices" in sample:
-            self.memory.update_priorities(sample["indices"], self.backend.to_numpy(td))
+        return out, td
+
+    def _td_errors(self, batch):
+        """|TD| of the critic under the current weights (initial priorities on an actor)."""
+        if self._eval_critic is None:
+            self._eval_critic = self.backend.function(self.graph.critic_loss)
+        noise = self.rng.standard_normal((len(batch["rewards"]), self.action_dim), dtype=np.float32)
+        return self.backend.to_numpy(self._eval_critic(*self._critic_inputs(batch, noise))[1])
+
+    def _sync_target(self):
+        self.graph.sync_target()
+
+    def _metric_floats(self, last):
+        to_np = self.backend.to_numpy
+        out = {k: float(to_np(v)) for k, v in last.items() if k not in ("log_probs", "alpha")}
+        out["entropy"] = float(-np.mean(to_np(last["log_probs"])))
         return out
 
     def metrics(self) -> dict[str, float]:
         """Latest losses, temperature and entropy estimate (converted to floats only here)."""
-        out = {"updates": self.updates, "learning_rate": self.critic_step.learning_rate}
-        if self._last is not None:
-            to_np = self.backend.to_numpy
-            out["critic_loss"] = float(to_np(self._last["critic_loss"]))
-            out["actor_loss"] = float(to_np(self._last["actor_loss"]))
-            out["entropy"] = float(-np.mean(to_np(self._last["log_probs"])))
-            if "temperature_loss" in self._last:
-                out["temperature_loss"] = float(to_np(self._last["temperature_loss"]))
+        out = super().metrics()
         out["alpha"] = float(self.backend.to_numpy(self.graph.alpha()))
         return out
 
@@ -311,23 +283,3 @@ class SACAgent(Agent):
     def variables(self):
         """Actor, critic, target critic and ``log_alpha``, keyed by scope path."""
         return dict(self.graph.variables())
-
-    def get_state(self):
-        """Optimizer states (``optimizer/<critic|actor|temperature>/*``), the replay memory
-        (``memory/*``) and counters with the noise generator's state, for a checkpoint.
-
-        Pending n-step transitions are not stored (a resumed run starts new episodes).
-        """
-        optimizer = {}
-        for name, step in self._train_steps().items():
-            optimizer.update({f"optimizer/{name}/{k}": v for k, v in step.get_state().items()})
-        return replay_state(self, optimizer)
-
-    def set_state(self, arrays, counters):
-        """Restore :meth:`get_state`'s output; the memory is validated and loaded first."""
-        restore_replay_state(self, arrays, counters)
-        for name, step in self._train_steps().items():
-            prefix = f"optimizer/{name}/"
-            state = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-            if state:
-                step.set_state(state)

@@ -128,6 +128,12 @@ class RunningObsNormalizer(Component):
         self.epsilon = float(epsilon)
         self._non_trainable_names = {"mean", "var", "count"}
 
+    @classmethod
+    def from_space(cls, space, *, name: str = "obs_normalizer", clip: float = 10.0,
+                   epsilon: float = 1e-8) -> "RunningObsNormalizer":
+        """A normaliser for observations of ``space`` (the component-slot constructor)."""
+        return cls(space.shape, clip=clip, epsilon=epsilon, name=name)
+
     def check_input_spaces(self, method, spaces):
         """Both API methods take observations of the configured shape."""
         x = spaces["x"]

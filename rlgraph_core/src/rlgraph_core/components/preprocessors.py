@@ -23,6 +23,11 @@ class BoxNormalizer(Component):
         self.shift = np.where(bounded, -low * self.scale - 1.0, 0.0).astype(np.float32)
         self._non_trainable_names = {"scale", "shift"}
 
+    @classmethod
+    def from_space(cls, space: FloatBox, *, name: str = "normalizer") -> "BoxNormalizer":
+        """The normaliser of a bounded float box (the component-slot constructor)."""
+        return cls(space.low, space.high, name=name)
+
     def check_input_spaces(self, method, spaces):
         x = spaces["x"]
         if not isinstance(x, FloatBox) or x.shape != self.scale.shape:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from rlgraph_core.components.schedules import ConstantSchedule, ExponentialSchedule, LinearSchedule
 
@@ -72,3 +72,31 @@ class TrainConfig(StrictModel):
     log_interval: int = Field(2_000, gt=0, description="env steps between metric lines")
     loggers: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
     progress_bar: bool = True
+
+
+class ComponentSpec(BaseModel):
+    """A swappable component chosen by registry name: ``{type: name, <its settings>...}``.
+
+    A plain string is shorthand for ``{type: name}``; ``none`` (or null) leaves the slot empty.
+    The settings are passed to the component's ``from_space`` constructor; the assembly checks
+    that ``type`` names a registered component.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+
+    def settings(self) -> dict:
+        """The settings beyond ``type``, as keyword arguments."""
+        return dict(self.model_extra or {})
+
+
+def _component_slot(value):
+    if value is None or value == "none":
+        return None
+    if isinstance(value, str):
+        return {"type": value}
+    return value
+
+
+#: A config field holding an optional :class:`ComponentSpec` (string shorthand accepted).
+ComponentSlot = Annotated[Optional[ComponentSpec], BeforeValidator(_component_slot)]

@@ -3,52 +3,86 @@
 from __future__ import annotations
 
 import json
+import typing
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from rlgraph_core.config.common import EnvConfig, TrainConfig
+from rlgraph_core.config.common import ComponentSpec, EnvConfig, TrainConfig
 from rlgraph_core.errors import ConfigError, PluginError
 
 
 class RunConfig(BaseModel):
-    """A validated run: ``agent`` (a registered agent's config model), ``env``, ``train``."""
+    """A validated run: ``agent`` (a registered agent's config model), ``env``, ``train``.
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    :func:`run_config_model` makes the concrete model of a plugin manager, whose ``agent``
+    field is the discriminated union (on ``type``) of every registered agent's config model.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     agent: Any
     env: EnvConfig = Field(default_factory=EnvConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
 
     def to_dict(self) -> dict:
-        """Plain JSON-able dict of the whole config."""
-        return {"agent": self.agent.model_dump(mode="json"), "env": self.env.model_dump(mode="json"),
-                "train": self.train.model_dump(mode="json")}
+        """Plain JSON-able dict of the whole config (pydantic's ``model_dump``)."""
+        return self.model_dump(mode="json")
 
 
-DEFAULT_CONFIG: dict = {
-    "agent": {
-        "type": "dqn",
-        "network": {"hidden": [256, 256], "activation": "relu"},
-        "double_q": True,
-        "dueling": False,
-        "n_step": 1,
-        "gamma": 0.99,
-        "batch_size": 64,
-        "learning_starts": 1000,
-        "train_freq": 256,
-        "gradient_steps": 128,
-        "target_update_interval": 128,
-        "exploration": {"type": "linear", "start": 1.0, "end": 0.04, "steps": 16000},
-        "memory": {"type": "replay", "capacity": 100000},
-        "optimizer": {"type": "adam", "learning_rate": 0.0023, "max_grad_norm": 10.0},
-    },
-    "env": {"id": "CartPole-v1", "num_envs": 1},
-    "train": {"total_timesteps": 100000, "target_return": 475.0, "eval_interval": 5000,
-              "eval_episodes": 10, "log_interval": 5000, "seed": 0},
-}
+#: Name of the shipped config ``rlgraph train`` runs without a CONFIG argument.
+DEFAULT_CONFIG_NAME = "dqn_cartpole"
+
+
+def shipped_configs() -> list[str]:
+    """Names of the configs shipped with rlgraph-core (``rlgraph train NAME`` runs one)."""
+    folder = resources.files("rlgraph_core") / "configs"
+    return sorted(p.name.rsplit(".", 1)[0] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_shipped_config(name: str) -> dict:
+    """The shipped config ``name`` (e.g. ``dqn_cartpole``) as a raw dict."""
+    if name not in shipped_configs():
+        raise ConfigError(f"There is no shipped config named '{name}'; shipped configs: "
+                          f"{', '.join(shipped_configs())} (or pass a path to a YAML/JSON file).")
+    text = (resources.files("rlgraph_core") / "configs" / f"{name}.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+#: The default run (DQN on CartPole-v1, torch eager): ``configs/dqn_cartpole.yaml``.
+DEFAULT_CONFIG: dict = load_shipped_config(DEFAULT_CONFIG_NAME)
+
+
+def _discriminated(models: dict[str, type[BaseModel]]):
+    """``Annotated[Union[...], discriminator 'type']`` over ``{registry name: model}``.
+
+    A model whose ``type`` field is not ``Literal[name]`` is subclassed with that literal, so
+    the registry name is always the discriminator.
+    """
+    members = []
+    for name, model in models.items():
+        field = model.model_fields.get("type")
+        if field is None or typing.get_args(field.annotation) != (name,):
+            model = create_model(model.__name__, __base__=model, type=(Literal[name], name))  # type: ignore[call-overload]
+        members.append(model)
+    if len(members) == 1:
+        return members[0]
+    return Annotated[Union[tuple(members)], Field(discriminator="type")]
+
+
+def run_config_model(plugin_manager) -> type[RunConfig]:
+    """The run-config model of ``plugin_manager``'s registry (made once per registry)."""
+    cached = getattr(plugin_manager, "_run_config_model", None)
+    agents = {name: entry.obj[1] for name, entry in plugin_manager.names("agents").items()}
+    key = tuple((n, id(m)) for n, m in sorted(agents.items()))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    model = create_model("RunConfig", __base__=RunConfig, agent=(_discriminated(agents), ...))  # type: ignore[call-overload]
+    plugin_manager._run_config_model = (key, model)
+    return model
 
 
 def _model_at(model, loc) -> type[BaseModel] | None:
@@ -94,7 +128,10 @@ def _known_fields(model) -> str:
 
 
 def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
-    """Validate a raw config dict; raise ConfigError naming each bad field, value and remedy."""
+    """Validate a raw config dict; raise ConfigError naming each bad field, value and remedy.
+
+    Names are checked against ``plugin_manager`` (default: the process's plugin manager).
+    """
     from rlgraph_core.plugins import get_plugin_manager
 
     pm = plugin_manager or get_plugin_manager()
@@ -144,11 +181,17 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             pm.get("loggers", name, field="train.loggers")
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
+    for name, value in agent:
+        if isinstance(value, ComponentSpec):
+            try:
+                pm.get("components", value.type, field=f"agent.{name}.type")
+            except PluginError as exc:
+                raise ConfigError(str(exc)) from None
     memory = getattr(agent, "memory", None)
     if memory is not None:
         _check_memory_type(memory.type, pm)
     _check_env_id(env.id)
-    return RunConfig(agent=agent, env=env, train=train)
+    return run_config_model(pm)(agent=agent, env=env, train=train)
 
 
 def _is_memory(obj) -> bool:

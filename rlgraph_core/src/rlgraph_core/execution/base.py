@@ -1,4 +1,4 @@
-"""The executor contract and the helpers every executor shares."""
+"""The executor contract."""
 
 from __future__ import annotations
 
@@ -9,20 +9,21 @@ from pathlib import Path
 class Executor(abc.ABC):
     """Runs a training job (validated run config + environment + stop condition).
 
+    Executors never look names up: every part comes from the ``assembly``
+    (:class:`rlgraph_core.assemble.Assembly`), built once by :func:`rlgraph_core.assemble.assemble`.
+
     Args:
-        config: a :class:`~rlgraph_core.config.run.RunConfig`.
+        config: a validated run config.
         out_dir: where metrics, plots and checkpoints go.
+        assembly: the resolved parts of the run (backend, agent factory, memory, loggers, envs).
         resume_dir: a checkpoint directory to continue from, or None.
-        plugin_manager: the plugin manager to resolve names with (default: the process one).
     """
 
-    def __init__(self, config, out_dir: str | Path, resume_dir: str | Path | None = None, plugin_manager=None):
-        from rlgraph_core.plugins import get_plugin_manager
-
+    def __init__(self, config, out_dir: str | Path, *, assembly, resume_dir: str | Path | None = None):
         self.config = config
         self.out_dir = Path(out_dir)
         self.resume_dir = Path(resume_dir) if resume_dir else None
-        self.pm = plugin_manager or get_plugin_manager()
+        self.assembly = assembly
 
     @abc.abstractmethod
     def run(self) -> dict:

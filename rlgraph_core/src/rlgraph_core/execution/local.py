@@ -8,7 +8,6 @@ from collections import deque
 import numpy as np
 
 from rlgraph_core.execution.base import Executor
-from rlgraph_core.execution.factory import make_agent, make_eval_env, make_vector_env
 from rlgraph_core.execution.plotting import plot_learning_curve
 
 
@@ -38,16 +37,16 @@ class LocalExecutor(Executor):
         cfg = self.config
         tc = cfg.train
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        envs = make_vector_env(cfg.env, tc.seed)
-        eval_env = make_eval_env(cfg.env)
-        agent = make_agent(cfg, envs.single_observation_space, envs.single_action_space,
-                           num_envs=cfg.env.num_envs, plugin_manager=self.pm)
+        parts = self.assembly
+        envs = parts.make_vector_env(tc.seed)
+        eval_env = parts.make_eval_env()
+        agent = parts.make_agent(envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs)
         if self.resume_dir is not None:
             agent.load(self.resume_dir)
-        loggers = [self.pm.get("loggers", name)(self.out_dir) for name in tc.loggers]
+        loggers = parts.make_loggers(self.out_dir)
         run_info = {"config": cfg.to_dict(), "out_dir": str(self.out_dir),
                     "build_seconds": agent.build_report.build_seconds}
-        self.pm.hook.rlgraph_on_train_start(run_info=run_info)
+        parts.hook.rlgraph_on_train_start(run_info=run_info)
         try:
             summary = self._loop(agent, envs, eval_env, loggers)
         finally:
@@ -58,7 +57,7 @@ class LocalExecutor(Executor):
         if (self.out_dir / "metrics.jsonl").is_file():
             plot_learning_curve(self.out_dir / "metrics.jsonl", self.out_dir / "learning_curve.png",
                                 f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})")
-        self.pm.hook.rlgraph_on_train_end(summary=summary)
+        parts.hook.rlgraph_on_train_end(summary=summary)
         return summary
 
     def _loop(self, agent, envs, eval_env, loggers) -> dict:
@@ -121,7 +120,7 @@ class LocalExecutor(Executor):
                 last_t, last_steps, last_updates = now, agent.timesteps, agent.updates
                 for lg in loggers:
                     lg.log(row)
-                self.pm.hook.rlgraph_on_iteration(metrics=row)
+                self.assembly.hook.rlgraph_on_iteration(metrics=row)
         if bar is not None:
             bar.close()
         elapsed = time.perf_counter() - t0

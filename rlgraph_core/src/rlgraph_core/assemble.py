@@ -1,0 +1,190 @@
+"""Assembly: turn a validated run config into built parts, resolving every name exactly once.
+
+:func:`assemble` is the only place where registry names of a run (backend, agent, memory,
+swappable components, loggers, executor) are looked up in a plugin manager. Everything below it
+receives instances or factories: agents get a backend instance, a memory instance and a
+component resolver; executors get the :class:`Assembly`. Nothing below calls
+``get_plugin_manager()``, so an executor's (or a test's) own plugin manager is the one used.
+
+Typical use::
+
+    pm = get_plugin_manager()
+    config = validate_config(raw, pm)
+    assembly = assemble(config, pm)
+    summary = assembly.executor_class(config, out_dir, assembly=assembly).run()
+
+or, in one call, :func:`train`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rlgraph_core.agents.base import Agent, check_agent_class
+from rlgraph_core.backend.contract import Backend
+from rlgraph_core.envs import make_eval_env, make_vector_env
+from rlgraph_core.errors import ConfigError, PluginError
+from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
+from rlgraph_core.spaces import from_gym
+
+
+@dataclass
+class Assembly:
+    """The resolved parts of one run (see :func:`assemble`).
+
+    Attributes:
+        config: the validated run config.
+        plugin_manager: the manager every name was resolved with (its ``hook`` relays the
+            lifecycle hooks to logger plugins).
+        backend: the backend instance the agent is built on.
+        agent_class: the agent class ``config.agent.type`` names.
+        memory_class: the replay memory class ``config.agent.memory.type`` names (None for agents
+            without a memory).
+        logger_classes: metric logger classes, in ``config.train.loggers`` order.
+        executor_class: the executor class ``config.train.executor`` names.
+        backend_factory: makes a further backend like :attr:`backend` (for workers that need their own).
+    """
+
+    config: Any
+    plugin_manager: PluginManager
+    backend: Backend
+    agent_class: type
+    memory_class: Any
+    logger_classes: list[type]
+    executor_class: type
+    backend_factory: Callable[[], Backend] = field(repr=False)
+
+    def resolve_component(self, name: str, field: str) -> type:
+        """The component class registered as ``name`` (a ConfigError names ``field`` otherwise)."""
+        cls = _get(self.plugin_manager, "components", name, field)
+        return cls.resolve() if hasattr(cls, "resolve") else cls
+
+    def make_memory(self, seed: int):
+        """A fresh replay memory as ``config.agent.memory`` says, or None without one."""
+        if self.memory_class is None:
+            return None
+        settings = self.config.agent.memory
+        import inspect  # TEMP until memory settings models land
+
+        params = inspect.signature(self.memory_class).parameters
+        kwargs = {k: v for k, v in settings.model_dump(exclude={"type"}).items() if k in params}
+        return self.memory_class(**kwargs, seed=seed)
+
+    def make_agent(self, observation_space, action_space, *, num_envs: int = 1, backend: Backend | None = None,
+                   seed: int | None = None, with_memory: bool = True) -> Agent:
+        """Build the configured agent for gymnasium (or rlgraph) spaces.
+
+        ``backend`` defaults to :attr:`backend`; ``seed`` to ``config.train.seed``. Without
+        ``with_memory`` a replay agent gets a minimal memory (capacity 1, never filled): for
+        actor or learner copies whose replay lives elsewhere.
+        """
+        seed = self.config.train.seed if seed is None else seed
+        memory = self.make_memory(seed) if with_memory else self._placeholder_memory(seed)
+        return self.agent_class(self.config.agent, _as_space(observation_space), _as_space(action_space),
+                                backend or self.backend, seed=seed, num_envs=num_envs, memory=memory,
+                                components=self.resolve_component)
+
+    def _placeholder_memory(self, seed: int):
+        if self.memory_class is None:
+            return None
+        import inspect  # TEMP until memory settings models land
+
+        settings = self.config.agent.memory.model_copy(update={"capacity": 1})
+        params = inspect.signature(self.memory_class).parameters
+        kwargs = {k: v for k, v in settings.model_dump(exclude={"type"}).items() if k in params}
+        return self.memory_class(**kwargs, seed=seed)
+
+    def make_loggers(self, out_dir: str | Path) -> list:
+        """One instance of each configured metric logger writing under ``out_dir``."""
+        return [cls(Path(out_dir)) for cls in self.logger_classes]
+
+    def make_vector_env(self, seed: int):
+        """The configured gymnasium vector env (same-step autoreset)."""
+        return make_vector_env(self.config.env, seed)
+
+    def make_eval_env(self, render_mode: str | None = None):
+        """A single configured env for evaluation."""
+        return make_eval_env(self.config.env, render_mode)
+
+    @property
+    def hook(self):
+        """The lifecycle hook relay (``hook.rlgraph_on_iteration(metrics=...)`` ...)."""
+        return self.plugin_manager.hook
+
+
+def _as_space(space):
+    from rlgraph_core.spaces import Space
+
+    return space if isinstance(space, Space) else from_gym(space)
+
+
+def _get(pm: PluginManager, kind: str, name: str, field: str):
+    try:
+        return pm.get(kind, name, field=field)
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _memory_class(pm: PluginManager, agent_config):
+    memory = getattr(agent_config, "memory", None)
+    if memory is None:
+        return None
+    from rlgraph_core.plugins.manager import KINDS
+
+    entry = _get(pm, "memories" if "memories" in KINDS else "components", memory.type, "agent.memory.type")
+    cls = entry[0] if isinstance(entry, tuple) else entry
+    return cls.resolve() if hasattr(cls, "resolve") else cls
+
+
+def assemble(config, plugin_manager: PluginManager) -> Assembly:
+    """Resolve every registry name of ``config`` once with ``plugin_manager`` and build the backend.
+
+    Raises a ConfigError (one paragraph, naming the field and the known names) for anything
+    that cannot be resolved, and a PluginError for an agent class that breaks the constructor
+    contract.
+    """
+    pm = plugin_manager
+    tc = config.train
+    agent_class, _ = _get(pm, "agents", config.agent.type, "agent.type")
+    check_agent_class(agent_class, config.agent.type)
+    backend_cls = _get(pm, "backends", tc.backend, "train.backend")
+
+    def backend_factory() -> Backend:
+        backend = backend_cls(mode=tc.mode, device=tc.device, seed=tc.seed)
+        if tc.num_threads is not None:
+            backend.set_num_threads(tc.num_threads)
+        return backend
+
+    return Assembly(
+        config=config,
+        plugin_manager=pm,
+        backend=backend_factory(),
+        agent_class=agent_class,
+        memory_class=_memory_class(pm, config.agent),
+        logger_classes=[_get(pm, "loggers", name, "train.loggers") for name in tc.loggers],
+        executor_class=_get(pm, "executors", tc.executor, "train.executor"),
+        backend_factory=backend_factory,
+    )
+
+
+def make_agent(config, observation_space, action_space, num_envs: int = 1,
+               plugin_manager: PluginManager | None = None) -> Agent:
+    """Build the configured agent for the given spaces (convenience over :func:`assemble`)."""
+    return assemble(config, plugin_manager or get_plugin_manager()).make_agent(
+        observation_space, action_space, num_envs=num_envs)
+
+
+def train(config, out_dir: str | Path, resume_dir: str | Path | None = None,
+          plugin_manager: PluginManager | None = None) -> dict:
+    """Assemble ``config`` and run its executor into ``out_dir``; return the run summary."""
+    assembly = assemble(config, plugin_manager or get_plugin_manager())
+    return assembly.executor_class(config, out_dir, assembly=assembly, resume_dir=resume_dir).run()
+
+
+def make_backend(name: str, mode: str = "eager", device: str = "auto", seed: int | None = None,
+                 plugin_manager: PluginManager | None = None) -> Backend:
+    """Instantiate the backend registered as ``name`` (e.g. ``"torch"``) in ``mode``."""
+    factory = _get(plugin_manager or get_plugin_manager(), "backends", name, "backend")
+    return factory(mode=mode, device=device, seed=seed)
