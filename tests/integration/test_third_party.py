@@ -12,6 +12,8 @@ import contextlib
 import csv
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -22,8 +24,10 @@ pytest.importorskip(
 )
 
 from rlgraph_core.cli import main  # noqa: E402
-from rlgraph_core.plugins import get_plugin_manager  # noqa: E402
-from rlgraph_example_components import CsvLogger, FifoReplay  # noqa: E402
+from rlgraph_core.errors import ConfigError  # noqa: E402
+from rlgraph_core.memories import make_memory, validate_memory_settings  # noqa: E402
+from rlgraph_core.plugins import LazyObject, get_plugin_manager  # noqa: E402
+from rlgraph_example_components import CsvLogger, FifoReplay, FifoReplaySettings  # noqa: E402
 
 DIST = "rlgraph-example-components"
 
@@ -46,11 +50,26 @@ def records(start: int, n: int) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------- registration
 def test_plugin_names_are_registered_with_their_distribution():
     pm = get_plugin_manager()
-    assert pm.names("components")["fifo_replay"].obj is FifoReplay
-    assert pm.names("components")["fifo_replay"].distribution == DIST
+    memory_class, settings_model = pm.names("memories")["fifo_replay"].obj
+    assert isinstance(memory_class, LazyObject) and memory_class.resolve() is FifoReplay
+    assert settings_model is FifoReplaySettings
+    assert pm.names("memories")["fifo_replay"].distribution == DIST
+    assert pm.names("memories")["fifo_replay"].plugin == "example-components"  # its entry-point name
+    assert "fifo_replay" not in pm.names("components")
     assert pm.names("loggers")["csv"].obj is CsvLogger
     assert pm.names("loggers")["csv"].distribution == DIST
     assert not [f for f in pm.failed if f.distribution == DIST]
+
+
+def plugin_sections(out: str) -> dict[str, set[tuple[str, str]]]:
+    """``rlgraph plugins`` output as {section: {(name, distribution), ...}}."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            section = found.setdefault(line.rstrip(":"), set())
+        elif not line.strip().startswith("!"):
+            section.add(tuple(line.split()[:2]))
+    return found
 
 
 def test_rlgraph_plugins_lists_them():
@@ -60,6 +79,64 @@ def test_rlgraph_plugins_lists_them():
     assert ("fifo_replay", DIST) in lines
     assert ("csv", DIST) in lines
     assert ("replay", "rlgraph-core") in lines  # the built-ins are still there
+    found = plugin_sections(out)
+    assert ("fifo_replay", DIST) in found["memories"] and ("example-components", DIST) in found["plugins"]
+    assert "blocked" not in found
+
+
+def test_disable_plugins_flag_blocks_the_plugin():
+    code, out, _ = run_cli("--disable-plugins", "example-components", "plugins")
+    assert code == 0
+    found = plugin_sections(out)
+    assert ("fifo_replay", DIST) not in found["memories"] and ("csv", DIST) not in found["loggers"]
+    assert ("replay", "rlgraph-core") in found["memories"]
+    assert found["blocked"] == {("example-components", DIST)}
+    # a config naming a blocked plugin's memory says so
+    code, _, err = run_cli("--disable-plugins", "example-components", "config",
+                           "--set", "agent.memory.type=fifo_replay", "--backend", "torch")
+    assert code == 2 and "Unknown memory 'fifo_replay'" in err and "example-components" in err
+    # the flag only lasts for that command
+    assert "fifo_replay" in get_plugin_manager().names("memories")
+
+
+def test_disable_plugins_env_var_blocks_the_plugin(monkeypatch):
+    monkeypatch.setenv("RLGRAPH_DISABLE_PLUGINS", DIST)  # a distribution name works too
+    code, out, _ = run_cli("plugins")
+    assert code == 0
+    assert plugin_sections(out)["blocked"] == {("example-components", DIST)}
+    assert "fifo_replay" not in get_plugin_manager().names("memories")
+
+
+def test_listing_and_validating_do_not_import_the_memory():
+    code = ("import sys; from rlgraph_core.plugins import get_plugin_manager; "
+            "from rlgraph_core.memories import validate_memory_settings; pm = get_plugin_manager(); "
+            "assert 'fifo_replay' in pm.names('memories'); "
+            "validate_memory_settings(pm, {'type': 'fifo_replay', 'capacity': 100, 'window': 5}); "
+            "print('rlgraph_example_components.fifo_replay' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+# --------------------------------------------------------------------------- FifoReplaySettings
+def test_fifo_replay_settings_validate_and_build_the_memory():
+    pm = get_plugin_manager()
+    settings = validate_memory_settings(pm, {"type": "fifo_replay", "capacity": 1000, "window": 50})
+    assert isinstance(settings, FifoReplaySettings) and (settings.capacity, settings.window) == (1000, 50)
+    memory = make_memory(pm, settings, seed=0)
+    assert isinstance(memory, FifoReplay) and (memory.capacity, memory.window) == (1000, 50)
+    assert make_memory(pm, {"type": "fifo_replay", "capacity": 1000}).window == 100  # default capacity // 10
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ({"window": 0}, r"'agent\.memory\.window' = 0: .*greater than or equal to 1"),
+    ({"window": 2000}, r"'agent\.memory'.*window \(2000\) must not exceed capacity \(1000\)"),
+    ({"windw": 5}, r"'agent\.memory\.windw' is not a known field.*did you mean 'window'.*type, capacity, window"),
+    ({"alpha": 0.6}, r"'agent\.memory\.alpha' is not a known field"),
+])
+def test_fifo_replay_settings_refuse_bad_values_and_unknown_fields(raw, expected):
+    with pytest.raises(ConfigError, match=expected):
+        validate_memory_settings(get_plugin_manager(), {"type": "fifo_replay", "capacity": 1000, **raw})
 
 
 # --------------------------------------------------------------------------- FifoReplay

@@ -98,8 +98,8 @@ def test_plugins_lists_builtins_with_their_distributions():
     assert listed[("backends", "torch")] == "rlgraph-torch"
     assert listed[("agents", "dqn")] == "rlgraph-core"
     assert listed[("executors", "local")] == "rlgraph-core"
-    assert listed[("components", "replay")] == "rlgraph-core"
-    assert listed[("components", "prioritized_replay")] == "rlgraph-core"
+    assert listed[("memories", "replay")] == "rlgraph-core"
+    assert listed[("memories", "prioritized_replay")] == "rlgraph-core"
     assert listed[("loggers", "jsonl")] == "rlgraph-core"
 
 

@@ -19,7 +19,7 @@ def rlgraph_agents():
 
 @hookimpl
 def rlgraph_components():
-    """Built-in components and memories that configs may name by ``type``."""
+    """Built-in components that configs may name by ``type``."""
     from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
     from rlgraph_core.components.dqn_loss import DQNLoss
     from rlgraph_core.components.exploration import EpsilonGreedy
@@ -31,11 +31,8 @@ def rlgraph_components():
     from rlgraph_core.components.sac_loss import SACLoss
     from rlgraph_core.components.target_sync import TargetSync
     from rlgraph_core.components.twin_q import ContinuousQNetwork, TwinQNetwork
-    from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 
     return {
-        "replay": ReplayMemory,
-        "prioritized_replay": PrioritizedReplay,
         "dense": DenseLayer,
         "mlp": MLP,
         "q_head": QValueHead,
@@ -53,6 +50,16 @@ def rlgraph_components():
         "twin_q_network": TwinQNetwork,
         "sac_loss": SACLoss,
     }
+
+
+@hookimpl
+def rlgraph_memories():
+    """Uniform and prioritized replay, with their settings models."""
+    from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
+    from rlgraph_core.memories.settings import PrioritizedReplaySettings, ReplaySettings
+
+    return {"replay": (ReplayMemory, ReplaySettings),
+            "prioritized_replay": (PrioritizedReplay, PrioritizedReplaySettings)}
 
 
 @hookimpl

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -118,14 +119,32 @@ def _write_frames(frames, path: str) -> None:
 
 
 def cmd_plugins(args) -> int:
-    """List every registered name by kind, with its distribution and version."""
+    """List every registered name by kind with its distribution and version, then the plugins by
+    entry-point name, the blocked plugins and the plugins that failed to load.
+
+    A name that several plugins register is listed once per claimant, followed by a line that
+    says how to block one.
+    """
     from rlgraph_core.plugins import KINDS, get_plugin_manager
+    from rlgraph_core.plugins.manager import block_hint
 
     pm = get_plugin_manager()
     for kind in KINDS:
         print(f"{kind}:")
-        for name, entry in sorted(pm.names(kind).items()):
-            print(f"  {name:<22} {entry.distribution} {entry.version}")
+        for name, claims in sorted(pm.claimants(kind).items()):
+            for entry in claims:
+                note = f"  [contested; entry point '{entry.plugin}']" if len(claims) > 1 else ""
+                print(f"  {name:<22} {entry.distribution} {entry.version}{note}")
+            if len(claims) > 1:
+                print(f"    ! '{name}' is claimed by {len(claims)} plugins and cannot be used until "
+                      f"all but one are blocked: {block_hint(claims)}")
+    print("plugins:")
+    for info in pm.plugins():
+        print(f"  {info.name:<22} {info.distribution} {info.version}")
+    if pm.blocked:
+        print("blocked:")
+        for info in pm.blocked:
+            print(f"  {info.name:<22} {info.distribution} {info.version}")
     if pm.failed:
         print("failed to load:")
         for f in pm.failed:
@@ -157,6 +176,9 @@ def cmd_graph(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rlgraph`` command."""
     p = argparse.ArgumentParser(prog="rlgraph", description="Design and run deep RL algorithms on any backend.")
+    p.add_argument("--disable-plugins", action="append", metavar="NAMES",
+                   help="comma-separated plugin (entry-point) names not to load, e.g. example-components; "
+                        "added to those in RLGRAPH_DISABLE_PLUGINS ('rlgraph plugins' lists the names)")
     sub = p.add_subparsers(dest="command", required=True)
 
     def run_options(sp, with_config=True):
@@ -188,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--set", action="append", metavar="KEY=VALUE")
     e.set_defaults(func=cmd_evaluate)
 
-    pl = sub.add_parser("plugins", help="list registered backends, executors, components, agents, loggers")
+    pl = sub.add_parser("plugins", help="list registered backends, executors, components, agents, memories, "
+                                        "loggers, and blocked or failed plugins")
     pl.set_defaults(func=cmd_plugins)
 
     c = sub.add_parser("config", help="print a config with every default filled in")
@@ -201,22 +224,47 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@contextlib.contextmanager
+def _plugins_disabled(values: list[str] | None):
+    """Add ``--disable-plugins`` names to ``RLGRAPH_DISABLE_PLUGINS`` while a command runs.
+
+    The environment variable is what ``get_plugin_manager`` (and worker processes) read; it is
+    restored afterwards so that in-process callers of :func:`main` are not affected.
+    """
+    if not values:
+        yield
+        return
+    from rlgraph_core.plugins.manager import DISABLE_ENV, disabled_from_env, parse_plugin_names
+
+    names = disabled_from_env().union(*(parse_plugin_names(v) for v in values))
+    before = os.environ.get(DISABLE_ENV)
+    os.environ[DISABLE_ENV] = ",".join(sorted(names))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(DISABLE_ENV, None)
+        else:
+            os.environ[DISABLE_ENV] = before
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rlgraph`` command; user mistakes exit 2 with a one-paragraph message."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except RLGraphError as exc:
-        print(f"rlgraph: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("rlgraph: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # output piped into e.g. `head`, which closed early
-        sys.stderr.close()
-        return 0
+    with _plugins_disabled(args.disable_plugins):
+        try:
+            return args.func(args)
+        except RLGraphError as exc:
+            print(f"rlgraph: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("rlgraph: interrupted", file=sys.stderr)
+            return 130
+        except BrokenPipeError:  # output piped into e.g. `head`, which closed early
+            sys.stderr.close()
+            return 0
 
 
 if __name__ == "__main__":

@@ -1,11 +1,25 @@
 """rlgraph-example-components: a third-party rlgraph plugin package.
 
 It registers, through the ``rlgraph`` entry-point group, a replay memory named
-``fifo_replay`` (:class:`FifoReplay`) and a metric logger named ``csv`` (:class:`CsvLogger`).
+``fifo_replay`` (:class:`FifoReplay`, settings :class:`FifoReplaySettings`) and a metric logger
+named ``csv`` (:class:`CsvLogger`). The classes are imported on first access, so loading the
+entry point (``rlgraph_example_components.plugin``) does not import the memory.
 """
 
-from rlgraph_example_components.csv_logger import CsvLogger
-from rlgraph_example_components.fifo_replay import FifoReplay
+import importlib
 
-__all__ = ["CsvLogger", "FifoReplay"]
+__all__ = ["CsvLogger", "FifoReplay", "FifoReplaySettings"]
 __version__ = "0.1.0"
+
+_WHERE = {"CsvLogger": "csv_logger", "FifoReplay": "fifo_replay", "FifoReplaySettings": "settings"}
+
+
+def __getattr__(name: str):
+    """Import the public classes on first use (PEP 562)."""
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

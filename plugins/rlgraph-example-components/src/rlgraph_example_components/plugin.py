@@ -1,18 +1,19 @@
 """Entry-point module: the hook implementations rlgraph's plugin manager calls.
 
-Imports of the implementing classes happen inside the hooks, so listing plugins stays cheap
-and a problem in one class cannot break the import of this module.
+The memory class is registered as a :class:`~rlgraph_core.plugins.LazyObject`, and the logger
+is imported inside its hook, so listing plugins and validating configs stay cheap and a
+problem in one class cannot break the import of this module.
 """
 
-from rlgraph_core.plugins import hookimpl
+from rlgraph_core.plugins import LazyObject, hookimpl
 
 
 @hookimpl
-def rlgraph_components():
+def rlgraph_memories():
     """Register the FIFO replay memory; configs select it with ``agent.memory.type: fifo_replay``."""
-    from rlgraph_example_components.fifo_replay import FifoReplay
+    from rlgraph_example_components.settings import FifoReplaySettings
 
-    return {"fifo_replay": FifoReplay}
+    return {"fifo_replay": (LazyObject("rlgraph_example_components.fifo_replay:FifoReplay"), FifoReplaySettings)}
 
 
 @hookimpl

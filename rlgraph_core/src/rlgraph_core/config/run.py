@@ -189,24 +189,28 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
                 raise ConfigError(str(exc)) from None
     memory = getattr(agent, "memory", None)
     if memory is not None:
-        _check_memory_type(memory.type, pm)
+        from rlgraph_core.memories.registry import validate_memory_settings
+
+        validate_memory_settings(pm, _memory_settings_input(memory, pm), field="agent.memory")
     _check_env_id(env.id)
     return run_config_model(pm)(agent=agent, env=env, train=train)
 
 
-def _is_memory(obj) -> bool:
-    """Whether a registered component is a replay memory (has the memory API)."""
-    return all(callable(getattr(obj, m, None)) for m in ("insert", "sample", "state_dict", "load_state_dict"))
+def _memory_settings_input(memory, pm) -> dict:
+    """The ``agent.memory`` section as the raw dict to check against its registered settings model.
 
-
-def _check_memory_type(name: str, pm) -> None:
-    """``agent.memory.type`` must name a registered component that is a memory."""
-    components = pm.names("components")
-    memories = sorted(n for n, entry in components.items() if _is_memory(entry.obj))
-    if name not in memories:
-        what = "is a component but not a replay memory" if name in components else "is not a registered memory"
-        raise ConfigError(f"'agent.memory.type' = '{name}' {what}. Known memories: {', '.join(memories)} "
-                          f"(plugins may add more; 'rlgraph plugins' lists them).")
+    Transitional: while agent configs hold a :class:`~rlgraph_core.config.common.MemoryConfig`
+    (which carries the prioritized-replay fields for every memory type), fields that the
+    registered settings model does not declare are left out, as they were ignored before.
+    """
+    if isinstance(memory, dict):
+        return memory
+    raw = memory.model_dump()
+    entry = pm.names("memories").get(raw.get("type"))
+    if entry is None:
+        return raw  # unknown or contested type: validate_memory_settings explains it
+    known = entry.obj[1].model_fields
+    return {k: v for k, v in raw.items() if k in known}
 
 
 def _check_env_id(env_id: str) -> None:

@@ -1,7 +1,10 @@
 """Hook specifications of the ``rlgraph`` plugin project.
 
 Registration hooks each return a mapping ``{registry_name: object}``; the plugin manager
-collects them per kind and refuses duplicate names. Lifecycle hooks are called by executors.
+collects them per kind (``KINDS``). A name claimed by two plugins of one kind is kept with both
+claimants and refused on use until one is blocked. A plugin implementing a function named like
+a hook that is not specified here (a misspelling) is reported and skipped. Lifecycle hooks are
+called by executors. ``docs/plugins.md`` has the contract of every kind.
 Built-in parts register through these same hooks (see :mod:`rlgraph_core.builtins`).
 """
 
@@ -24,12 +27,24 @@ def rlgraph_executors():
 
 @hookspec
 def rlgraph_components():
-    """Return ``{name: class}`` for components and memories that configs may name by ``type``."""
+    """Return ``{name: class}`` for components that configs may name by ``type``."""
 
 
 @hookspec
 def rlgraph_agents():
     """Return ``{name: (agent_class, config_model)}`` for agents configs may name by ``type``."""
+
+
+@hookspec
+def rlgraph_memories():
+    """Return ``{name: (memory_class, settings_model)}`` for replay memories (``agent.memory.type``).
+
+    ``settings_model`` subclasses :class:`rlgraph_core.memories.settings.MemorySettings`;
+    ``memory_class`` (a class, or a :class:`~rlgraph_core.plugins.LazyObject` so that listing
+    and validating never import it) is built as
+    ``memory_class(**settings.model_dump(exclude={"type"}), seed=seed)`` and must follow
+    :class:`rlgraph_core.memories.protocol.Memory`.
+    """
 
 
 @hookspec
