@@ -12,13 +12,8 @@ import pytest
 from pydantic import Field
 
 from rlgraph_core.errors import ConfigError, PluginError
-from rlgraph_core.memories import (
-    MemorySettings,
-    PrioritizedReplay,
-    ReplayMemory,
-    make_memory,
-    validate_memory_settings,
-)
+from rlgraph_core.config.memory import make_memory, validate_memory_settings
+from rlgraph_core.memories import MemorySettings, PrioritizedReplay, ReplayMemory
 from rlgraph_core.plugins import LazyObject, PluginManager, get_plugin_manager, hookimpl
 from rlgraph_core.plugins import manager as manager_module
 
@@ -346,7 +341,3 @@ def test_builtin_memories_validate_and_build():
         validate_memory_settings(pm, {"type": "replay"})
 
 
-def test_memories_looked_up_as_components_still_resolve_with_a_deprecation_warning():
-    pm = PluginManager(load_entry_points=False)
-    with pytest.warns(DeprecationWarning, match="make_memory"):
-        assert pm.get("components", "prioritized_replay") is PrioritizedReplay

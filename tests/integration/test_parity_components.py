@@ -96,7 +96,7 @@ def np_normalize(x, low, high):
 
 
 def np_qnet(w, net, x, cfg, low=None, high=None):
-    if cfg.preprocessor == "box_normalize":
+    if cfg.preprocessor is not None and cfg.preprocessor.type == "box_normalize":
         x = np_normalize(x, low, high)
     f = np_mlp(w, f"{net}/trunk/", x, len(cfg.network.hidden), cfg.network.activation)
     return np_head(w, f"{net}/head/", f, cfg.dueling)

@@ -25,7 +25,7 @@ pytest.importorskip(
 
 from rlgraph_core.cli import main  # noqa: E402
 from rlgraph_core.errors import ConfigError  # noqa: E402
-from rlgraph_core.memories import make_memory, validate_memory_settings  # noqa: E402
+from rlgraph_core.config.memory import make_memory, validate_memory_settings  # noqa: E402
 from rlgraph_core.plugins import LazyObject, get_plugin_manager  # noqa: E402
 from rlgraph_example_components import CsvLogger, FifoReplay, FifoReplaySettings  # noqa: E402
 
@@ -109,7 +109,7 @@ def test_disable_plugins_env_var_blocks_the_plugin(monkeypatch):
 
 def test_listing_and_validating_do_not_import_the_memory():
     code = ("import sys; from rlgraph_core.plugins import get_plugin_manager; "
-            "from rlgraph_core.memories import validate_memory_settings; pm = get_plugin_manager(); "
+            "from rlgraph_core.config.memory import validate_memory_settings; pm = get_plugin_manager(); "
             "assert 'fifo_replay' in pm.names('memories'); "
             "validate_memory_settings(pm, {'type': 'fifo_replay', 'capacity': 100, 'window': 5}); "
             "print('rlgraph_example_components.fifo_replay' in sys.modules)")

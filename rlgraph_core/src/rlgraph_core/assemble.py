@@ -24,8 +24,10 @@ from typing import Any, Callable
 
 from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.backend.contract import Backend
+from rlgraph_core.config.memory import make_memory
 from rlgraph_core.envs import make_eval_env, make_vector_env
 from rlgraph_core.errors import ConfigError, PluginError
+from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
 from rlgraph_core.spaces import from_gym
 
@@ -63,14 +65,10 @@ class Assembly:
 
     def make_memory(self, seed: int):
         """A fresh replay memory as ``config.agent.memory`` says, or None without one."""
-        if self.memory_class is None:
+        settings = getattr(self.config.agent, "memory", None)
+        if settings is None:
             return None
-        settings = self.config.agent.memory
-        import inspect  # TEMP until memory settings models land
-
-        params = inspect.signature(self.memory_class).parameters
-        kwargs = {k: v for k, v in settings.model_dump(exclude={"type"}).items() if k in params}
-        return self.memory_class(**kwargs, seed=seed)
+        return make_memory(self.plugin_manager, settings, seed=seed)
 
     def make_agent(self, observation_space, action_space, *, num_envs: int = 1, backend: Backend | None = None,
                    seed: int | None = None, with_memory: bool = True) -> Agent:
@@ -87,14 +85,11 @@ class Assembly:
                                 components=self.resolve_component)
 
     def _placeholder_memory(self, seed: int):
+        """A one-record memory of the same kind (prioritized or not) for actor/learner copies."""
         if self.memory_class is None:
             return None
-        import inspect  # TEMP until memory settings models land
-
-        settings = self.config.agent.memory.model_copy(update={"capacity": 1})
-        params = inspect.signature(self.memory_class).parameters
-        kwargs = {k: v for k, v in settings.model_dump(exclude={"type"}).items() if k in params}
-        return self.memory_class(**kwargs, seed=seed)
+        cls = self.memory_class.resolve() if hasattr(self.memory_class, "resolve") else self.memory_class
+        return PrioritizedReplay(1, seed=seed) if getattr(cls, "prioritized", False) else ReplayMemory(1, seed=seed)
 
     def make_loggers(self, out_dir: str | Path) -> list:
         """One instance of each configured metric logger writing under ``out_dir``."""
@@ -131,12 +126,8 @@ def _memory_class(pm: PluginManager, agent_config):
     memory = getattr(agent_config, "memory", None)
     if memory is None:
         return None
-    from rlgraph_core.plugins.manager import KINDS
-
-    entry = _get(pm, "memories" if "memories" in KINDS else "components", memory.type, "agent.memory.type")
-    cls = entry[0] if isinstance(entry, tuple) else entry
-    return cls.resolve() if hasattr(cls, "resolve") else cls
-
+    cls, _ = _get(pm, "memories", memory.type, "agent.memory.type")
+    return cls
 
 def assemble(config, plugin_manager: PluginManager) -> Assembly:
     """Resolve every registry name of ``config`` once with ``plugin_manager`` and build the backend.

@@ -20,6 +20,7 @@ def rlgraph_agents():
 @hookimpl
 def rlgraph_components():
     """Built-in components that configs may name by ``type``."""
+    from rlgraph_core.agents.slots import BUILTIN_SLOT_COMPONENTS
     from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
     from rlgraph_core.components.dqn_loss import DQNLoss
     from rlgraph_core.components.exploration import EpsilonGreedy
@@ -43,6 +44,7 @@ def rlgraph_components():
         "box_normalize": BoxNormalizer,
         "actor_critic": ActorCritic,
         "running_obs_normalizer": RunningObsNormalizer,
+        **BUILTIN_SLOT_COMPONENTS,  # slot components by the names configs use (box_normalize, running_mean_std)
         "gae": GAE,
         "ppo_loss": PPOLoss,
         "a2c_loss": A2CLoss,

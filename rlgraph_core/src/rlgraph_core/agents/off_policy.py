@@ -26,13 +26,14 @@ import abc
 from typing import Any, Mapping
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.base import Agent, LearnResult
 from rlgraph_core.components.schedules import as_schedule
-from rlgraph_core.config.common import MemoryConfig, OptimizerConfig, StrictModel
+from rlgraph_core.config.common import OptimizerConfig, StrictModel
 from rlgraph_core.errors import CheckpointError, ConfigError
 from rlgraph_core.memories import NStepAssembler, PrioritizedReplay, ReplayMemory
+from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
 
 #: Trajectory keys :meth:`OffPolicyAgent.postprocess` needs, each time-major ``[T, N, ...]``.
 TRAJECTORY_KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
@@ -49,11 +50,12 @@ class OffPolicyConfig(StrictModel):
     gradient_steps: int = Field(1, gt=0, description="gradient steps per update round")
     target_update_interval: int = Field(500, gt=0, description="gradient steps between target updates")
     tau: float = Field(1.0, gt=0, le=1, description="target update: 1 = hard copy, < 1 = Polyak factor")
-    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    memory: SerializeAsAny[MemorySettings] = Field(
+        default_factory=ReplaySettings, description="replay memory: its registry type and that memory's settings")
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
 
 
-def builtin_memory(settings: MemoryConfig, seed: int):
+def builtin_memory(settings: MemorySettings, seed: int):
     """The core's own memory for ``settings`` (used when no memory instance is handed in).
 
     A memory type provided by a plugin must be built by the assembly

@@ -359,7 +359,9 @@ class OnPolicyAgent(Agent):
             batch = self.take_rollout()
             if batch is None:
                 return None
-        return self.learn(batch).metrics
+        metrics = self.learn(batch).metrics
+        metrics.pop("staleness", None)  # always 0 in the single-process loop
+        return metrics
 
     @staticmethod
     def _flat(x: np.ndarray) -> np.ndarray:

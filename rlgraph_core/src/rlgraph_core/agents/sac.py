@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, SerializeAsAny, field_validator
 
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
@@ -28,7 +28,8 @@ from rlgraph_core.components.network import MLP, NetworkSpec
 from rlgraph_core.components.sac_loss import SACLoss
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.components.twin_q import TwinQNetwork
-from rlgraph_core.config.common import MemoryConfig, OptimizerConfig
+from rlgraph_core.config.common import OptimizerConfig
+from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.spaces import BoolBox, FloatBox
@@ -58,7 +59,7 @@ class SACConfig(OffPolicyConfig):
     target_entropy: Union[Literal["auto"], float] = Field(
         "auto", description="entropy the learned temperature aims at; 'auto' = -action_dim")
     log_std_bounds: tuple[float, float] = Field((-20.0, 2.0), description="clip range of the policy's log-std")
-    memory: MemoryConfig = Field(default_factory=lambda: MemoryConfig(capacity=1_000_000))
+    memory: SerializeAsAny[MemorySettings] = Field(default_factory=lambda: ReplaySettings(capacity=1_000_000))
     optimizer: OptimizerConfig = Field(
         default_factory=lambda: OptimizerConfig(learning_rate=3e-4, max_grad_norm=None),
         description="used by each of the three train steps (critic, actor, temperature)")

@@ -35,17 +35,6 @@ class OptimizerConfig(StrictModel):
         return spec
 
 
-class MemoryConfig(StrictModel):
-    """Replay memory, named by registry ``type`` (``replay`` or ``prioritized_replay`` built in)."""
-
-    type: str = "replay"
-    capacity: int = Field(100_000, gt=0)
-    alpha: float = Field(0.6, ge=0, description="prioritized replay: priority exponent")
-    beta: float = Field(0.4, ge=0, le=1, description="prioritized replay: initial IS exponent")
-    beta_final: float = Field(1.0, ge=0, le=1)
-    beta_annealing_steps: int = Field(100_000, gt=0, description="sample() calls to anneal beta over")
-
-
 class EnvConfig(StrictModel):
     """A gymnasium environment id, how many copies to step at once, and how."""
 

@@ -154,6 +154,11 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     except PluginError as exc:
         raise ConfigError(str(exc)) from None
     errors = []
+    if "memory" in model.model_fields and agent_raw.get("memory") is not None:
+        from rlgraph_core.config.memory import validate_memory_settings
+
+        # The memory's own registered settings model validates its section (plugins add fields).
+        agent_raw["memory"] = validate_memory_settings(pm, agent_raw["memory"], field="agent.memory")
     try:
         agent = model.model_validate(agent_raw)
     except ValidationError as exc:
@@ -187,30 +192,8 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
                 pm.get("components", value.type, field=f"agent.{name}.type")
             except PluginError as exc:
                 raise ConfigError(str(exc)) from None
-    memory = getattr(agent, "memory", None)
-    if memory is not None:
-        from rlgraph_core.memories.registry import validate_memory_settings
-
-        validate_memory_settings(pm, _memory_settings_input(memory, pm), field="agent.memory")
     _check_env_id(env.id)
     return run_config_model(pm)(agent=agent, env=env, train=train)
-
-
-def _memory_settings_input(memory, pm) -> dict:
-    """The ``agent.memory`` section as the raw dict to check against its registered settings model.
-
-    Transitional: while agent configs hold a :class:`~rlgraph_core.config.common.MemoryConfig`
-    (which carries the prioritized-replay fields for every memory type), fields that the
-    registered settings model does not declare are left out, as they were ignored before.
-    """
-    if isinstance(memory, dict):
-        return memory
-    raw = memory.model_dump()
-    entry = pm.names("memories").get(raw.get("type"))
-    if entry is None:
-        return raw  # unknown or contested type: validate_memory_settings explains it
-    known = entry.obj[1].model_fields
-    return {k: v for k, v in raw.items() if k in known}
 
 
 def _check_env_id(env_id: str) -> None:

@@ -7,7 +7,6 @@ Everything here is plain vectorised numpy, independent of any deep-learning back
 from rlgraph_core.memories.nstep import NStepAssembler
 from rlgraph_core.memories.prioritized_replay import PrioritizedReplay
 from rlgraph_core.memories.protocol import Memory, PrioritizedMemory
-from rlgraph_core.memories.registry import make_memory, validate_memory_settings
 from rlgraph_core.memories.replay_memory import ReplayMemory
 from rlgraph_core.memories.rollout_buffer import RolloutBuffer, iterate_minibatches
 from rlgraph_core.memories.segment_tree import MinSegmentTree, SumSegmentTree
@@ -26,6 +25,4 @@ __all__ = [
     "RolloutBuffer",
     "iterate_minibatches",
     "SumSegmentTree",
-    "make_memory",
-    "validate_memory_settings",
 ]

@@ -22,7 +22,7 @@ class Memory(Protocol):
     **Construction.** ``memory_class(**settings.model_dump(exclude={"type"}), seed=seed)``:
     every settings field but ``type`` is a keyword argument (``capacity`` always), and ``seed``
     (an int, or None for fresh entropy) seeds the memory's sampling generator.
-    :func:`rlgraph_core.memories.registry.make_memory` does exactly this.
+    :func:`rlgraph_core.config.memory.make_memory` does exactly this.
 
     **Behaviour.**
 

@@ -288,10 +288,6 @@ class PluginManager:
             raise PluginError(contested_message(kind, name, claims, where))
         if claims:
             return claims[0].obj
-        if kind == "components":
-            legacy = self._legacy_memory_component(name)
-            if legacy is not None:
-                return legacy
         entries = self.names(kind)
         hint = ""
         close = difflib.get_close_matches(name, list(entries), n=1) if isinstance(name, str) else []
@@ -314,21 +310,6 @@ class PluginManager:
             f"Unknown {_SINGULAR[kind]} '{name}'{where}. Known {kind}: "
             f"{', '.join(sorted(entries)) or '(none installed)'}.{hint}"
         )
-
-    def _legacy_memory_component(self, name: str) -> Any:
-        """Transitional: memories used to be registered as components.
-
-        ``get("components", <memory name>)`` still returns the memory class, with a
-        DeprecationWarning, until every caller resolves memories through
-        :func:`rlgraph_core.memories.make_memory`.
-        """
-        entry = self.names("memories").get(name)
-        if entry is None:
-            return None
-        warnings.warn(f"Memories are their own plugin kind now: resolve '{name}' with "
-                      f"rlgraph_core.memories.make_memory (kind 'memories'), not as a component.",
-                      DeprecationWarning, stacklevel=3)
-        return entry.obj[0]
 
 
 def _entry_problem(kind: str, obj: Any) -> str | None:

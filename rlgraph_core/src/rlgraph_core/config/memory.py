@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rlgraph_core.config.run import _format_validation_error
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.memories.protocol import Memory
 from rlgraph_core.memories.settings import MemorySettings
@@ -50,8 +51,6 @@ def validate_memory_settings(plugin_manager, raw: Mapping[str, Any] | MemorySett
             contested type it lists the known memories, for a bad or unknown field the
             constraint or the known fields.
     """
-    from rlgraph_core.config.run import _format_validation_error
-
     pm = _manager(plugin_manager)
     if isinstance(raw, MemorySettings):
         raw = raw.model_dump()
