@@ -267,7 +267,8 @@ agent:
   train_freq: 25
   gradient_steps: 2
   batch_size: 16
-  memory: {type: fifo_replay, capacity: 1000}
+  memory: {type: fifo_replay, capacity: 1000, window: 50}
+  preprocessor: {type: clip_obs, bound: 0.5}
 env: {id: CartPole-v1, num_envs: 1}
 train:
   backend: torch
@@ -305,9 +306,20 @@ def test_config_with_plugin_names_validates_and_trains_dqn(tmp_path):
 
     # the checkpoint holds the plugin memory's state, and loads back into a FifoReplay
     state = np.load(out / "checkpoint" / "state.npz", allow_pickle=False)
-    assert int(state["memory/window"]) == 100 and int(state["memory/size"]) == 400
+    assert int(state["memory/window"]) == 50 and int(state["memory/size"]) == 400
     stored = validate_config(read_meta(out / "checkpoint")[1])
     env = make_eval_env(stored.env)
     agent = make_agent(stored, env.observation_space, env.action_space)
     agent.load(out / "checkpoint")
     assert isinstance(agent.memory, FifoReplay) and len(agent.memory) == 400
+
+    # the plugin's component fills the preprocessor slot: Q(x) = Q(clip(x, -0.5, 0.5))
+    from rlgraph_example_components import ClipObservation
+
+    assert isinstance(agent.graph.policy.preprocessor, ClipObservation)
+    x = np.random.default_rng(0).uniform(-3, 3, (64, 4)).astype(np.float32)
+    q = agent.backend.to_numpy(agent.graph.q_values(agent.backend.to_tensor(x)))
+    q_clipped = agent.backend.to_numpy(agent.graph.q_values(agent.backend.to_tensor(np.clip(x, -0.5, 0.5))))
+    np.testing.assert_array_equal(q, q_clipped)
+    q_inside = agent.backend.to_numpy(agent.graph.q_values(agent.backend.to_tensor(x * 0.1)))
+    assert not np.allclose(q, q_inside)  # inputs inside the bound pass through unchanged

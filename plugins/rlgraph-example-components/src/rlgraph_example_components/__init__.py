@@ -2,16 +2,17 @@
 
 It registers, through the ``rlgraph`` entry-point group, a replay memory named
 ``fifo_replay`` (:class:`FifoReplay`, settings :class:`FifoReplaySettings`) and a metric logger
-named ``csv`` (:class:`CsvLogger`). The classes are imported on first access, so loading the
+named ``csv`` (:class:`CsvLogger`), and a component ``clip_obs`` (:class:`ClipObservation`) for
+the ``preprocessor`` slot of agents. The classes are imported on first access, so loading the
 entry point (``rlgraph_example_components.plugin``) does not import the memory.
 """
 
 import importlib
 
-__all__ = ["CsvLogger", "FifoReplay", "FifoReplaySettings"]
+__all__ = ["ClipObservation", "CsvLogger", "FifoReplay", "FifoReplaySettings"]
 __version__ = "0.1.0"
 
-_WHERE = {"CsvLogger": "csv_logger", "FifoReplay": "fifo_replay", "FifoReplaySettings": "settings"}
+_WHERE = {"ClipObservation": "clip_obs", "CsvLogger": "csv_logger", "FifoReplay": "fifo_replay", "FifoReplaySettings": "settings"}
 
 
 def __getattr__(name: str):

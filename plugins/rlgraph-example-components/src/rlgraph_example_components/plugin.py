@@ -22,3 +22,11 @@ def rlgraph_loggers():
     from rlgraph_example_components.csv_logger import CsvLogger
 
     return {"csv": CsvLogger}
+
+
+@hookimpl
+def rlgraph_components():
+    """Register the observation clipper; configs use it with ``agent.preprocessor: {type: clip_obs, bound: 5}``."""
+    from rlgraph_example_components.clip_obs import ClipObservation
+
+    return {"clip_obs": ClipObservation}
