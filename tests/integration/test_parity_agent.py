@@ -25,6 +25,9 @@ from rlgraph_core.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
 from rlgraph_core.backend import make_backend  # noqa: E402
 from rlgraph_core.spaces import Discrete, FloatBox  # noqa: E402
 
+# torch static silently running eager (after a compile failure) would compare eager with eager.
+pytestmark = pytest.mark.filterwarnings("error:torch.compile:RuntimeWarning")
+
 ATOL = RTOL = 1e-5
 WEIGHT_ATOL, WEIGHT_RTOL = 1e-5, 1e-4
 

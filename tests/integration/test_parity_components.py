@@ -30,6 +30,9 @@ from rlgraph_core.components.q_head import QValueHead  # noqa: E402
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox  # noqa: E402
 from rlgraph_core.testing import ComponentTest  # noqa: E402
 
+# torch static silently running eager (after a compile failure) would compare eager with eager.
+pytestmark = pytest.mark.filterwarnings("error:torch.compile:RuntimeWarning")
+
 ATOL = RTOL = 1e-5
 GRAD_ATOL, GRAD_RTOL = 1e-5, 1e-4
 
