@@ -199,7 +199,8 @@ def test_round_trip_restores_weights_actions_counters_and_memory(make, saved):
     assert_same_weights(fresh.get_weights(), agent.get_weights())
     obs = probe_obs()
     np.testing.assert_array_equal(fresh.act(obs, explore=False), agent.act(obs, explore=False))
-    assert (fresh.timesteps, fresh.updates) == (agent.timesteps, agent.updates) == (120, agent.updates)
+    assert agent.timesteps == 120 and agent.updates > 0  # counters that moved, so restoring them shows
+    assert (fresh.timesteps, fresh.updates) == (agent.timesteps, agent.updates)
     assert len(fresh.memory) == len(agent.memory) > 0
     # the memory's sampling generator comes back too: both draw the same batch
     a, b = agent.memory.sample(16), fresh.memory.sample(16)

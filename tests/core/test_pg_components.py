@@ -458,11 +458,17 @@ def test_shipped_configs_validate(name):
     from rlgraph_core.config.run import load_config_file
 
     raw = load_config_file(CONFIGS / name)
-    model = {"ppo": PPOConfig, "a2c": A2CConfig}[name.split("_")[0]]
-    agent = model.model_validate(raw["agent"])
+    declared = raw["agent"]["type"]  # the file names its algorithm; the file name says the same
+    assert declared == name.split("_")[0]
+    agent = {"ppo": PPOConfig, "a2c": A2CConfig}[declared].model_validate(raw["agent"])
     EnvConfig.model_validate(raw["env"])
     TrainConfig.model_validate(raw["train"])
-    assert agent.type == name.split("_")[0]
+    # the file's plain values survive validation (none is dropped or coerced to a default)
+    for section, values in (("agent", raw["agent"]), ("optimizer", raw["agent"].get("optimizer", {}))):
+        model = agent if section == "agent" else agent.optimizer
+        for key, value in values.items():
+            if not isinstance(value, dict):
+                assert getattr(model, key) == value, f"{name}: {section}.{key}"
 
 
 def test_pg_configs_reject_bad_values():

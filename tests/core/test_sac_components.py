@@ -334,8 +334,14 @@ def test_fixed_temperature_is_not_trainable(backend):
     test = _loss_test(backend, ent_coef=0.05)
     assert test.component.variables(trainable_only=True) == {}
     np.testing.assert_allclose(test.get_weights()["log_alpha"], math.log(0.05), rtol=1e-6)
-    assert test.component.target_entropy == -3.0
-    assert SACLoss(2, target_entropy=-0.7).target_entropy == -0.7
+    # 'auto' is -action_dim (3 here); a float is used as given: both through the temperature loss
+    logp = np.array([-1.0, 0.5, 2.0, -3.0], np.float32)
+    t_loss, alpha = test.call("temperature_loss", logp)
+    np.testing.assert_allclose(t_loss, -np.mean(math.log(0.05) * (logp - 3.0)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(alpha, 0.05, rtol=1e-6)
+    given = _loss_test(backend, alpha=0.5, target_entropy=-0.7)
+    np.testing.assert_allclose(given.call("temperature_loss", logp)[0], -np.mean(math.log(0.5) * (logp - 0.7)),
+                               rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("kwargs", [{"ent_coef": 0.0}, {"ent_coef": "autox"}, {"init_ent_coef": -1.0},

@@ -1,14 +1,17 @@
 """Cross-backend parity of the DQN components: torch and tf, eager and static.
 
-Every test runs on each backend x mode pair (torch static only for one variant per component:
-``torch.compile`` costs seconds per function on CPU). Each component is built alone from spaces on that
-pair (with :class:`rlgraph_core.testing.ComponentTest`), from the same numpy-initialised weights,
-and fed the same numpy inputs. Its outputs must match
+Each component is built alone from spaces (with :class:`rlgraph_core.testing.ComponentTest`) on
+two different ``(backend, mode)`` pairs, from the same numpy-initialised weights, and fed the same
+numpy inputs. Which pairs are compared comes from ``parity_pairs.py``: every installed pair
+against the reference pair (torch eager), and tf static against tf eager; never a pair with
+itself. Test ids read ``<compared>-vs-<reference>-<variant>``. Torch static runs only one variant
+per component (``torch.compile`` costs seconds per function on CPU; marked ``slow``). On both
+pairs the outputs must match
 
 * a plain numpy computation of the same math (from the component's own numpy weights), and
-* the outputs of the reference pair (torch eager), which also fixes the gradients,
+* each other (outputs, losses and gradients),
 
-within the stated tolerances. Initial weights must be bit-identical on every pair.
+within the stated tolerances. Initial weights must be bit-identical on both pairs.
 
 Tolerances: forward values ``atol = rtol = 1e-5``; gradients ``atol = 1e-5, rtol = 1e-4``
 (float32 sums in a different order differ by a few ulps; nothing here is ill-conditioned).
@@ -17,9 +20,7 @@ Integer outputs (actions) must be equal.
 
 import numpy as np
 import pytest
-
-pytest.importorskip("torch")
-pytest.importorskip("tensorflow")
+from parity_pairs import comparison_id, comparisons, slow_if_torch_static
 
 from rlgraph_core.agents.dqn import DQNConfig, DQNGraph  # noqa: E402
 from rlgraph_core.components.exploration import EpsilonGreedy  # noqa: E402
@@ -29,11 +30,12 @@ from rlgraph_core.components.q_head import QValueHead  # noqa: E402
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox  # noqa: E402
 from rlgraph_core.testing import ComponentTest  # noqa: E402
 
+# torch static silently running eager (after a compile failure) would compare eager with eager.
+pytestmark = pytest.mark.filterwarnings("error:torch.compile:RuntimeWarning")
+
 ATOL = RTOL = 1e-5
 GRAD_ATOL, GRAD_RTOL = 1e-5, 1e-4
 
-PAIRS = [("torch", "eager"), ("torch", "static"), ("tf", "eager"), ("tf", "static")]
-REFERENCE = ("torch", "eager")
 BATCH = 32
 NUM_ACTIONS = 3
 
@@ -142,8 +144,9 @@ TORCH_STATIC = ("torch", "static")
 
 
 def with_pairs(variants, torch_static=()):
-    """pytest params: every variant on torch eager, tf eager and tf static, and the variants
-    listed in ``torch_static`` on torch static too.
+    """pytest params ``(reference pair, compared pair, variant)``: every comparison of
+    ``parity_pairs.comparisons`` for each variant, torch static only for the variants listed in
+    ``torch_static``.
 
     ``torch.compile`` takes seconds per function on CPU; the variants left out there run the same
     ops through the same compiler path as the ones kept, and the compiled DQN agent of
@@ -151,10 +154,10 @@ def with_pairs(variants, torch_static=()):
     """
     out = []
     for variant in variants:
-        for p in PAIRS:
-            if p == TORCH_STATIC and variant not in torch_static:
-                continue
-            out.append(pytest.param(p, variant, id=f"{p[0]}-{p[1]}-{variant}"))
+        keep = lambda p, v=variant: p != TORCH_STATIC or v in torch_static  # noqa: E731
+        for ref, other in comparisons(keep):
+            out.append(pytest.param(ref, other, variant, id=f"{comparison_id(ref, other)}-{variant}",
+                                    marks=slow_if_torch_static(other)))
     return out
 
 
@@ -163,8 +166,8 @@ NETWORKS = [("relu", "lecun_uniform"), ("tanh", "glorot_uniform"), ("elu", "he_u
             ("leaky_relu", "orthogonal"), ("softplus", "lecun_uniform"), ("sigmoid", "glorot_uniform")]
 
 
-@pytest.mark.parametrize("pair,activation", with_pairs([a for a, _ in NETWORKS], torch_static=("relu",)))
-def test_mlp(pair, activation):
+@pytest.mark.parametrize("ref_pair,pair,activation", with_pairs([a for a, _ in NETWORKS], torch_static=("relu",)))
+def test_mlp(ref_pair, pair, activation):
     initializer = dict(NETWORKS)[activation]
     spec = NetworkSpec(hidden=[16, 8], activation=activation, initializer=initializer)
 
@@ -173,16 +176,17 @@ def test_mlp(pair, activation):
         loss, grads = t.gradients("call", OBS, objective=lambda ops, y: ops.reduce_sum(ops.square(y)))
         return {"weights": t.get_weights(), "out": t.call("call", OBS), "loss": loss, "grads": grads}
 
-    got, ref = results(f"mlp-{activation}", pair, compute), results(f"mlp-{activation}", REFERENCE, compute)
+    got, ref = results(f"mlp-{activation}", pair, compute), results(f"mlp-{activation}", ref_pair, compute)
     assert_same_weights(got["weights"], ref["weights"])
-    np.testing.assert_allclose(got["out"], np_mlp(got["weights"], "", OBS, 2, activation), atol=ATOL, rtol=RTOL)
+    for out in (got, ref):
+        np.testing.assert_allclose(out["out"], np_mlp(out["weights"], "", OBS, 2, activation), atol=ATOL, rtol=RTOL)
     np.testing.assert_allclose(got["out"], ref["out"], atol=ATOL, rtol=RTOL)
     np.testing.assert_allclose(got["loss"], ref["loss"], atol=ATOL, rtol=RTOL)
     assert_close_grads(got["grads"], ref["grads"])
 
 
-@pytest.mark.parametrize("pair,head", with_pairs(["linear", "dueling"], torch_static=("dueling",)))
-def test_q_head(pair, head):
+@pytest.mark.parametrize("ref_pair,pair,head", with_pairs(["linear", "dueling"], torch_static=("dueling",)))
+def test_q_head(ref_pair, pair, head):
     dueling = head == "dueling"
     def compute(p):
         head = QValueHead(NUM_ACTIONS, dueling=dueling, rng=np.random.default_rng(3))
@@ -192,28 +196,31 @@ def test_q_head(pair, head):
             ops.gather_last(q, ops.constant(actions, "int64"))))
         return {"weights": t.get_weights(), "out": t.call("call", FEATURES), "loss": loss, "grads": grads}
 
-    got, ref = results(f"head-{dueling}", pair, compute), results(f"head-{dueling}", REFERENCE, compute)
+    got, ref = results(f"head-{dueling}", pair, compute), results(f"head-{dueling}", ref_pair, compute)
     assert_same_weights(got["weights"], ref["weights"])
-    np.testing.assert_allclose(got["out"], np_head(got["weights"], "", FEATURES, dueling), atol=ATOL, rtol=RTOL)
+    for out in (got, ref):
+        np.testing.assert_allclose(out["out"], np_head(out["weights"], "", FEATURES, dueling), atol=ATOL, rtol=RTOL)
     np.testing.assert_allclose(got["out"], ref["out"], atol=ATOL, rtol=RTOL)
+    np.testing.assert_allclose(got["loss"], ref["loss"], atol=ATOL, rtol=RTOL)
     assert_close_grads(got["grads"], ref["grads"])
 
 
-@pytest.mark.parametrize("pair,variant", with_pairs(["box"], torch_static=("box",)))
-def test_box_normalizer(pair, variant):
+@pytest.mark.parametrize("ref_pair,pair,variant", with_pairs(["box"], torch_static=("box",)))
+def test_box_normalizer(ref_pair, pair, variant):
     def compute(p):
         t = ComponentTest(BoxNormalizer(LOW, HIGH), {"call": {"x": batched(FloatBox(shape=(4,)))}}, p)
         return {"weights": t.get_weights(), "out": t.call("call", BOUNDED_OBS)}
 
-    got, ref = results("normalizer", pair, compute), results("normalizer", REFERENCE, compute)
+    got, ref = results("normalizer", pair, compute), results("normalizer", ref_pair, compute)
     assert_same_weights(got["weights"], ref["weights"])
-    np.testing.assert_allclose(got["out"], np_normalize(BOUNDED_OBS, LOW, HIGH), atol=ATOL, rtol=RTOL)
+    for out in (got, ref):
+        np.testing.assert_allclose(out["out"], np_normalize(BOUNDED_OBS, LOW, HIGH), atol=ATOL, rtol=RTOL)
     np.testing.assert_allclose(got["out"], ref["out"], atol=ATOL, rtol=RTOL)
     assert np.all(np.abs(got["out"][:, [0, 2, 3]]) <= 1 + 1e-6)
 
 
-@pytest.mark.parametrize("pair,variant", with_pairs(["discrete"], torch_static=("discrete",)))
-def test_epsilon_greedy(pair, variant):
+@pytest.mark.parametrize("ref_pair,pair,variant", with_pairs(["discrete"], torch_static=("discrete",)))
+def test_epsilon_greedy(ref_pair, pair, variant):
     greedy = LOSS_BATCH["actions"]
     random_actions = (greedy + 1) % NUM_ACTIONS
     draws = DRAWS
@@ -223,9 +230,9 @@ def test_epsilon_greedy(pair, variant):
             "greedy_actions": ACT_B, "random_actions": ACT_B, "draws": FLOAT_B, "epsilon": FloatBox(shape=())}}, p)
         return {eps: t.call("explore", greedy, random_actions, draws, np.float32(eps)) for eps in (0.0, 0.3, 1.0)}
 
-    got, ref = results("egreedy", pair, compute), results("egreedy", REFERENCE, compute)
+    got, ref = results("egreedy", pair, compute), results("egreedy", ref_pair, compute)
     for eps, out in got.items():
-        assert out.dtype == np.int64
+        assert out.dtype == ref[eps].dtype == np.int64
         np.testing.assert_array_equal(out, np.where(draws < eps, random_actions, greedy))
         np.testing.assert_array_equal(out, ref[eps])
 
@@ -265,8 +272,8 @@ def perturbed_target(weights, seed=5):
             for k, v in weights.items()}
 
 
-@pytest.mark.parametrize("pair,name", with_pairs(list(LOSS_CONFIGS), torch_static=("dueling-normalized-tanh",)))
-def test_dqn_loss_and_gradients(pair, name):
+@pytest.mark.parametrize("ref_pair,pair,name", with_pairs(list(LOSS_CONFIGS), torch_static=("dueling-normalized-tanh",)))
+def test_dqn_loss_and_gradients(ref_pair, pair, name):
     cfg = LOSS_CONFIGS[name]
     obs = np.clip(LOSS_BATCH["obs"], -3, 3)
     next_obs = np.clip(LOSS_BATCH["next_obs"], -3, 3)
@@ -281,24 +288,28 @@ def test_dqn_loss_and_gradients(pair, name):
         return {"initial": initial, "weights": t.get_weights(), "loss": loss, "td": td,
                 "grad_loss": grad_loss, "grads": grads, "greedy": t.call("greedy", obs)}
 
-    got, ref = results(f"dqn-{name}", pair, compute), results(f"dqn-{name}", REFERENCE, compute)
+    got, ref = results(f"dqn-{name}", pair, compute), results(f"dqn-{name}", ref_pair, compute)
     assert_same_weights(got["initial"], ref["initial"])
-    w = got["weights"]
+    assert_same_weights(got["weights"], ref["weights"])  # the same perturbed target on both
     batch = dict(LOSS_BATCH, obs=obs, next_obs=next_obs)
-    np_loss, np_td = np_dqn_loss(w, cfg, batch, np.full(4, -3.0), np.full(4, 3.0))
-    np.testing.assert_allclose(got["loss"], np_loss, atol=ATOL, rtol=RTOL)
-    np.testing.assert_allclose(got["td"], np_td, atol=ATOL, rtol=RTOL)
+    for out in (got, ref):
+        w = out["weights"]
+        np_loss, np_td = np_dqn_loss(w, cfg, batch, np.full(4, -3.0), np.full(4, 3.0))
+        np.testing.assert_allclose(out["loss"], np_loss, atol=ATOL, rtol=RTOL)
+        np.testing.assert_allclose(out["td"], np_td, atol=ATOL, rtol=RTOL)
+        np.testing.assert_allclose(out["grad_loss"], out["loss"], atol=ATOL, rtol=RTOL)
+        np.testing.assert_array_equal(out["greedy"],
+                                      np_qnet(w, "policy", obs, cfg, np.full(4, -3.0), np.full(4, 3.0)).argmax(-1))
     np.testing.assert_allclose(got["loss"], ref["loss"], atol=ATOL, rtol=RTOL)
-    np.testing.assert_allclose(got["grad_loss"], got["loss"], atol=ATOL, rtol=RTOL)
-    np.testing.assert_array_equal(got["greedy"], np_qnet(w, "policy", obs, cfg, np.full(4, -3.0), np.full(4, 3.0)).argmax(-1))
+    np.testing.assert_allclose(got["td"], ref["td"], atol=ATOL, rtol=RTOL)
     assert_close_grads(got["grads"], ref["grads"])
     # Gradients flow into the policy only: the target network is behind stop_gradient.
     assert any(np.abs(g).sum() > 0 for k, g in got["grads"].items() if k.startswith("policy/"))
     assert all(np.all(g == 0) for k, g in got["grads"].items() if k.startswith("target/"))
 
 
-@pytest.mark.parametrize("pair,tau", with_pairs([1.0, 0.3], torch_static=(0.3,)))
-def test_target_sync(pair, tau):
+@pytest.mark.parametrize("ref_pair,pair,tau", with_pairs([1.0, 0.3], torch_static=(0.3,)))
+def test_target_sync(ref_pair, pair, tau):
     cfg = LOSS_CONFIGS["double-huber"]
 
     def compute(p):
@@ -310,14 +321,18 @@ def test_target_sync(pair, tau):
         t.call("sync_target")
         return {"start": start, "one": after_one, "two": t.get_weights()}
 
-    got, ref = results(f"sync-{tau}", pair, compute), results(f"sync-{tau}", REFERENCE, compute)
+    got, ref = results(f"sync-{tau}", pair, compute), results(f"sync-{tau}", ref_pair, compute)
+    assert_same_weights(got["start"], ref["start"])
     start = got["start"]
-    for key in start:
-        if not key.startswith("target/"):
-            continue
+    targets = [k for k in start if k.startswith("target/") and "/preprocessor/" not in k]
+    assert targets
+    for key in targets:
         src = start["policy/" + key[len("target/"):]]
+        assert not np.allclose(start[key], src), key  # the sync has something to do
         one = (1 - tau) * start[key] + tau * src
         two = (1 - tau) * one + tau * src
-        np.testing.assert_allclose(got["one"][key], one, atol=ATOL, rtol=RTOL, err_msg=key)
-        np.testing.assert_allclose(got["two"][key], two, atol=ATOL, rtol=RTOL, err_msg=key)
+        for out in (got, ref):
+            np.testing.assert_allclose(out["one"][key], one, atol=ATOL, rtol=RTOL, err_msg=key)
+            np.testing.assert_allclose(out["two"][key], two, atol=ATOL, rtol=RTOL, err_msg=key)
+        np.testing.assert_allclose(got["one"][key], ref["one"][key], atol=ATOL, rtol=RTOL, err_msg=key)
         np.testing.assert_allclose(got["two"][key], ref["two"][key], atol=ATOL, rtol=RTOL, err_msg=key)

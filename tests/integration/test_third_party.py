@@ -143,10 +143,13 @@ def test_fifo_replay_settings_refuse_bad_values_and_unknown_fields(raw, expected
 def test_fifo_replay_has_the_memory_api():
     memory = FifoReplay(50, seed=0)
     assert FifoReplay.prioritized is False
-    assert memory.capacity == 50 and memory.window == 5 and len(memory) == 0
+    assert len(memory) == 0
     slots = memory.insert(records(0, 7))
     np.testing.assert_array_equal(slots, np.arange(7))
     assert len(memory) == 7
+    # the default window is a tenth of the capacity: only the 5 newest of the 7 records are drawn
+    assert memory.window == 5
+    assert set(memory.sample(500)["actions"].tolist()) == set(range(2, 7))
     batch = memory.sample(4)
     assert set(batch) == {"obs", "actions", "terminals", "indices"}
     assert batch["obs"].shape == (4, 3) and batch["obs"].dtype == np.float32

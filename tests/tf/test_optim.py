@@ -142,16 +142,19 @@ def test_clipping_actually_clips(backend):
 
 
 def test_learning_rate_is_settable(backend):
-    step, w, _ = make_step(backend, spec("sgd", learning_rate=0.1))
+    """Each SGD step moves the weights by exactly the learning rate in force times the gradient."""
+    step, w, b = make_step(backend, spec("sgd", learning_rate=0.1))
     assert step.learning_rate == pytest.approx(0.1)
-    step.learning_rate = 0.0
-    assert step.learning_rate == 0.0
-    before = backend.to_numpy(w)
-    step(backend.to_tensor(XS), backend.to_tensor(YS))
-    np.testing.assert_array_equal(backend.to_numpy(w), before)
-    step.learning_rate = 0.2
-    step(backend.to_tensor(XS), backend.to_tensor(YS))
-    assert not np.allclose(backend.to_numpy(w), before)
+    for lr in (0.1, 0.0, 0.2):
+        if lr != 0.1:
+            step.learning_rate = lr
+        before = [backend.to_numpy(w).astype(np.float64), backend.to_numpy(b).astype(np.float64)]
+        _, grads = np_loss_and_grads(*before, XS, YS)
+        step(backend.to_tensor(XS), backend.to_tensor(YS))
+        np.testing.assert_allclose(backend.to_numpy(w), before[0] - lr * grads[0], rtol=RTOL, atol=ATOL,
+                                   err_msg=f"lr={lr}")
+        np.testing.assert_allclose(backend.to_numpy(b), before[1] - lr * grads[1], rtol=RTOL, atol=ATOL,
+                                   err_msg=f"lr={lr}")
 
 
 @pytest.mark.parametrize("mode,name", [("eager", "adam"), ("eager", "rmsprop-momentum"),
