@@ -318,8 +318,6 @@ def test_target_sync(backend, tau):
         assert not np.allclose(q_dst, q_src)
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: TargetSync caches its variable pairs on the first trace; "
-                   "traced before the networks have variables, the cached lists are empty and sync stays a no-op")
 def test_target_sync_does_not_depend_on_the_order_of_the_build_spaces():
     """``sync`` listed before the API method that builds the networks still syncs afterwards."""
     test = ComponentTest(SyncRoot(1.0), {"sync": {}, "q": {"obs": fbatch(3)}}, ("numpy", "eager"))

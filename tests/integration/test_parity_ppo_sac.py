@@ -35,7 +35,7 @@ from parity_pairs import comparison_id, comparisons, slow_if_torch_static
 
 from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
 from rlgraph_core.agents.sac import SACAgent, SACConfig
-from rlgraph_core.backend import make_backend
+from rlgraph_core.assemble import make_backend
 from rlgraph_core.spaces import Discrete, FloatBox
 
 # torch static silently running eager (after a compile failure) would compare eager with eager.

@@ -27,6 +27,10 @@ class TargetSync(Component):
         if getattr(self, "_cached_pairs", None) is None:
             src = self.source.variables()
             dst = self.target.variables()
+            if not src or not dst:
+                # Traced before the build reached both networks: nothing to sync yet, and
+                # nothing cached, so the pairs are found once both exist.
+                return None
             if list(src) != list(dst):
                 raise BuildError(
                     f"Target network '{self.target.scope}' has variables {list(dst)} but source "
@@ -38,6 +42,7 @@ class TargetSync(Component):
     @api
     def sync(self):
         """Apply one synchronisation step (in place)."""
-        targets, sources = self._pairs()
-        self.ops.polyak(targets, sources, self.tau)
+        pairs = self._pairs()
+        if pairs is not None:
+            self.ops.polyak(*pairs, self.tau)
         return None
