@@ -277,6 +277,8 @@ class TFTrainStep(TrainStep):
                  jit_compile: bool = True, device: str = "/CPU:0", pin_device: bool = False):
         self.loss_fn = loss_fn
         self.variables = list(variables)
+        self._trainable = [isinstance(v, tf.Variable) and bool(v.trainable) for v in self.variables]
+        self._watched = [v for v, t in zip(self.variables, self._trainable) if t]
         self.max_grad_norm = spec.get("max_grad_norm")
         self.optimizer = TorchStyleOptimizer(spec, self.variables, device)
         self._lr_value = float(spec["learning_rate"])
@@ -293,14 +295,20 @@ class TFTrainStep(TrainStep):
             self._update = tf.function(self._clip_and_apply)
             self._step = self._eager_step
 
+    def _loss_and_grads(self, inputs) -> tuple[Sequence[Any], list[Any]]:
+        """The loss outputs and one gradient per variable: None where the loss does not reach
+        the variable or it is non-trainable (non-trainable variables are not even watched)."""
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(self._watched)
+            outputs = self.loss_fn(*inputs)
+        watched_grads = iter(tape.gradient(outputs[0], self._watched))
+        return outputs, [next(watched_grads) if t else None for t in self._trainable]
+
     def _clip_and_apply(self, grads):
         self.optimizer.apply(clip_by_global_norm(grads, self.max_grad_norm))
 
     def _eager_step(self, *inputs):
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(self.variables)
-            outputs = self.loss_fn(*inputs)
-        grads = tape.gradient(outputs[0], self.variables)
+        outputs, grads = self._loss_and_grads(inputs)
         self._update(grads)
         return tuple(None if o is None else tf.stop_gradient(o) for o in outputs)
 

@@ -9,7 +9,7 @@ import torch
 
 from rlgraph_core.backend import Backend
 from rlgraph_torch.ops import TorchOps
-from rlgraph_torch.optim import TorchTrainStep, _try_compile
+from rlgraph_torch.optim import TorchTrainStep, _grads_or_none, _try_compile
 
 _NP_TO_TORCH = {np.dtype("float64"): torch.float32, np.dtype("float32"): torch.float32,
                 np.dtype("int64"): torch.int64, np.dtype("int32"): torch.int64,
@@ -66,6 +66,10 @@ class TorchBackend(Backend):
             t.requires_grad_(True)
         return t
 
+    def is_trainable(self, variable) -> bool:
+        """Trainable variables are the tensors that require gradients."""
+        return bool(torch.is_tensor(variable) and variable.requires_grad)
+
     def assign_numpy(self, variable, value):
         with torch.no_grad():
             variable.copy_(torch.as_tensor(np.asarray(value), device=variable.device))
@@ -88,7 +92,7 @@ class TorchBackend(Backend):
     def gradients(self, loss_fn, variables, *inputs):
         variables = list(variables)
         outputs = loss_fn(*inputs)
-        grads = torch.autograd.grad(outputs[0], variables, allow_unused=True)
+        grads = _grads_or_none(outputs[0], variables)
         return (outputs[0].detach().cpu().numpy(),
                 [np.zeros(tuple(v.shape), np.float32) if g is None else g.detach().cpu().numpy()
                  for v, g in zip(variables, grads)])

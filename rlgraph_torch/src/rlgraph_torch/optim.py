@@ -97,6 +97,18 @@ class TorchTrainStep(TrainStep):
             self.optimizer.state.setdefault(p, {})[key] = torch.as_tensor(value, device=p.device).clone()
 
 
+def _grads_or_none(loss: torch.Tensor, variables: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """d loss / d variable for each variable; None where the loss does not reach it or the
+    variable is non-trainable (``requires_grad`` False)."""
+    trainable = [i for i, v in enumerate(variables) if v.requires_grad]
+    out: list[torch.Tensor | None] = [None] * len(variables)
+    if trainable and loss.requires_grad:
+        grads = torch.autograd.grad(loss, [variables[i] for i in trainable], allow_unused=True)
+        for i, g in zip(trainable, grads):
+            out[i] = g
+    return out
+
+
 def _fresh_code(fn):
     """A trampoline calling ``fn`` whose code object is unique to this call.
 

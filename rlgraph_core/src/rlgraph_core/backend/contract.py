@@ -137,7 +137,17 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> Any:
-        """Create a variable holding ``value`` (a numpy array); ``name`` is its full scope path."""
+        """Create a variable holding ``value`` (a numpy array); ``name`` is its full scope path.
+
+        A variable made with ``trainable=False`` never receives a gradient or an optimizer
+        update: :meth:`gradients` reports zeros for it and a :class:`TrainStep` given it leaves
+        it unchanged. It changes only through :meth:`assign_numpy` and the ``assign`` /
+        ``polyak`` ops.
+        """
+
+    @abc.abstractmethod
+    def is_trainable(self, variable: Any) -> bool:
+        """Whether ``variable`` (made by :meth:`variable`) is trainable."""
 
     @abc.abstractmethod
     def assign_numpy(self, variable: Any, value: np.ndarray) -> None:
@@ -167,8 +177,8 @@ class Backend(abc.ABC):
     def gradients(self, loss_fn: Callable[..., Sequence[Any]], variables: Sequence[Any], *inputs):
         """Return ``(loss, [grad per variable])`` as numpy; for tests and gradient parity.
 
-        ``variables`` must be trainable variables (or tensors made with :meth:`variable`);
-        a variable the loss does not depend on gets a zero gradient.
+        ``variables`` are variables made with :meth:`variable`; a variable the loss does not
+        depend on, or a non-trainable one, gets a zero gradient.
         """
 
     def set_num_threads(self, num_threads: int) -> None:

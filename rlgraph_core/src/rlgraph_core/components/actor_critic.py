@@ -126,7 +126,6 @@ class RunningObsNormalizer(Component):
         self.shape = tuple(int(s) for s in shape)
         self.clip = float(clip)
         self.epsilon = float(epsilon)
-        self._non_trainable_names = {"mean", "var", "count"}
 
     def check_input_spaces(self, method, spaces):
         """Both API methods take observations of the configured shape."""
