@@ -88,3 +88,60 @@ def test_train_step_never_changes_non_trainable_variables(autodiff_backend):
     assert not np.allclose(after["W"], before["W"])
     for name in ("scale", "frozen/W", "frozen/b"):
         np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+
+
+# --------------------------------------------------------------------------- the ops Protocol
+def test_ops_contract_is_derived_from_the_protocol():
+    import inspect
+
+    from rlgraph_core.backend import OPS_CONTRACT, Ops
+
+    methods = {n for n, f in vars(Ops).items() if inspect.isfunction(f) and not n.startswith("_")}
+    assert set(OPS_CONTRACT) == methods and len(methods) == 31
+    assert OPS_CONTRACT["dense"] == "dense(x, w, b) -> x @ w + b, w is [in, out]"
+    assert "\n" not in OPS_CONTRACT["activation"] and "leaky_relu (negative slope 0.2)" in OPS_CONTRACT["activation"]
+
+
+def test_every_backend_ops_fulfils_the_protocol(eager_backend):
+    from rlgraph_core.backend import ops_contract_problems
+
+    be = make_test_backend(*eager_backend)
+    assert ops_contract_problems(be.ops) == []
+
+
+def test_protocol_check_finds_missing_ops_and_wrong_signatures():
+    from rlgraph_core.backend import ops_contract_problems
+    from rlgraph_core.testing import NumpyBackend
+
+    class Broken(type(NumpyBackend().ops)):
+        dense = None  # missing
+
+        @staticmethod
+        def clip(x, low, hi):  # renamed parameter
+            return x
+
+        @staticmethod
+        def argmax(x, axis=0):  # different default
+            return x
+
+        @staticmethod
+        def huber(x, delta):  # default missing
+            return x
+
+        @staticmethod
+        def squeeze(x, axis, mode):  # extra parameter without default
+            return x
+
+        @staticmethod
+        def square(*args):  # swallows everything: not the contract
+            return args[0]
+
+    problems = ops_contract_problems(Broken())
+    assert problems == [
+        "dense: missing",
+        "argmax: parameter 'axis' defaults to 0, expected -1",
+        "square: lacks parameter 'x'",
+        "clip: parameter 2 is 'low', expected 'lo'",
+        "huber: parameter 'delta' needs the default 1.0",
+        "squeeze: extra parameter 'mode' needs a default",
+    ]

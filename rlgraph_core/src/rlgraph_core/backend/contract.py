@@ -15,46 +15,184 @@ Conventions shared by every backend (so weights move between backends as plain n
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Sequence
+import inspect
+from typing import Any, Callable, Protocol, Sequence, Union
 
 import numpy as np
 
-#: Every name a backend's ``ops`` namespace must provide, with its meaning. The parity and
-#: contract tests iterate this table, so a backend cannot silently miss one.
+#: A backend tensor (``torch.Tensor``, ``tf.Tensor``, ``np.ndarray`` ...). Core never looks inside.
+Tensor = Any
+
+#: A backend variable, as made by :meth:`Backend.variable`.
+Variable = Any
+
+#: A reduction axis: one axis, several, or None for all of them.
+Axis = Union[int, Sequence[int], None]
+
+#: ``hook(flat_gradients) -> flat_gradients``: see :attr:`TrainStep.gradient_hook`.
+GradientHook = Callable[[np.ndarray], np.ndarray]
+
+
+class Ops(Protocol):
+    """The neutral ops namespace every backend provides (``backend.ops``, ``component.ops``).
+
+    Components write their numeric code against these names only, so the same code runs on
+    every backend. Each method's docstring is its contract; :data:`OPS_CONTRACT` is the same
+    table as ``{name: docstring}``, and :func:`ops_contract_problems` checks an implementation
+    against the signatures below (parameter names, order and defaults).
+    """
+
+    def dense(self, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        """dense(x, w, b) -> x @ w + b, w is [in, out]"""
+
+    def activation(self, name: str, x: Tensor) -> Tensor:
+        """activation(name, x): one of relu, tanh, sigmoid, elu (alpha 1),
+        softplus (log(1 + e^x)), leaky_relu (negative slope 0.2), linear"""
+
+    def reduce_sum(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """reduce_sum(x, axis=None, keepdims=False)"""
+
+    def reduce_mean(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """reduce_mean(x, axis=None, keepdims=False)"""
+
+    def reduce_max(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """reduce_max(x, axis=None, keepdims=False)"""
+
+    def argmax(self, x: Tensor, axis: int = -1) -> Tensor:
+        """argmax(x, axis=-1) -> int64; ties resolve to the first index"""
+
+    def gather_last(self, x: Tensor, idx: Tensor) -> Tensor:
+        """gather_last(x, idx): x[..., idx] per row; x [B, N], idx [B] -> [B]"""
+
+    def one_hot(self, idx: Tensor, depth: int) -> Tensor:
+        """one_hot(idx, depth) -> float32"""
+
+    def where(self, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        """where(cond, a, b)"""
+
+    def abs(self, x: Tensor) -> Tensor:
+        """abs(x)"""
+
+    def square(self, x: Tensor) -> Tensor:
+        """square(x)"""
+
+    def sqrt(self, x: Tensor) -> Tensor:
+        """sqrt(x)"""
+
+    def exp(self, x: Tensor) -> Tensor:
+        """exp(x)"""
+
+    def log(self, x: Tensor) -> Tensor:
+        """log(x)"""
+
+    def minimum(self, a: Tensor, b: Tensor) -> Tensor:
+        """minimum(a, b) elementwise"""
+
+    def maximum(self, a: Tensor, b: Tensor) -> Tensor:
+        """maximum(a, b) elementwise"""
+
+    def clip(self, x: Tensor, lo: float | Tensor, hi: float | Tensor) -> Tensor:
+        """clip(x, lo, hi)"""
+
+    def stop_gradient(self, x: Tensor) -> Tensor:
+        """stop_gradient(x): same value, no gradient flows back"""
+
+    def cast(self, x: Tensor, dtype: str) -> Tensor:
+        """cast(x, dtype) with dtype one of 'float32', 'int64', 'bool'"""
+
+    def huber(self, x: Tensor, delta: float = 1.0) -> Tensor:
+        """huber(x, delta): 0.5 x^2 if |x| <= delta else delta (|x| - 0.5 delta)"""
+
+    def softmax(self, x: Tensor, axis: int = -1) -> Tensor:
+        """softmax(x, axis=-1)"""
+
+    def log_softmax(self, x: Tensor, axis: int = -1) -> Tensor:
+        """log_softmax(x, axis=-1)"""
+
+    def concat(self, xs: Sequence[Tensor], axis: int = -1) -> Tensor:
+        """concat(list_of_x, axis=-1)"""
+
+    def stack(self, xs: Sequence[Tensor], axis: int = 0) -> Tensor:
+        """stack(list_of_x, axis=0)"""
+
+    def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
+        """reshape(x, shape)"""
+
+    def expand_dims(self, x: Tensor, axis: int) -> Tensor:
+        """expand_dims(x, axis)"""
+
+    def squeeze(self, x: Tensor, axis: int) -> Tensor:
+        """squeeze(x, axis)"""
+
+    def zeros_like(self, x: Tensor) -> Tensor:
+        """zeros_like(x)"""
+
+    def constant(self, value: Any, dtype: str = "float32") -> Tensor:
+        """constant(value, dtype='float32') -> tensor on the backend's device"""
+
+    def assign(self, variable: Variable, value: Tensor) -> None:
+        """assign(variable, value): in-place copy, no gradient"""
+
+    def polyak(self, targets: Sequence[Variable], sources: Sequence[Variable], tau: float) -> None:
+        """polyak(targets, sources, tau): in place t <- (1 - tau) t + tau s for each pair"""
+
+
+def _op_methods() -> dict[str, Callable]:
+    return {name: fn for name, fn in vars(Ops).items() if not name.startswith("_") and inspect.isfunction(fn)}
+
+
+#: Every name a backend's ``ops`` namespace must provide, with its meaning (the docstrings of
+#: :class:`Ops`, on one line each). The parity and contract tests iterate this table, so a
+#: backend cannot silently miss one.
 OPS_CONTRACT: dict[str, str] = {
-    "dense": "dense(x, w, b) -> x @ w + b, w is [in, out]",
-    "activation": "activation(name, x): one of relu, tanh, sigmoid, elu (alpha 1), "
-                  "softplus (log(1 + e^x)), leaky_relu (negative slope 0.2), linear",
-    "reduce_sum": "reduce_sum(x, axis=None, keepdims=False)",
-    "reduce_mean": "reduce_mean(x, axis=None, keepdims=False)",
-    "reduce_max": "reduce_max(x, axis=None, keepdims=False)",
-    "argmax": "argmax(x, axis=-1) -> int64; ties resolve to the first index",
-    "gather_last": "gather_last(x, idx): x[..., idx] per row; x [B, N], idx [B] -> [B]",
-    "one_hot": "one_hot(idx, depth) -> float32",
-    "where": "where(cond, a, b)",
-    "abs": "abs(x)",
-    "square": "square(x)",
-    "sqrt": "sqrt(x)",
-    "exp": "exp(x)",
-    "log": "log(x)",
-    "minimum": "minimum(a, b) elementwise",
-    "maximum": "maximum(a, b) elementwise",
-    "clip": "clip(x, lo, hi)",
-    "stop_gradient": "stop_gradient(x): same value, no gradient flows back",
-    "cast": "cast(x, dtype) with dtype one of 'float32', 'int64', 'bool'",
-    "huber": "huber(x, delta): 0.5 x^2 if |x| <= delta else delta (|x| - 0.5 delta)",
-    "softmax": "softmax(x, axis=-1)",
-    "log_softmax": "log_softmax(x, axis=-1)",
-    "concat": "concat(list_of_x, axis=-1)",
-    "stack": "stack(list_of_x, axis=0)",
-    "reshape": "reshape(x, shape)",
-    "expand_dims": "expand_dims(x, axis)",
-    "squeeze": "squeeze(x, axis)",
-    "zeros_like": "zeros_like(x)",
-    "constant": "constant(value, dtype='float32') -> tensor on the backend's device",
-    "assign": "assign(variable, value): in-place copy, no gradient",
-    "polyak": "polyak(targets, sources, tau): in place t <- (1 - tau) t + tau s for each pair",
+    name: " ".join(line.strip() for line in inspect.getdoc(fn).splitlines())
+    for name, fn in _op_methods().items()
 }
+
+
+def ops_contract_problems(ops: object) -> list[str]:
+    """Check ``ops`` (a backend's ops namespace) against :class:`Ops`; return what is wrong.
+
+    For every op of the Protocol the implementation must be a callable attribute whose
+    parameters start with the Protocol's parameters, with the same names, in the same order,
+    callable by keyword, and with the same default wherever the Protocol has one. Further
+    parameters are allowed only with defaults (or as ``*args`` / ``**kwargs``).
+
+    Returns:
+        One line per problem (``"dense: missing"``, ``"clip: parameter 2 is 'low', expected
+        'lo'"`` ...); an empty list when ``ops`` fulfils the contract.
+    """
+    problems: list[str] = []
+    for name, proto in _op_methods().items():
+        impl = getattr(ops, name, None)
+        if impl is None or not callable(impl):
+            problems.append(f"{name}: missing")
+            continue
+        try:
+            got = list(inspect.signature(impl).parameters.values())
+        except (TypeError, ValueError):
+            problems.append(f"{name}: its signature cannot be inspected (wrap it in a def)")
+            continue
+        want = list(inspect.signature(proto).parameters.values())[1:]  # without self
+        for i, param in enumerate(want):
+            if i >= len(got) or got[i].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                problems.append(f"{name}: lacks parameter '{param.name}'")
+                break
+            have = got[i]
+            if have.name != param.name:
+                problems.append(f"{name}: parameter {i + 1} is '{have.name}', expected '{param.name}'")
+            elif have.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD,):
+                problems.append(f"{name}: parameter '{have.name}' must be positional-or-keyword")
+            elif param.default is not inspect.Parameter.empty and have.default is inspect.Parameter.empty:
+                problems.append(f"{name}: parameter '{have.name}' needs the default {param.default!r}")
+            elif param.default is not inspect.Parameter.empty and have.default != param.default:
+                problems.append(f"{name}: parameter '{have.name}' defaults to {have.default!r}, "
+                                f"expected {param.default!r}")
+        for extra in got[len(want):]:
+            if extra.default is inspect.Parameter.empty and extra.kind not in (
+                    inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                problems.append(f"{name}: extra parameter '{extra.name}' needs a default")
+    return problems
 
 
 class TrainStep(abc.ABC):
@@ -115,8 +253,8 @@ class Backend(abc.ABC):
     # --- tensors and variables -------------------------------------------------------------
     @property
     @abc.abstractmethod
-    def ops(self) -> Any:
-        """The neutral ops namespace (see :data:`OPS_CONTRACT`)."""
+    def ops(self) -> Ops:
+        """The neutral ops namespace (see :class:`Ops`)."""
 
     @property
     @abc.abstractmethod
