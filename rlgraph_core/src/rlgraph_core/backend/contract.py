@@ -196,11 +196,99 @@ def ops_contract_problems(ops: object) -> list[str]:
 
 
 class TrainStep(abc.ABC):
-    """A compiled-or-eager optimisation step: loss, gradients, clipping and update in one call."""
+    """An optimisation step over a fixed list of variables: loss, gradients, clipping, update.
+
+    The step has two halves that can run apart, and a fused form:
+
+    * :meth:`compute_gradients` -- forward and backward: the loss outputs and every gradient as
+      one flat float32 numpy buffer (no variable changes);
+    * :meth:`apply_gradients` -- un-flatten a buffer, clip it by global norm (``max_grad_norm``)
+      and apply the optimizer update;
+    * :meth:`__call__` -- one whole update. With no :attr:`gradient_hook` it is the fused step
+      (compiled as one unit in static mode where the backend can); with a hook it is
+      ``compute_gradients`` -> ``hook`` -> ``apply_gradients``.
+
+    The flat buffer layout: the step's variables in the order given to
+    :meth:`Backend.train_step`, each flattened in C order, concatenated (length
+    :attr:`num_parameters`). A variable the loss does not reach, or a non-trainable one,
+    contributes zeros. Because the buffer is backend-neutral numpy, an executor can average it
+    across processes (Horovod, ``torch.distributed``, MPI) without knowing the backend.
+
+    Variables the loss did not reach in the last :meth:`compute_gradients` (and non-trainable
+    ones) are skipped by :meth:`apply_gradients`, as the fused step skips them, so optimizer
+    moments never move for them.
+    """
+
+    #: Default: no hook (see :attr:`gradient_hook`).
+    _gradient_hook: GradientHook | None = None
+
+    @property
+    def gradient_hook(self) -> GradientHook | None:
+        """``hook(flat) -> flat`` run between computing and applying gradients, or None.
+
+        The hook receives all gradients of the step as one flat float32 numpy array of shape
+        ``(num_parameters,)`` and must return an array of the same shape (e.g. the average of
+        that buffer across processes: this is where an allreduce goes). Clipping by
+        ``max_grad_norm`` happens after the hook, on what it returns, so every process that
+        applies the same averaged buffer makes the same update. None (the default) runs the
+        fused step.
+        """
+        return self._gradient_hook
+
+    @gradient_hook.setter
+    def gradient_hook(self, hook: GradientHook | None) -> None:
+        if hook is not None and not callable(hook):
+            raise TypeError(f"gradient_hook must be a callable (flat float32 array -> array) or None, "
+                            f"got {type(hook).__name__}.")
+        self._gradient_hook = hook
+
+    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+        """Run one update on ``inputs``; return ``(loss, *aux)`` as backend tensors (detached).
+
+        Without a :attr:`gradient_hook` this is the fused step; with one it is
+        :meth:`compute_gradients`, the hook, then :meth:`apply_gradients`.
+        """
+        hook = self._gradient_hook
+        if hook is None:
+            return self._fused_step(*inputs)
+        outputs, flat = self.compute_gradients(*inputs)
+        self.apply_gradients(self._checked_flat(hook(flat), "the gradient hook returned"))
+        return outputs
 
     @abc.abstractmethod
-    def __call__(self, *inputs) -> tuple[Any, ...]:
-        """Run one update on ``inputs``; return ``(loss, *aux)`` as backend tensors (detached)."""
+    def _fused_step(self, *inputs: Any) -> tuple[Any, ...]:
+        """The whole update in one call (compiled as one unit in static mode where possible)."""
+
+    @abc.abstractmethod
+    def compute_gradients(self, *inputs: Any) -> tuple[tuple[Any, ...], np.ndarray]:
+        """Forward and backward on ``inputs``, changing no variable.
+
+        Returns:
+            ``(outputs, flat)``: the loss outputs ``(loss, *aux)`` as detached backend tensors
+            (what :meth:`__call__` returns) and the gradients as one flat float32 numpy array of
+            shape ``(num_parameters,)`` (layout in the class docstring).
+        """
+
+    @abc.abstractmethod
+    def apply_gradients(self, flat: np.ndarray) -> None:
+        """Un-flatten ``flat`` (shape ``(num_parameters,)``), clip it by global norm
+        (``max_grad_norm``, the formula of ``torch.nn.utils.clip_grad_norm_``) and apply the
+        optimizer update to the variables."""
+
+    @property
+    @abc.abstractmethod
+    def num_parameters(self) -> int:
+        """Number of elements of the flat gradient buffer (all the step's variables together)."""
+
+    def _checked_flat(self, flat: Any, what: str = "apply_gradients got") -> np.ndarray:
+        """``flat`` as a fresh, writable, 1-D float32 array of length :attr:`num_parameters`."""
+        if not isinstance(flat, np.ndarray):
+            raise TypeError(f"{what} {type(flat).__name__}; expected a numpy array of shape "
+                            f"({self.num_parameters},).")
+        if flat.shape != (self.num_parameters,):
+            raise ValueError(f"{what} an array of shape {flat.shape}; expected ({self.num_parameters},) "
+                             f"(all gradients of the step, flattened).")
+        return np.array(flat, dtype=np.float32, copy=True)
 
     @abc.abstractmethod
     def get_state(self) -> dict[str, np.ndarray]:
