@@ -80,7 +80,7 @@ def test_compute_then_apply_equals_the_fused_step(pair, opt):
     assert split.step.num_parameters == NUM_PARAMETERS
     before = split.weights()
     for k in range(3):
-        loss_fused, err_fused = fused.step(*fused.inputs(k % 2))
+        loss_fused, _ = fused.step(*fused.inputs(k % 2))
         (loss_split, err_split), flat = split.step.compute_gradients(*split.inputs(k % 2))
         if k == 0:  # computing gradients changes nothing
             for a, b in zip(split.weights(), before):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import types
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -198,7 +199,7 @@ def _call_compiled_or_eager(compiled: Callable, eager: Callable, args: tuple, wh
     """
     try:
         return compiled(*args), True
-    except Exception as exc:  # decided below, outside this block, so no exception chain forms
+    except Exception as exc:  # which kind of failure is decided below, outside this block (no chain)
         failure = exc
     outputs = eager(*args)
     message = str(failure).splitlines()[0] if str(failure) else ""

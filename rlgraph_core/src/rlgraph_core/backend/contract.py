@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 import inspect
-from typing import Any, Callable, Protocol, Sequence, Union
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ Tensor = Any
 Variable = Any
 
 #: A reduction axis: one axis, several, or None for all of them.
-Axis = Union[int, Sequence[int], None]
+Axis = int | Sequence[int] | None
 
 #: ``hook(flat_gradients) -> flat_gradients``: see :attr:`TrainStep.gradient_hook`.
 GradientHook = Callable[[np.ndarray], np.ndarray]
@@ -396,7 +396,10 @@ class Backend(abc.ABC):
         ``optimizer`` is a validated optimizer spec dict: ``type`` (adam, rmsprop, sgd),
         ``learning_rate``, ``max_grad_norm`` (None = no clipping), ``eps``, ``betas``/``alpha``/
         ``momentum`` where they apply. In static mode the whole step (forward, loss, backward,
-        clipping, optimizer update) is compiled as one unit.
+        clipping, optimizer update) is compiled as one unit. The step also runs in two halves
+        (:meth:`TrainStep.compute_gradients`, :meth:`TrainStep.apply_gradients`) with an
+        optional :attr:`TrainStep.gradient_hook` between them. Non-trainable variables in
+        ``variables`` are never updated.
         """
 
     @abc.abstractmethod
