@@ -227,3 +227,51 @@ def test_eager_step_runs_python_each_call():
     for _ in range(4):
         step(backend.to_tensor(XS), backend.to_tensor(YS))
     assert len(counter) == 4 and not step.jit_compiled
+
+
+def _runtime_warnings(caught):
+    return [str(c.message) for c in caught if issubclass(c.category, RuntimeWarning)]
+
+
+def test_shape_bug_in_a_static_loss_raises_the_tf_error_without_an_xla_warning():
+    """[B, 3] * [B, 4] in a static (XLA) step: TensorFlow's shape error, no compile warning."""
+    from rlgraph_tf import TFBackend
+
+    backend = TFBackend(mode="static", device="cpu")
+    v = backend.variable("v", W0)
+
+    def loss_fn(x, y):
+        return (backend.ops.reduce_mean(backend.ops.dense(x, v, B0) * y),)  # [B, 2] * [B, 3]
+
+    step = backend.train_step(loss_fn, [v], spec("sgd"))
+    x, y = backend.to_tensor(XS), backend.to_tensor(XS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for run in (lambda: step(x, y), lambda: step.compute_gradients(x, y)):
+            with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match=r"2 and 3|\[16,2\] vs. \[16,3\]"):
+                run()
+    assert not _runtime_warnings(caught)
+    np.testing.assert_array_equal(backend.to_numpy(v), W0)
+
+
+def test_xla_failure_then_plain_failure_raises_the_plain_error_without_a_warning():
+    """XLA cannot compile the step (a host callback) and the step itself is wrong (its shapes
+    only meet at run time): the plain graph's error is raised, with no XLA warning."""
+    from rlgraph_tf import TFBackend
+
+    backend = TFBackend(mode="static", device="cpu")
+    v = backend.variable("v", W0)
+
+    def loss_fn(x):
+        wide = tf.numpy_function(lambda a: np.concatenate([a, a], -1), [x], tf.float32, stateful=False)
+        return (backend.ops.reduce_sum(backend.ops.dense(x, v, B0) * wide),)  # [B, 2] * [B, 6]
+
+    step = backend.train_step(loss_fn, [v], spec("sgd"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Incompatible shapes") as info:
+            step(backend.to_tensor(XS))
+    assert not _runtime_warnings(caught)
+    assert info.value.__context__ is None
+    assert step._step.jit_compile  # XLA was not to blame, so it is kept
+    np.testing.assert_array_equal(backend.to_numpy(v), W0)

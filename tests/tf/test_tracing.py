@@ -91,6 +91,30 @@ def test_train_step_traces_once_across_calls_and_learning_rates():
     assert np.mean(losses[-10:]) < np.mean(losses[:10])
 
 
+def test_hooked_train_step_traces_each_half_once_across_learning_rates():
+    """With a gradient hook the gradient half and the update half are each one graph, traced once."""
+    backend = TFBackend(mode="static", device="cpu")
+    w = backend.variable("w", rng.standard_normal((4, 2)).astype(np.float32))
+    traces, hooked = [], []
+
+    def loss_fn(x, y):
+        traces.append(1)
+        return (backend.ops.reduce_mean(backend.ops.square(backend.ops.dense(x, w, np.zeros(2, np.float32)) - y)),)
+
+    step = backend.train_step(loss_fn, [w], {"type": "adam", "learning_rate": 1e-2, "max_grad_norm": 1.0,
+                                             "eps": 1e-8, "betas": (0.9, 0.999)})
+    step.gradient_hook = lambda flat: hooked.append(flat.shape) or flat
+    for i in range(20):
+        if i % 5 == 0:
+            step.learning_rate = 1e-2 / (1 + i)
+        x = rng.standard_normal((32, 4)).astype(np.float32)
+        step(backend.to_tensor(x), backend.to_tensor(x[:, :2]))
+    assert hooked == [(8,)] * 20
+    assert len(traces) == 1
+    assert step._compute.experimental_get_tracing_count() == 1
+    assert [fn.experimental_get_tracing_count() for fn in step._apply_fns.values()] == [1]
+
+
 def test_dqn_agent_static_traces_once():
     """A static DQN agent: acting, greedy acting and updating each trace once over many calls."""
     agent = DQNAgent(DQNConfig(network={"hidden": [16]}, batch_size=16, exploration=0.3), FloatBox(shape=(4,)), Discrete(2),

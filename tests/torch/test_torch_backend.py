@@ -6,6 +6,8 @@ module-scoped fixtures (one compiled QNetwork forward, one compiled train step).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -320,6 +322,24 @@ def test_static_train_step_is_compiled_and_matches_numpy_sgd():
     assert step.step.compiled, "the static train step fell back to eager"
 
 
+@pytest.mark.slow
+def test_static_hooked_step_compiles_the_loss_once_across_learning_rates():
+    """With a gradient hook the loss forward is compiled (once); backward and update run eager."""
+    weights, x, y = regression_problem(6)
+    test = regression_test(weights, mode="static")
+    step = test.train_step("loss", optimizer("adam", 0.01))
+    seen = []
+    step.step.gradient_hook = lambda flat: seen.append(flat.shape) or flat
+    graphs_before = _compiled_graphs()
+    for i in range(6):
+        if i % 2 == 0:
+            step.step.learning_rate = 0.01 / (1 + i)
+        step(x, y)
+    assert seen == [(8,)] * 6
+    assert _compiled_graphs() - graphs_before == 1
+    assert step.step.compiled and step.step._compiled_loss is not step.step.loss_fn
+
+
 def test_each_compiled_function_gets_its_own_code_object():
     """Dynamo caches per code object (8 entries); compiled functions must not share one."""
     from rlgraph_torch.optim import _fresh_code
@@ -327,3 +347,57 @@ def test_each_compiled_function_gets_its_own_code_object():
     a, b = _fresh_code(lambda x: x + 1), _fresh_code(lambda x: x * 2)
     assert a.__code__ is not b.__code__
     assert (a(1), b(3)) == (2, 6)
+
+
+# --------------------------------------------------------------------------- errors in static mode
+def _shape_bug_step(mode: str = "static"):
+    """A train step whose loss multiplies a [B, 3] by a [B, 4] tensor: a user's shape bug."""
+    backend = torch_backend(mode)
+    w = backend.variable("w", np.ones((3, 3), np.float32))
+
+    def loss_fn(x, y):
+        return (backend.ops.reduce_mean(backend.ops.dense(x, w, backend.ops.constant(np.zeros(3))) * y),)
+
+    x, y = (backend.to_tensor(np.ones((5, n), np.float32)) for n in (3, 4))
+    return backend, backend.train_step(loss_fn, [w], optimizer("sgd", 0.1)), loss_fn, x, y
+
+
+def test_shape_bug_in_a_static_loss_raises_the_torch_error_without_a_compile_warning():
+    from torch._dynamo.exc import TorchDynamoException
+
+    backend, step, loss_fn, x, y = _shape_bug_step()
+    shape_error = r"size of tensor a \(3\) must match the size of tensor b \(4\)"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for run in (lambda: step(x, y),  # the fused compiled step
+                    lambda: step.compute_gradients(x, y),  # the compiled loss of the split step
+                    lambda: backend.function(loss_fn)(x, y)):  # a compiled inference function
+            with pytest.raises(RuntimeError, match=shape_error) as info:
+                run()
+            assert not isinstance(info.value, TorchDynamoException)  # the eager error itself
+            assert info.value.__context__ is None and info.value.__cause__ is None
+    assert not [c for c in caught if issubclass(c.category, RuntimeWarning)], [str(c.message) for c in caught]
+    assert step.compiled  # the compiler was not to blame: later (fixed) calls still compile
+
+
+def test_compile_failure_falls_back_to_eager_with_a_warning_and_updates_once():
+    from rlgraph_torch.backend import _with_eager_fallback
+
+    backend, step, _, x, _ = _shape_bug_step()
+    w = step.params[0]
+    step.loss_fn = lambda x: (backend.ops.reduce_sum(backend.ops.dense(x, w, backend.ops.constant(np.zeros(3)))),)
+
+    def broken(*args):
+        raise RuntimeError("the compiler broke")
+
+    step._step = broken
+    with pytest.warns(RuntimeWarning, match="torch.compile of the train step failed .*the compiler broke"):
+        step(x)
+    assert not step.compiled
+    np.testing.assert_allclose(backend.to_numpy(w), 1.0 - 0.1 * 5.0)  # one update, not two
+    fn = _with_eager_fallback(broken, lambda a: a + 1)
+    with pytest.warns(RuntimeWarning, match="inference function failed"):
+        assert fn(1) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fn(2) == 3  # eager from now on, no second warning

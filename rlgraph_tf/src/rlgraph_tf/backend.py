@@ -143,6 +143,10 @@ class TFBackend(Backend):
         with tf.device(self._tf_device):
             return tf.Variable(arr, trainable=trainable, name=_INVALID_NAME_CHARS.sub("_", name) or "var")
 
+    def is_trainable(self, variable: Any) -> bool:
+        """True for a ``tf.Variable`` made with ``trainable=True``."""
+        return isinstance(variable, tf.Variable) and bool(variable.trainable)
+
     def assign_numpy(self, variable: tf.Variable, value: np.ndarray) -> None:
         """Overwrite ``variable`` from numpy (cast to the variable's dtype)."""
         variable.assign(np.asarray(value, dtype=variable.dtype.as_numpy_dtype))
@@ -176,17 +180,18 @@ class TFBackend(Backend):
     def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
         """``(loss, [gradient per variable])`` as numpy; traced with ``tf.function`` in static mode.
 
-        Variables the loss does not depend on get zero gradients.
+        Variables the loss does not depend on, and non-trainable ones, get zero gradients.
         """
         variables = list(variables)
+        watched = [v for v in variables if self.is_trainable(v)]
 
         def loss_and_grads(*args):
             with tf.GradientTape(watch_accessed_variables=False) as tape:
-                tape.watch(variables)
+                tape.watch(watched)
                 outputs = loss_fn(*args)
-            grads = tape.gradient(outputs[0], variables,
-                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            return outputs[0], grads
+            grads = iter(tape.gradient(outputs[0], watched,
+                                       unconnected_gradients=tf.UnconnectedGradients.ZERO))
+            return outputs[0], [next(grads) if self.is_trainable(v) else tf.zeros_like(v) for v in variables]
 
         if self.mode == "static":
             loss_and_grads = tf.function(loss_and_grads)

@@ -1,4 +1,4 @@
-"""The neutral ops namespace implemented with TensorFlow (see rlgraph_core.backend.OPS_CONTRACT).
+"""The neutral ops namespace implemented with TensorFlow (see rlgraph_core.backend.Ops).
 
 Every op works both eagerly and inside ``tf.function`` (and under XLA): no op converts to numpy
 or branches on tensor values in Python.
@@ -95,8 +95,16 @@ class TFOps:
     sqrt = staticmethod(tf.math.sqrt)
     exp = staticmethod(tf.math.exp)
     log = staticmethod(tf.math.log)
-    minimum = staticmethod(tf.math.minimum)
-    maximum = staticmethod(tf.math.maximum)
+
+    @staticmethod
+    def minimum(a, b):
+        """Elementwise minimum."""
+        return tf.math.minimum(a, b)
+
+    @staticmethod
+    def maximum(a, b):
+        """Elementwise maximum."""
+        return tf.math.maximum(a, b)
 
     @staticmethod
     def clip(x, lo, hi):

@@ -244,13 +244,21 @@ class CompiledFunction:
             out = self._fn(*args)
         except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError,
                 tf.errors.InternalError, tf.errors.UnknownError, NotImplementedError) as exc:
-            warnings.warn(f"XLA compilation of the {self.what} failed ({type(exc).__name__}: "
-                          f"{_first_line(exc)}); using tf.function without jit_compile instead.",
-                          RuntimeWarning, stacklevel=2)
-            self.jit_compile = False
-            self._fn = tf.function(self.python_function, jit_compile=False, reduce_retracing=True)
-            self._concrete.clear()
-            out = self._fn(*args)
+            failure = exc  # decided below, outside this block, so no exception chain forms
+        else:
+            self._verified = True
+            return out
+        # XLA failed. Without XLA: if that fails too, the function itself is wrong (a shape or
+        # dtype bug) and its own error propagates, with no XLA warning and XLA kept for the
+        # next call; if it succeeds, XLA was to blame and the plain graph is used from now on.
+        plain = tf.function(self.python_function, jit_compile=False, reduce_retracing=True)
+        out = plain(*args)
+        warnings.warn(f"XLA compilation of the {self.what} failed ({type(failure).__name__}: "
+                      f"{_first_line(failure)}); using tf.function without jit_compile instead.",
+                      RuntimeWarning, stacklevel=3)
+        self.jit_compile = False
+        self._fn = plain
+        self._concrete.clear()
         self._verified = True
         return out
 
@@ -262,9 +270,15 @@ class CompiledFunction:
 class TFTrainStep(TrainStep):
     """Loss, gradients, global-norm clipping and update; one ``tf.function`` in static mode.
 
+    Without a gradient hook a call is the fused step (static mode: one ``tf.function``, XLA when
+    it compiles). The split halves are compiled apart in static mode: :meth:`compute_gradients`
+    (forward, backward, flattening) is one ``tf.function`` and :meth:`apply_gradients`
+    (un-flattening, clipping, update) another, so a gradient hook runs in Python between two
+    graphs. The learning rate is a variable in every graph: changing it never retraces.
+
     Args:
         loss_fn: ``loss_fn(*inputs) -> (loss, *aux)`` in backend tensors.
-        variables: the ``tf.Variable`` s to optimise.
+        variables: the ``tf.Variable`` s to optimise (non-trainable ones are never updated).
         spec: the validated optimizer spec dict (see ``Backend.train_step``).
         static: compile the whole step (forward, loss, backward, clipping, update) as one
             ``tf.function``; else run it eagerly.
@@ -277,14 +291,24 @@ class TFTrainStep(TrainStep):
                  jit_compile: bool = True, device: str = "/CPU:0", pin_device: bool = False):
         self.loss_fn = loss_fn
         self.variables = list(variables)
+        self._trainable = [isinstance(v, tf.Variable) and bool(v.trainable) for v in self.variables]
+        self._watched = [v for v, t in zip(self.variables, self._trainable) if t]
+        self._sizes = [int(np.prod(v.shape)) for v in self.variables]
+        #: which variables the last compute_gradients reached (apply_gradients skips the rest);
+        #: in static mode it is recorded when the gradient graph is traced
+        self._reached = tuple(self._trainable)
         self.max_grad_norm = spec.get("max_grad_norm")
         self.optimizer = TorchStyleOptimizer(spec, self.variables, device)
         self._lr_value = float(spec["learning_rate"])
         self.compiled = static
+        self._jit_compile = jit_compile
         self._device = device if pin_device else None
+        self._apply_fns: dict[tuple[bool, ...], Callable] = {}
         if static:
             self._update = self._clip_and_apply
             self._step = CompiledFunction(self._eager_step, jit_compile, "train step", self._device)
+            self._compute = CompiledFunction(self._flat_loss_and_grads, jit_compile, "gradient computation",
+                                             self._device)
         else:
             # Eager mode runs the loss and its gradients define-by-run (the user's code, debuggable
             # line by line). Clipping and the optimizer update are backend internals: like torch's
@@ -292,24 +316,81 @@ class TFTrainStep(TrainStep):
             # ops per variable, traced once (the gradients' shapes never change).
             self._update = tf.function(self._clip_and_apply)
             self._step = self._eager_step
+            self._compute = self._flat_loss_and_grads
+
+    @property
+    def num_parameters(self) -> int:
+        """Total number of elements of the step's variables (the flat gradient's length)."""
+        return sum(self._sizes)
+
+    def _loss_and_grads(self, inputs) -> tuple[Sequence[Any], list[Any]]:
+        """The loss outputs and one gradient per variable: None where the loss does not reach
+        the variable or it is non-trainable (non-trainable variables are not even watched)."""
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(self._watched)
+            outputs = self.loss_fn(*inputs)
+        watched_grads = iter(tape.gradient(outputs[0], self._watched))
+        return outputs, [next(watched_grads) if t else None for t in self._trainable]
 
     def _clip_and_apply(self, grads):
         self.optimizer.apply(clip_by_global_norm(grads, self.max_grad_norm))
 
     def _eager_step(self, *inputs):
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(self.variables)
-            outputs = self.loss_fn(*inputs)
-        grads = tape.gradient(outputs[0], self.variables)
+        outputs, grads = self._loss_and_grads(inputs)
         self._update(grads)
         return tuple(None if o is None else tf.stop_gradient(o) for o in outputs)
 
-    def __call__(self, *inputs):
-        """Run one update on ``inputs``; return ``(loss, *aux)`` as tensors."""
+    def _fused_step(self, *inputs):
         if self._device is not None and not self.compiled:
             with tf.device(self._device):
                 return self._step(*inputs)
         return self._step(*inputs)
+
+    def _flat_loss_and_grads(self, *inputs):
+        """``(outputs, flat)``: the gradient half of the step (traced as a whole in static mode)."""
+        outputs, grads = self._loss_and_grads(inputs)
+        self._reached = tuple(g is not None for g in grads)  # Python: runs when traced
+        pieces = [tf.zeros([n], tf.float32) if g is None else tf.reshape(tf.cast(g, tf.float32), [-1])
+                  for g, n in zip(grads, self._sizes)]
+        flat = tf.concat(pieces, 0) if pieces else tf.zeros([0], tf.float32)
+        return tuple(None if o is None else tf.stop_gradient(o) for o in outputs), flat
+
+    def compute_gradients(self, *inputs) -> tuple[tuple[Any, ...], np.ndarray]:
+        """Forward and backward (one graph in static mode); ``(outputs, flat float32 gradients)``."""
+        if self._device is not None and not self.compiled:
+            with tf.device(self._device):
+                outputs, flat = self._compute(*inputs)
+        else:
+            outputs, flat = self._compute(*inputs)
+        return outputs, np.array(flat.numpy(), dtype=np.float32, copy=True)
+
+    def _apply_fn(self) -> Callable:
+        """The update from a flat buffer, for the current set of reached variables (one graph
+        per set; the set is a property of the loss, so in practice one graph)."""
+        reached = self._reached
+        fn = self._apply_fns.get(reached)
+        if fn is None:
+            def apply_flat(flat):
+                pieces = tf.split(flat, self._sizes) if self._sizes else []
+                self._clip_and_apply([tf.reshape(piece, v.shape) if use else None
+                                      for piece, v, use in zip(pieces, self.variables, reached)])
+
+            if self.compiled:
+                fn = CompiledFunction(apply_flat, self._jit_compile, "gradient update", self._device)
+            else:
+                fn = tf.function(apply_flat)
+            self._apply_fns[reached] = fn
+        return fn
+
+    def apply_gradients(self, flat: np.ndarray) -> None:
+        """Un-flatten ``flat``, clip by global norm and update (one graph in either mode)."""
+        flat = self._checked_flat(flat)
+        fn = self._apply_fn()
+        if self._device is not None:
+            with tf.device(self._device):
+                fn(tf.constant(flat))
+        else:
+            fn(tf.constant(flat))
 
     @property
     def jit_compiled(self) -> bool:

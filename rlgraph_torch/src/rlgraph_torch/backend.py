@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 
 from rlgraph_core.backend import Backend
 from rlgraph_torch.ops import TorchOps
-from rlgraph_torch.optim import TorchTrainStep, _try_compile
+from rlgraph_torch.optim import TorchTrainStep, _call_compiled_or_eager, _grads_or_none, _try_compile
 
 _NP_TO_TORCH = {np.dtype("float64"): torch.float32, np.dtype("float32"): torch.float32,
                 np.dtype("int64"): torch.int64, np.dtype("int32"): torch.int64,
@@ -66,6 +64,10 @@ class TorchBackend(Backend):
             t.requires_grad_(True)
         return t
 
+    def is_trainable(self, variable) -> bool:
+        """Trainable variables are the tensors that require gradients."""
+        return bool(torch.is_tensor(variable) and variable.requires_grad)
+
     def assign_numpy(self, variable, value):
         with torch.no_grad():
             variable.copy_(torch.as_tensor(np.asarray(value), device=variable.device))
@@ -88,29 +90,26 @@ class TorchBackend(Backend):
     def gradients(self, loss_fn, variables, *inputs):
         variables = list(variables)
         outputs = loss_fn(*inputs)
-        grads = torch.autograd.grad(outputs[0], variables, allow_unused=True)
+        grads = _grads_or_none(outputs[0], variables)
         return (outputs[0].detach().cpu().numpy(),
                 [np.zeros(tuple(v.shape), np.float32) if g is None else g.detach().cpu().numpy()
                  for v, g in zip(variables, grads)])
 
 
 def _with_eager_fallback(compiled, eager):
-    """Call ``compiled``; if compiling fails on a call (no C++ compiler, unsupported op), warn
-    once and run ``eager`` from then on, so static mode degrades instead of failing."""
+    """Call ``compiled``; if a call fails, rerun it with ``eager``: when eager fails too, that
+    error (the user's bug) is raised as is; when eager succeeds, compilation was to blame, so
+    warn once and run ``eager`` from then on (static mode degrades instead of failing)."""
     if compiled is eager:
         return eager
     current = [compiled]
 
     def call(*args):
-        try:
-            return current[0](*args)
-        except Exception as exc:
-            if current[0] is eager:
-                raise
-            warnings.warn(f"torch.compile of an inference function failed ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}); running it eagerly.",
-                          RuntimeWarning, stacklevel=2)
-            current[0] = eager
+        if current[0] is eager:
             return eager(*args)
+        outputs, compiled_ok = _call_compiled_or_eager(current[0], eager, args, "an inference function")
+        if not compiled_ok:
+            current[0] = eager
+        return outputs
 
     return call

@@ -15,54 +15,280 @@ Conventions shared by every backend (so weights move between backends as plain n
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Sequence
+import inspect
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-#: Every name a backend's ``ops`` namespace must provide, with its meaning. The parity and
-#: contract tests iterate this table, so a backend cannot silently miss one.
+#: A backend tensor (``torch.Tensor``, ``tf.Tensor``, ``np.ndarray`` ...). Core never looks inside.
+Tensor = Any
+
+#: A backend variable, as made by :meth:`Backend.variable`.
+Variable = Any
+
+#: A reduction axis: one axis, several, or None for all of them.
+Axis = int | Sequence[int] | None
+
+#: ``hook(flat_gradients) -> flat_gradients``: see :attr:`TrainStep.gradient_hook`.
+GradientHook = Callable[[np.ndarray], np.ndarray]
+
+
+class Ops(Protocol):
+    """The neutral ops namespace every backend provides (``backend.ops``, ``component.ops``).
+
+    Components write their numeric code against these names only, so the same code runs on
+    every backend. Each method's docstring is its contract; :data:`OPS_CONTRACT` is the same
+    table as ``{name: docstring}``, and :func:`ops_contract_problems` checks an implementation
+    against the signatures below (parameter names, order and defaults).
+    """
+
+    def dense(self, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        """dense(x, w, b) -> x @ w + b, w is [in, out]"""
+
+    def activation(self, name: str, x: Tensor) -> Tensor:
+        """activation(name, x): one of relu, tanh, sigmoid, elu (alpha 1),
+        softplus (log(1 + e^x)), leaky_relu (negative slope 0.2), linear"""
+
+    def reduce_sum(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """reduce_sum(x, axis=None, keepdims=False)"""
+
+    def reduce_mean(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """reduce_mean(x, axis=None, keepdims=False)"""
+
+    def reduce_max(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """reduce_max(x, axis=None, keepdims=False)"""
+
+    def argmax(self, x: Tensor, axis: int = -1) -> Tensor:
+        """argmax(x, axis=-1) -> int64; ties resolve to the first index"""
+
+    def gather_last(self, x: Tensor, idx: Tensor) -> Tensor:
+        """gather_last(x, idx): x[..., idx] per row; x [B, N], idx [B] -> [B]"""
+
+    def one_hot(self, idx: Tensor, depth: int) -> Tensor:
+        """one_hot(idx, depth) -> float32"""
+
+    def where(self, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        """where(cond, a, b)"""
+
+    def abs(self, x: Tensor) -> Tensor:
+        """abs(x)"""
+
+    def square(self, x: Tensor) -> Tensor:
+        """square(x)"""
+
+    def sqrt(self, x: Tensor) -> Tensor:
+        """sqrt(x)"""
+
+    def exp(self, x: Tensor) -> Tensor:
+        """exp(x)"""
+
+    def log(self, x: Tensor) -> Tensor:
+        """log(x)"""
+
+    def minimum(self, a: Tensor, b: Tensor) -> Tensor:
+        """minimum(a, b) elementwise"""
+
+    def maximum(self, a: Tensor, b: Tensor) -> Tensor:
+        """maximum(a, b) elementwise"""
+
+    def clip(self, x: Tensor, lo: float | Tensor, hi: float | Tensor) -> Tensor:
+        """clip(x, lo, hi)"""
+
+    def stop_gradient(self, x: Tensor) -> Tensor:
+        """stop_gradient(x): same value, no gradient flows back"""
+
+    def cast(self, x: Tensor, dtype: str) -> Tensor:
+        """cast(x, dtype) with dtype one of 'float32', 'int64', 'bool'"""
+
+    def huber(self, x: Tensor, delta: float = 1.0) -> Tensor:
+        """huber(x, delta): 0.5 x^2 if |x| <= delta else delta (|x| - 0.5 delta)"""
+
+    def softmax(self, x: Tensor, axis: int = -1) -> Tensor:
+        """softmax(x, axis=-1)"""
+
+    def log_softmax(self, x: Tensor, axis: int = -1) -> Tensor:
+        """log_softmax(x, axis=-1)"""
+
+    def concat(self, xs: Sequence[Tensor], axis: int = -1) -> Tensor:
+        """concat(list_of_x, axis=-1)"""
+
+    def stack(self, xs: Sequence[Tensor], axis: int = 0) -> Tensor:
+        """stack(list_of_x, axis=0)"""
+
+    def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
+        """reshape(x, shape)"""
+
+    def expand_dims(self, x: Tensor, axis: int) -> Tensor:
+        """expand_dims(x, axis)"""
+
+    def squeeze(self, x: Tensor, axis: int) -> Tensor:
+        """squeeze(x, axis)"""
+
+    def zeros_like(self, x: Tensor) -> Tensor:
+        """zeros_like(x)"""
+
+    def constant(self, value: Any, dtype: str = "float32") -> Tensor:
+        """constant(value, dtype='float32') -> tensor on the backend's device"""
+
+    def assign(self, variable: Variable, value: Tensor) -> None:
+        """assign(variable, value): in-place copy, no gradient"""
+
+    def polyak(self, targets: Sequence[Variable], sources: Sequence[Variable], tau: float) -> None:
+        """polyak(targets, sources, tau): in place t <- (1 - tau) t + tau s for each pair"""
+
+
+def _op_methods() -> dict[str, Callable]:
+    return {name: fn for name, fn in vars(Ops).items() if not name.startswith("_") and inspect.isfunction(fn)}
+
+
+#: Every name a backend's ``ops`` namespace must provide, with its meaning (the docstrings of
+#: :class:`Ops`, on one line each). The parity and contract tests iterate this table, so a
+#: backend cannot silently miss one.
 OPS_CONTRACT: dict[str, str] = {
-    "dense": "dense(x, w, b) -> x @ w + b, w is [in, out]",
-    "activation": "activation(name, x): one of relu, tanh, sigmoid, elu (alpha 1), "
-                  "softplus (log(1 + e^x)), leaky_relu (negative slope 0.2), linear",
-    "reduce_sum": "reduce_sum(x, axis=None, keepdims=False)",
-    "reduce_mean": "reduce_mean(x, axis=None, keepdims=False)",
-    "reduce_max": "reduce_max(x, axis=None, keepdims=False)",
-    "argmax": "argmax(x, axis=-1) -> int64; ties resolve to the first index",
-    "gather_last": "gather_last(x, idx): x[..., idx] per row; x [B, N], idx [B] -> [B]",
-    "one_hot": "one_hot(idx, depth) -> float32",
-    "where": "where(cond, a, b)",
-    "abs": "abs(x)",
-    "square": "square(x)",
-    "sqrt": "sqrt(x)",
-    "exp": "exp(x)",
-    "log": "log(x)",
-    "minimum": "minimum(a, b) elementwise",
-    "maximum": "maximum(a, b) elementwise",
-    "clip": "clip(x, lo, hi)",
-    "stop_gradient": "stop_gradient(x): same value, no gradient flows back",
-    "cast": "cast(x, dtype) with dtype one of 'float32', 'int64', 'bool'",
-    "huber": "huber(x, delta): 0.5 x^2 if |x| <= delta else delta (|x| - 0.5 delta)",
-    "softmax": "softmax(x, axis=-1)",
-    "log_softmax": "log_softmax(x, axis=-1)",
-    "concat": "concat(list_of_x, axis=-1)",
-    "stack": "stack(list_of_x, axis=0)",
-    "reshape": "reshape(x, shape)",
-    "expand_dims": "expand_dims(x, axis)",
-    "squeeze": "squeeze(x, axis)",
-    "zeros_like": "zeros_like(x)",
-    "constant": "constant(value, dtype='float32') -> tensor on the backend's device",
-    "assign": "assign(variable, value): in-place copy, no gradient",
-    "polyak": "polyak(targets, sources, tau): in place t <- (1 - tau) t + tau s for each pair",
+    name: " ".join(line.strip() for line in inspect.getdoc(fn).splitlines())
+    for name, fn in _op_methods().items()
 }
 
 
+def ops_contract_problems(ops: object) -> list[str]:
+    """Check ``ops`` (a backend's ops namespace) against :class:`Ops`; return what is wrong.
+
+    For every op of the Protocol the implementation must be a callable attribute whose
+    parameters start with the Protocol's parameters, with the same names, in the same order,
+    callable by keyword, and with the same default wherever the Protocol has one. Further
+    parameters are allowed only with defaults (or as ``*args`` / ``**kwargs``).
+
+    Returns:
+        One line per problem (``"dense: missing"``, ``"clip: parameter 2 is 'low', expected
+        'lo'"`` ...); an empty list when ``ops`` fulfils the contract.
+    """
+    problems: list[str] = []
+    for name, proto in _op_methods().items():
+        impl = getattr(ops, name, None)
+        if impl is None or not callable(impl):
+            problems.append(f"{name}: missing")
+            continue
+        try:
+            got = list(inspect.signature(impl).parameters.values())
+        except (TypeError, ValueError):
+            problems.append(f"{name}: its signature cannot be inspected (wrap it in a def)")
+            continue
+        want = list(inspect.signature(proto).parameters.values())[1:]  # without self
+        for i, param in enumerate(want):
+            if i >= len(got) or got[i].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                problems.append(f"{name}: lacks parameter '{param.name}'")
+                break
+            have = got[i]
+            if have.name != param.name:
+                problems.append(f"{name}: parameter {i + 1} is '{have.name}', expected '{param.name}'")
+            elif have.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD,):
+                problems.append(f"{name}: parameter '{have.name}' must be positional-or-keyword")
+            elif param.default is not inspect.Parameter.empty and have.default is inspect.Parameter.empty:
+                problems.append(f"{name}: parameter '{have.name}' needs the default {param.default!r}")
+            elif param.default is not inspect.Parameter.empty and have.default != param.default:
+                problems.append(f"{name}: parameter '{have.name}' defaults to {have.default!r}, "
+                                f"expected {param.default!r}")
+        for extra in got[len(want):]:
+            if extra.default is inspect.Parameter.empty and extra.kind not in (
+                    inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                problems.append(f"{name}: extra parameter '{extra.name}' needs a default")
+    return problems
+
+
 class TrainStep(abc.ABC):
-    """A compiled-or-eager optimisation step: loss, gradients, clipping and update in one call."""
+    """An optimisation step over a fixed list of variables: loss, gradients, clipping, update.
+
+    The step has two halves that can run apart, and a fused form:
+
+    * :meth:`compute_gradients` -- forward and backward: the loss outputs and every gradient as
+      one flat float32 numpy buffer (no variable changes);
+    * :meth:`apply_gradients` -- un-flatten a buffer, clip it by global norm (``max_grad_norm``)
+      and apply the optimizer update;
+    * :meth:`__call__` -- one whole update. With no :attr:`gradient_hook` it is the fused step
+      (compiled as one unit in static mode where the backend can); with a hook it is
+      ``compute_gradients`` -> ``hook`` -> ``apply_gradients``.
+
+    The flat buffer layout: the step's variables in the order given to
+    :meth:`Backend.train_step`, each flattened in C order, concatenated (length
+    :attr:`num_parameters`). A variable the loss does not reach, or a non-trainable one,
+    contributes zeros. Because the buffer is backend-neutral numpy, an executor can average it
+    across processes (Horovod, ``torch.distributed``, MPI) without knowing the backend.
+
+    Variables the loss did not reach in the last :meth:`compute_gradients` (and non-trainable
+    ones) are skipped by :meth:`apply_gradients`, as the fused step skips them, so optimizer
+    moments never move for them.
+    """
+
+    #: Default: no hook (see :attr:`gradient_hook`).
+    _gradient_hook: GradientHook | None = None
+
+    @property
+    def gradient_hook(self) -> GradientHook | None:
+        """``hook(flat) -> flat`` run between computing and applying gradients, or None.
+
+        The hook receives all gradients of the step as one flat float32 numpy array of shape
+        ``(num_parameters,)`` and must return an array of the same shape (e.g. the average of
+        that buffer across processes: this is where an allreduce goes). Clipping by
+        ``max_grad_norm`` happens after the hook, on what it returns, so every process that
+        applies the same averaged buffer makes the same update. None (the default) runs the
+        fused step.
+        """
+        return self._gradient_hook
+
+    @gradient_hook.setter
+    def gradient_hook(self, hook: GradientHook | None) -> None:
+        if hook is not None and not callable(hook):
+            raise TypeError(f"gradient_hook must be a callable (flat float32 array -> array) or None, "
+                            f"got {type(hook).__name__}.")
+        self._gradient_hook = hook
+
+    def __call__(self, *inputs: Any) -> tuple[Any, ...]:
+        """Run one update on ``inputs``; return ``(loss, *aux)`` as backend tensors (detached).
+
+        Without a :attr:`gradient_hook` this is the fused step; with one it is
+        :meth:`compute_gradients`, the hook, then :meth:`apply_gradients`.
+        """
+        hook = self._gradient_hook
+        if hook is None:
+            return self._fused_step(*inputs)
+        outputs, flat = self.compute_gradients(*inputs)
+        self.apply_gradients(self._checked_flat(hook(flat), "the gradient hook returned"))
+        return outputs
 
     @abc.abstractmethod
-    def __call__(self, *inputs) -> tuple[Any, ...]:
-        """Run one update on ``inputs``; return ``(loss, *aux)`` as backend tensors (detached)."""
+    def _fused_step(self, *inputs: Any) -> tuple[Any, ...]:
+        """The whole update in one call (compiled as one unit in static mode where possible)."""
+
+    @abc.abstractmethod
+    def compute_gradients(self, *inputs: Any) -> tuple[tuple[Any, ...], np.ndarray]:
+        """Forward and backward on ``inputs``, changing no variable.
+
+        Returns:
+            ``(outputs, flat)``: the loss outputs ``(loss, *aux)`` as detached backend tensors
+            (what :meth:`__call__` returns) and the gradients as one flat float32 numpy array of
+            shape ``(num_parameters,)`` (layout in the class docstring).
+        """
+
+    @abc.abstractmethod
+    def apply_gradients(self, flat: np.ndarray) -> None:
+        """Un-flatten ``flat`` (shape ``(num_parameters,)``), clip it by global norm
+        (``max_grad_norm``, the formula of ``torch.nn.utils.clip_grad_norm_``) and apply the
+        optimizer update to the variables."""
+
+    @property
+    @abc.abstractmethod
+    def num_parameters(self) -> int:
+        """Number of elements of the flat gradient buffer (all the step's variables together)."""
+
+    def _checked_flat(self, flat: Any, what: str = "apply_gradients got") -> np.ndarray:
+        """``flat`` as a fresh, writable, 1-D float32 array of length :attr:`num_parameters`."""
+        if not isinstance(flat, np.ndarray):
+            raise TypeError(f"{what} {type(flat).__name__}; expected a numpy array of shape "
+                            f"({self.num_parameters},).")
+        if flat.shape != (self.num_parameters,):
+            raise ValueError(f"{what} an array of shape {flat.shape}; expected ({self.num_parameters},) "
+                             f"(all gradients of the step, flattened).")
+        return np.array(flat, dtype=np.float32, copy=True)
 
     @abc.abstractmethod
     def get_state(self) -> dict[str, np.ndarray]:
@@ -115,8 +341,8 @@ class Backend(abc.ABC):
     # --- tensors and variables -------------------------------------------------------------
     @property
     @abc.abstractmethod
-    def ops(self) -> Any:
-        """The neutral ops namespace (see :data:`OPS_CONTRACT`)."""
+    def ops(self) -> Ops:
+        """The neutral ops namespace (see :class:`Ops`)."""
 
     @property
     @abc.abstractmethod
@@ -137,7 +363,17 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> Any:
-        """Create a variable holding ``value`` (a numpy array); ``name`` is its full scope path."""
+        """Create a variable holding ``value`` (a numpy array); ``name`` is its full scope path.
+
+        A variable made with ``trainable=False`` never receives a gradient or an optimizer
+        update: :meth:`gradients` reports zeros for it and a :class:`TrainStep` given it leaves
+        it unchanged. It changes only through :meth:`assign_numpy` and the ``assign`` /
+        ``polyak`` ops.
+        """
+
+    @abc.abstractmethod
+    def is_trainable(self, variable: Any) -> bool:
+        """Whether ``variable`` (made by :meth:`variable`) is trainable."""
 
     @abc.abstractmethod
     def assign_numpy(self, variable: Any, value: np.ndarray) -> None:
@@ -160,15 +396,18 @@ class Backend(abc.ABC):
         ``optimizer`` is a validated optimizer spec dict: ``type`` (adam, rmsprop, sgd),
         ``learning_rate``, ``max_grad_norm`` (None = no clipping), ``eps``, ``betas``/``alpha``/
         ``momentum`` where they apply. In static mode the whole step (forward, loss, backward,
-        clipping, optimizer update) is compiled as one unit.
+        clipping, optimizer update) is compiled as one unit. The step also runs in two halves
+        (:meth:`TrainStep.compute_gradients`, :meth:`TrainStep.apply_gradients`) with an
+        optional :attr:`TrainStep.gradient_hook` between them. Non-trainable variables in
+        ``variables`` are never updated.
         """
 
     @abc.abstractmethod
     def gradients(self, loss_fn: Callable[..., Sequence[Any]], variables: Sequence[Any], *inputs):
         """Return ``(loss, [grad per variable])`` as numpy; for tests and gradient parity.
 
-        ``variables`` must be trainable variables (or tensors made with :meth:`variable`);
-        a variable the loss does not depend on gets a zero gradient.
+        ``variables`` are variables made with :meth:`variable`; a variable the loss does not
+        depend on, or a non-trainable one, gets a zero gradient.
         """
 
     def set_num_threads(self, num_threads: int) -> None:

@@ -126,7 +126,6 @@ class RunningObsNormalizer(Component):
         self.shape = tuple(int(s) for s in shape)
         self.clip = float(clip)
         self.epsilon = float(epsilon)
-        self._non_trainable_names = {"mean", "var", "count"}
 
     @classmethod
     def from_space(cls, space, *, name: str = "obs_normalizer", clip: float = 10.0,

@@ -21,7 +21,6 @@ class BoxNormalizer(Component):
         bounded = np.isfinite(low) & np.isfinite(high) & (high > low)
         self.scale = np.where(bounded, 2.0 / np.where(bounded, high - low, 1.0), 1.0).astype(np.float32)
         self.shift = np.where(bounded, -low * self.scale - 1.0, 0.0).astype(np.float32)
-        self._non_trainable_names = {"scale", "shift"}
 
     @classmethod
     def from_space(cls, space: FloatBox, *, name: str = "normalizer") -> "BoxNormalizer":

@@ -56,7 +56,6 @@ class SACLoss(Component):
         self.learn_alpha = ent_coef == "auto"
         self.initial_alpha = float(init_ent_coef if self.learn_alpha else ent_coef)
         self.target_entropy = float(-action_dim if target_entropy == "auto" else target_entropy)
-        self._non_trainable_names = set() if self.learn_alpha else {"log_alpha"}
 
     def create_variables(self, input_spaces):
         self.log_alpha = self.make_variable("log_alpha", np.asarray(math.log(self.initial_alpha), np.float32),

@@ -60,6 +60,8 @@ class Component:
         self.input_spaces: dict[str, dict[str, Any]] = {}
         self.variables_created = False
         self._variables: dict[str, Any] = {}
+        #: names (relative to this component) of variables made with ``trainable=False``
+        self._non_trainable_variables: set[str] = set()
         self._tracer = None
 
     # --- structure -------------------------------------------------------------------------
@@ -126,30 +128,44 @@ class Component:
         return False
 
     def make_variable(self, name: str, value: np.ndarray, trainable: bool = True) -> Any:
-        """Create a backend variable named ``<scope>/<name>`` from a numpy initial value."""
+        """Create a backend variable named ``<scope>/<name>`` from a numpy initial value.
+
+        ``trainable=False`` (or a frozen component, see :meth:`freeze`) is the one way to mark
+        a variable non-trainable: the name is recorded here, so :meth:`variables` with
+        ``trainable_only=True`` leaves it out, and the backend creates a variable that never
+        receives gradients or optimizer updates (even when handed to a train step).
+        """
         full = f"{self.scope}/{name}"
         trainable = trainable and not self._is_frozen()
         var = self.backend.variable(full, np.asarray(value), trainable=trainable)
         self._variables[name] = var
+        if trainable:
+            self._non_trainable_variables.discard(name)
+        else:
+            self._non_trainable_variables.add(name)
         return var
+
+    def is_trainable(self, name: str) -> bool:
+        """Whether this component's own variable ``name`` is trainable (False when frozen)."""
+        if name not in self._variables:
+            raise KeyError(f"Component '{self.scope}' has no variable '{name}'; its variables are "
+                           f"{sorted(self._variables)}.")
+        return name not in self._non_trainable_variables and not self._is_frozen()
 
     def variables(self, trainable_only: bool = False) -> dict[str, Any]:
         """All variables of this component and its descendants, keyed by full scope path.
 
-        Keys are relative to this component (so a policy and its target copy have equal keys).
+        ``trainable_only=True`` leaves out variables made with ``trainable=False`` and those of
+        frozen components. Keys are relative to this component (so a policy and its target copy have equal keys).
         """
         out: dict[str, Any] = {}
         prefix_len = len(self.scope) + 1
         for comp in self.walk():
             for name, var in comp._variables.items():
-                if trainable_only and (name in comp._non_trainable or comp._is_frozen()):
+                if trainable_only and not comp.is_trainable(name):
                     continue
                 out[f"{comp.scope}/{name}"[prefix_len:]] = var
         return out
-
-    @property
-    def _non_trainable(self) -> set:
-        return getattr(self, "_non_trainable_names", set())
 
     def check_input_spaces(self, method: str, spaces: dict[str, Any]) -> None:
         """Raise :class:`rlgraph_core.spaces.SpaceError` if ``spaces`` cannot feed ``method``.

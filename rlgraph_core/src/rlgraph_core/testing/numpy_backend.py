@@ -14,6 +14,7 @@ reach it through :func:`rlgraph_core.testing.available_backends`.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -260,6 +261,8 @@ class NumpyBackend(Backend):
         if device not in ("auto", "cpu"):
             raise ConfigError(f"The numpy test backend runs on the CPU only; got device '{device}'.")
         self._ops = NumpyOps()
+        #: id -> weak reference of every non-trainable variable made by this backend
+        self._non_trainable: dict[int, weakref.ref] = {}
 
     @property
     def ops(self) -> NumpyOps:
@@ -282,8 +285,21 @@ class NumpyBackend(Backend):
         return np.asarray(tensor)
 
     def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> np.ndarray:
-        """A writable numpy array copied from ``value`` (float64 becomes float32)."""
-        return _canonical(np.array(value, copy=True))
+        """A writable numpy array copied from ``value`` (float64 becomes float32).
+
+        ``trainable=False`` is recorded (see :meth:`is_trainable`); with no autodiff here, the
+        flag only has to report the same as the framework backends do.
+        """
+        var = _canonical(np.array(value, copy=True))
+        if not trainable:
+            key = id(var)
+            self._non_trainable[key] = weakref.ref(var, lambda _, key=key: self._non_trainable.pop(key, None))
+        return var
+
+    def is_trainable(self, variable: Any) -> bool:
+        """False for arrays made by :meth:`variable` with ``trainable=False``, else True."""
+        ref = self._non_trainable.get(id(variable))
+        return ref is None or ref() is not variable
 
     def assign_numpy(self, variable: np.ndarray, value: np.ndarray) -> None:
         """Overwrite ``variable`` in place."""
