@@ -10,7 +10,7 @@ import nox
 
 nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["core", "torch", "tf", "integration"]
+nox.options.sessions = ["lint", "core", "torch", "tf", "integration"]
 nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
@@ -35,9 +35,13 @@ def _pytest(session, *paths):
 def core(session):
     """rlgraph-core alone: no deep-learning framework in the venv at all."""
     _install(session, "./rlgraph_core")
-    session.run("python", "-c", "import importlib.util as u, sys; "
-                "bad=[m for m in ('torch','tensorflow','ray','horovod') if u.find_spec(m)]; "
-                "sys.exit(f'core venv must not contain {bad}') if bad else None")
+    session.run(
+        "python",
+        "-c",
+        "import importlib.util as u, sys; "
+        "bad=[m for m in ('torch','tensorflow','ray','horovod') if u.find_spec(m)]; "
+        "sys.exit(f'core venv must not contain {bad}') if bad else None",
+    )
     _pytest(session, "tests/core")
 
 
@@ -60,3 +64,27 @@ def integration(session):
     """torch + tf together, plus the third-party example plugin: parity and learning tests."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-example-components")
     _pytest(session, "tests/integration")
+
+
+#: rlgraph-core's public contracts, type-checked by the lint session.
+TYPED_CONTRACTS = (
+    "rlgraph_core/backend/contract.py",
+    "rlgraph_core/agents/base.py",
+    "rlgraph_core/plugins",
+    "rlgraph_core/memories/protocol.py",
+    "rlgraph_core/memories/settings.py",
+    "rlgraph_core/assemble.py",
+    "rlgraph_core/execution/base.py",
+)
+
+
+@nox.session(python=PYTHON)
+def lint(session):
+    """ruff check, ruff format --check, and mypy on rlgraph-core's public contracts."""
+    session.install(*CONSTRAINTS, "ruff==0.17.6", "mypy==2.4.1", "-e", "./rlgraph_core")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.chdir("rlgraph_core/src")
+    session.run(
+        "mypy", "--follow-imports=silent", "--ignore-missing-imports", "--python-version", "3.11", *TYPED_CONTRACTS
+    )

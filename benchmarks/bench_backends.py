@@ -185,15 +185,24 @@ def make_rlgraph_agent(backend_name: str, mode: str, envs, seed: int):
     from rlgraph_core.spaces import from_gym
 
     cfg = DQNConfig(
-        network={"hidden": HIDDEN, "activation": "relu"}, double_q=True, dueling=False, loss_type="huber",
-        batch_size=BATCH, learning_starts=LEARNING_STARTS, train_freq=1, gradient_steps=1,
-        target_update_interval=TARGET_UPDATE, gamma=GAMMA,
+        network={"hidden": HIDDEN, "activation": "relu"},
+        double_q=True,
+        dueling=False,
+        loss_type="huber",
+        batch_size=BATCH,
+        learning_starts=LEARNING_STARTS,
+        train_freq=1,
+        gradient_steps=1,
+        target_update_interval=TARGET_UPDATE,
+        gamma=GAMMA,
         exploration={"type": "linear", "start": EPS_START, "end": EPS_END, "steps": EPS_STEPS},
         memory={"type": "replay", "capacity": CAPACITY},
-        optimizer={"type": "adam", "learning_rate": LR, "max_grad_norm": MAX_GRAD_NORM})
+        optimizer={"type": "adam", "learning_rate": LR, "max_grad_norm": MAX_GRAD_NORM},
+    )
     backend = make_backend(backend_name, mode, device="cpu", seed=seed)
-    return DQNAgent(cfg, from_gym(envs.single_observation_space), from_gym(envs.single_action_space),
-                    backend, seed=seed, num_envs=1)
+    return DQNAgent(
+        cfg, from_gym(envs.single_observation_space), from_gym(envs.single_action_space), backend, seed=seed, num_envs=1
+    )
 
 
 def updates_of(agent_like) -> int:
@@ -219,22 +228,37 @@ def bench_row(row: str, warmup: int, steps: int, seed: int, time_limit: float) -
     _, timed = drive(learner, envs, steps, timer, seed, obs, time_limit)
     elapsed = time.perf_counter() - t0
     envs.close()
-    return {"row": row, "steps_per_s": timed / elapsed, "updates_per_s": (updates_of(learner) - updates0) / elapsed,
-            "warmup_s": warm_s, "elapsed_s": elapsed, "timed_steps": timed,
-            "ms": {k: 1000 * v / timed for k, v in timer.total.items()}}
+    return {
+        "row": row,
+        "steps_per_s": timed / elapsed,
+        "updates_per_s": (updates_of(learner) - updates0) / elapsed,
+        "warmup_s": warm_s,
+        "elapsed_s": elapsed,
+        "timed_steps": timed,
+        "ms": {k: 1000 * v / timed for k, v in timer.total.items()},
+    }
 
 
 def main(argv=None) -> int:
     """Parse options, run every row, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5000, help="timed env steps per row")
-    parser.add_argument("--warmup", type=int, default=LEARNING_STARTS + 200,
-                        help="untimed env steps first (covers compilation at the first updates)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=LEARNING_STARTS + 200,
+        help="untimed env steps first (covers compilation at the first updates)",
+    )
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {', '.join(ROWS)}")
-    parser.add_argument("--time-limit", type=float, default=30.0,
-                        help="stop timing a row after this many seconds (fewer steps are then timed)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op threads for both frameworks (0: each framework's default)")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=30.0,
+        help="stop timing a row after this many seconds (fewer steps are then timed)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="intra-op threads for both frameworks (0: each framework's default)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
@@ -254,24 +278,31 @@ def main(argv=None) -> int:
     if any(r.startswith("tf") for r in rows):
         import tensorflow as tf  # noqa: F401  (import outside the timed region)
 
-    print(f"DQN on CartPole-v1: MLP {HIDDEN}, batch {BATCH}, train_freq 1, gradient_steps 1, "
-          f"learning_starts {LEARNING_STARTS}; {args.warmup} warm-up + {args.steps} timed env steps per row; "
-          f"torch {torch.__version__}, threads {torch.get_num_threads()}, {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"DQN on CartPole-v1: MLP {HIDDEN}, batch {BATCH}, train_freq 1, gradient_steps 1, "
+        f"learning_starts {LEARNING_STARTS}; {args.warmup} warm-up + {args.steps} timed env steps per row; "
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, {os.cpu_count()} CPUs",
+        flush=True,
+    )
     results = []
     for row in ["hand-written", *rows]:
         res = bench_row(row, args.warmup, args.steps, args.seed, args.time_limit)
         results.append(res)
         print(f"  done {row}: {res['steps_per_s']:.0f} env steps/s (warm-up {res['warmup_s']:.1f} s)", flush=True)
     base = results[0]["steps_per_s"]
-    header = (f"{'learner':<14}{'steps':>6}{'env-steps/s':>12}{'updates/s':>11}{'vs hand':>9}{'warm-up s':>11}"
-              f" | ms per env step: {'act':>6}{'env':>6}{'observe':>8}{'update':>8}")
+    header = (
+        f"{'learner':<14}{'steps':>6}{'env-steps/s':>12}{'updates/s':>11}{'vs hand':>9}{'warm-up s':>11}"
+        f" | ms per env step: {'act':>6}{'env':>6}{'observe':>8}{'update':>8}"
+    )
     print()
     print(header)
     print("-" * len(header))
     for r in results:
         ms = r["ms"]
-        print(f"{r['row']:<14}{r['timed_steps']:>6}{r['steps_per_s']:>12.0f}{r['updates_per_s']:>11.0f}{r['steps_per_s'] / base:>9.2f}"
-              f"{r['warmup_s']:>11.1f} | {'':>17}{ms['act']:>6.2f}{ms['env']:>6.2f}{ms['observe']:>8.2f}{ms['update']:>8.2f}")
+        print(
+            f"{r['row']:<14}{r['timed_steps']:>6}{r['steps_per_s']:>12.0f}{r['updates_per_s']:>11.0f}{r['steps_per_s'] / base:>9.2f}"
+            f"{r['warmup_s']:>11.1f} | {'':>17}{ms['act']:>6.2f}{ms['env']:>6.2f}{ms['observe']:>8.2f}{ms['update']:>8.2f}"
+        )
     return 0
 
 

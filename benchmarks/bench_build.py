@@ -41,17 +41,20 @@ from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
 #: Agent settings of each variant, merged into ``DEFAULT_CONFIG["agent"]``.
 VARIANTS = {
     "default": {},
-    "dueling+PER+n-step": {"dueling": True, "n_step": 3,
-                           "memory": {"type": "prioritized_replay", "capacity": 100_000}},
+    "dueling+PER+n-step": {"dueling": True, "n_step": 3, "memory": {"type": "prioritized_replay", "capacity": 100_000}},
 }
 IMPLS = ("rlgraph-torch eager", "plain torch")
 
 
 def run_config(variant: str):
     """The validated rlgraph run config of a variant (torch eager on the CPU)."""
-    return validate_config({"agent": deep_merge(DEFAULT_CONFIG["agent"], VARIANTS[variant]),
-                            "env": {"id": "CartPole-v1", "num_envs": 1},
-                            "train": {"backend": "torch", "mode": "eager", "device": "cpu", "seed": 0}})
+    return validate_config(
+        {
+            "agent": deep_merge(DEFAULT_CONFIG["agent"], VARIANTS[variant]),
+            "env": {"id": "CartPole-v1", "num_envs": 1},
+            "train": {"backend": "torch", "mode": "eager", "device": "cpu", "seed": 0},
+        }
+    )
 
 
 # ---------------------------------------------------------------------------- plain torch
@@ -122,8 +125,12 @@ def child(impl: str, variant: str) -> None:
 
 def cold(impl: str, variant: str, threads: int) -> tuple[float, float]:
     """Run :func:`child` in a new interpreter; its (seconds, graph build seconds)."""
-    out = subprocess.run([sys.executable, __file__, "--child", impl, variant, "--threads", str(threads)],
-                         check=True, capture_output=True, text=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", impl, variant, "--threads", str(threads)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     return float(out[-2]), float(out[-1])
 
 
@@ -135,8 +142,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--builds", type=int, default=10, help="warm builds per implementation and variant")
     parser.add_argument("--cold-runs", type=int, default=3, help="fresh processes per implementation and variant")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads (0 = torch's default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0 = torch's default)")
     parser.add_argument("--child", nargs=2, metavar=("IMPL", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads > 0:
@@ -153,19 +159,20 @@ def main() -> None:
     warm = {(i, v): [] for i in IMPLS for v in VARIANTS}
     for r in range(args.builds):
         for variant in VARIANTS:
-            for impl in (IMPLS if r % 2 == 0 else IMPLS[::-1]):
+            for impl in IMPLS if r % 2 == 0 else IMPLS[::-1]:
                 warm[impl, variant].append(time_build(impl, configs[variant], env))
     cold_runs = {(i, v): [] for i in IMPLS for v in VARIANTS}
     for r in range(args.cold_runs):
         for variant in VARIANTS:
-            for impl in (IMPLS if r % 2 == 0 else IMPLS[::-1]):
+            for impl in IMPLS if r % 2 == 0 else IMPLS[::-1]:
                 cold_runs[impl, variant].append(cold(impl, variant, args.threads))
 
-    print(f"DQN agent build time on CartPole-v1 (torch {torch.__version__}, {torch.get_num_threads()} torch "
-          f"thread(s)); warm: median of {args.builds} builds in this process; cold: median of "
-          f"{args.cold_runs} fresh processes")
-    print(f"{'variant':<20}{'implementation':<21}{'warm':>10}{'(graph build)':>15}{'ratio':>7}"
-          f"{'cold':>11}{'ratio':>7}")
+    print(
+        f"DQN agent build time on CartPole-v1 (torch {torch.__version__}, {torch.get_num_threads()} torch "
+        f"thread(s)); warm: median of {args.builds} builds in this process; cold: median of "
+        f"{args.cold_runs} fresh processes"
+    )
+    print(f"{'variant':<20}{'implementation':<21}{'warm':>10}{'(graph build)':>15}{'ratio':>7}{'cold':>11}{'ratio':>7}")
     for variant in VARIANTS:
         base_warm = statistics.median(s for s, _ in warm["plain torch", variant])
         base_cold = statistics.median(s for s, _ in cold_runs["plain torch", variant])
@@ -173,8 +180,9 @@ def main() -> None:
             w = statistics.median(s for s, _ in warm[impl, variant])
             g = None if impl == "plain torch" else statistics.median(g for _, g in warm[impl, variant])
             c = statistics.median(s for s, _ in cold_runs[impl, variant])
-            print(f"{variant:<20}{impl:<21}{fmt(w):>10}{fmt(g):>15}{w / base_warm:>7.1f}"
-                  f"{fmt(c):>11}{c / base_cold:>7.2f}")
+            print(
+                f"{variant:<20}{impl:<21}{fmt(w):>10}{fmt(g):>15}{w / base_warm:>7.1f}{fmt(c):>11}{c / base_cold:>7.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -61,9 +61,14 @@ from rlgraph_core.plugins import get_plugin_manager, hookimpl
 #: Agent settings of each benchmark configuration, merged into ``DEFAULT_CONFIG["agent"]``.
 CONFIGS = {
     # One gradient step per env step: the per-call overhead of act/observe/update dominates.
-    "per-step": {"network": {"hidden": [64, 64], "activation": "relu"}, "batch_size": 64,
-                 "learning_starts": 1000, "train_freq": 1, "gradient_steps": 1,
-                 "target_update_interval": 500},
+    "per-step": {
+        "network": {"hidden": [64, 64], "activation": "relu"},
+        "batch_size": 64,
+        "learning_starts": 1000,
+        "train_freq": 1,
+        "gradient_steps": 1,
+        "target_update_interval": 500,
+    },
     # The shipped default schedule: [256, 256], 128 gradient steps every 256 env steps.
     "default": {},
 }
@@ -80,9 +85,18 @@ Rates = tuple[float, float, float]  # env steps/s, updates/s, env steps per CPU-
 def run_config(name: str, mode: str, seed: int, total_timesteps: int = 1):
     """The validated rlgraph run config of one benchmark configuration (no eval, no loggers)."""
     agent = deep_merge(DEFAULT_CONFIG["agent"], CONFIGS[name])
-    train = {"total_timesteps": total_timesteps, "eval_interval": 10**12, "log_interval": LOG_INTERVAL,
-             "target_return": None, "loggers": [], "progress_bar": False, "seed": seed,
-             "backend": "torch", "mode": mode, "device": "cpu"}
+    train = {
+        "total_timesteps": total_timesteps,
+        "eval_interval": 10**12,
+        "log_interval": LOG_INTERVAL,
+        "target_return": None,
+        "loggers": [],
+        "progress_bar": False,
+        "seed": seed,
+        "backend": "torch",
+        "mode": mode,
+        "device": "cpu",
+    }
     return validate_config({"agent": agent, "env": {"id": "CartPole-v1", "num_envs": 1}, "train": train})
 
 
@@ -126,9 +140,13 @@ class NumpyReplay:
 
     def sample(self, batch_size: int):
         idx = self.rng.integers(0, self.size, batch_size)
-        return (torch.from_numpy(self.obs[idx]), torch.from_numpy(self.actions[idx]),
-                torch.from_numpy(self.rewards[idx]), torch.from_numpy(self.next_obs[idx]),
-                torch.from_numpy(self.terminals[idx]))
+        return (
+            torch.from_numpy(self.obs[idx]),
+            torch.from_numpy(self.actions[idx]),
+            torch.from_numpy(self.rewards[idx]),
+            torch.from_numpy(self.next_obs[idx]),
+            torch.from_numpy(self.terminals[idx]),
+        )
 
 
 def mlp(obs_dim: int, hidden: list[int], num_actions: int) -> nn.Sequential:
@@ -145,8 +163,12 @@ def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
     eps, opt = cfg.exploration, cfg.optimizer
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    envs = gym.make_vec("CartPole-v1", num_envs=1, vectorization_mode=gym.VectorizeMode.SYNC,
-                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    envs = gym.make_vec(
+        "CartPole-v1",
+        num_envs=1,
+        vectorization_mode=gym.VectorizeMode.SYNC,
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
     obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     q_net = mlp(obs_dim, cfg.network.hidden, num_actions)
     target_net = copy.deepcopy(q_net)
@@ -246,8 +268,7 @@ def bench_executor(name: str, steps: int, mode: str, seed: int) -> Rates:
 def agent_loop_steps(config, seed: int) -> Iterator[tuple[int, int]]:
     """The LocalExecutor's loop body on a real DQNAgent; yields ``(env steps, updates)``."""
     envs = make_vector_env(config.env, seed)
-    agent = make_agent(config, envs.single_observation_space, envs.single_action_space,
-                       num_envs=config.env.num_envs)
+    agent = make_agent(config, envs.single_observation_space, envs.single_action_space, num_envs=config.env.num_envs)
     obs, _ = envs.reset(seed=seed)
     while True:
         actions = agent.act(obs)
@@ -281,8 +302,7 @@ def bench_lockstep(name: str, steps: int, seed: int, modes: list[str], chunk: in
             cpu[impl] += c1 - c0
             last_updates[impl] = updates
     total = math.ceil(steps / chunk) * chunk
-    return {impl: rates(total, last_updates[impl] - first_updates[impl], wall[impl], cpu[impl])
-            for impl in loops}
+    return {impl: rates(total, last_updates[impl] - first_updates[impl], wall[impl], cpu[impl]) for impl in loops}
 
 
 # ---------------------------------------------------------------------------- main
@@ -292,25 +312,27 @@ def describe(name: str, steps: int) -> str:
     """One line naming the configuration's settings."""
     cfg = run_config(name, "eager", 0).agent
     start, end = window(cfg, steps)
-    return (f"config '{name}': net {cfg.network.hidden} {cfg.network.activation}, batch {cfg.batch_size}, "
-            f"learning_starts {cfg.learning_starts}, train_freq {cfg.train_freq}, gradient_steps "
-            f"{cfg.gradient_steps}, target sync every {cfg.target_update_interval} updates, double Q, "
-            f"Huber, replay {cfg.memory.capacity}, {cfg.optimizer.type} lr {cfg.optimizer.learning_rate} "
-            f"clip {cfg.optimizer.max_grad_norm}, 1 env; timed env steps {start}..{end}")
+    return (
+        f"config '{name}': net {cfg.network.hidden} {cfg.network.activation}, batch {cfg.batch_size}, "
+        f"learning_starts {cfg.learning_starts}, train_freq {cfg.train_freq}, gradient_steps "
+        f"{cfg.gradient_steps}, target sync every {cfg.target_update_interval} updates, double Q, "
+        f"Huber, replay {cfg.memory.capacity}, {cfg.optimizer.type} lr {cfg.optimizer.learning_rate} "
+        f"clip {cfg.optimizer.max_grad_norm}, 1 env; timed env steps {start}..{end}"
+    )
 
 
 def print_table(title: str, results: dict[str, list[Rates]]) -> None:
     """Medians per implementation, with ratios to the hand-written loop (the first entry)."""
-    median = {impl: [statistics.median(run[i] for run in runs) for i in range(3)]
-              for impl, runs in results.items()}
+    median = {impl: [statistics.median(run[i] for run in runs) for i in range(3)] for impl, runs in results.items()}
     base = next(iter(median.values()))
     print(title)
-    print(f"  {'implementation':<24}{'env steps/s':>12}{'updates/s':>11}{'ratio':>7}"
-          f"{'steps/CPU-s':>13}{'CPU ratio':>11}   env steps/s of each run")
+    print(
+        f"  {'implementation':<24}{'env steps/s':>12}{'updates/s':>11}{'ratio':>7}"
+        f"{'steps/CPU-s':>13}{'CPU ratio':>11}   env steps/s of each run"
+    )
     for impl, (sps, ups, cps) in median.items():
         runs = ", ".join(f"{run[0]:.0f}" for run in results[impl])
-        print(f"  {impl:<24}{sps:>12.0f}{ups:>11.0f}{sps / base[0]:>7.2f}{cps:>13.0f}{cps / base[2]:>11.2f}"
-              f"   {runs}")
+        print(f"  {impl:<24}{sps:>12.0f}{ups:>11.0f}{sps / base[0]:>7.2f}{cps:>13.0f}{cps / base[2]:>11.2f}   {runs}")
 
 
 def main() -> None:
@@ -320,8 +342,9 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=250, help="env steps per turn in the lockstep run")
     parser.add_argument("--configs", default="per-step,default", help=f"comma-separated, of {list(CONFIGS)}")
     parser.add_argument("--static", action="store_true", help="also run rlgraph-torch static (torch.compile)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads for every implementation (0 = torch's default)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads for every implementation (0 = torch's default)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.threads > 0:
@@ -333,23 +356,27 @@ def main() -> None:
         impls[f"rlgraph-torch {mode}"] = lambda name, mode=mode: bench_executor(name, args.steps, mode, args.seed)
     names = list(impls)
 
-    print(f"DQN on CartPole-v1: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s). "
-          f"ratio = env steps/s relative to the hand-written loop; CPU columns divide by this process's "
-          f"CPU time instead of wall-clock time.")
+    print(
+        f"DQN on CartPole-v1: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s). "
+        f"ratio = env steps/s relative to the hand-written loop; CPU columns divide by this process's "
+        f"CPU time instead of wall-clock time."
+    )
     # The first run in a process is slower (lazy imports, allocator, caches): one short untimed run each.
     bench_handwritten("per-step", LOG_INTERVAL, args.seed)
     bench_executor("per-step", LOG_INTERVAL, "eager", args.seed)
     for config in args.configs.split(","):
         results: dict[str, list[Rates]] = {n: [] for n in names}
         for r in range(args.repeats):
-            for impl in names[r % len(names):] + names[:r % len(names)]:  # rotate the order
+            for impl in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order
                 results[impl].append(impls[impl](config))
         lockstep = bench_lockstep(config, args.steps, args.seed, modes, args.chunk)
         print()
         print(describe(config, args.steps))
         print_table(f"executor: LocalExecutor runs, median of {args.repeats}", results)
-        print_table(f"lockstep: agent loops in turns of {args.chunk} env steps, one run",
-                    {impl: [r] for impl, r in lockstep.items()})
+        print_table(
+            f"lockstep: agent loops in turns of {args.chunk} env steps, one run",
+            {impl: [r] for impl, r in lockstep.items()},
+        )
 
 
 if __name__ == "__main__":

@@ -46,8 +46,20 @@ from rlgraph_core.execution.local import true_next_obs
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "ppo_cartpole.yaml"
-HP = dict(num_envs=8, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, lr=1e-3,
-          clip=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, adam_eps=1e-5)
+HP = dict(
+    num_envs=8,
+    n_steps=32,
+    batch_size=256,
+    n_epochs=20,
+    gamma=0.98,
+    gae_lambda=0.8,
+    lr=1e-3,
+    clip=0.2,
+    ent_coef=0.0,
+    vf_coef=0.5,
+    max_grad_norm=0.5,
+    adam_eps=1e-5,
+)
 ROLLOUT = HP["num_envs"] * HP["n_steps"]
 WARMUP = 2 * ROLLOUT
 EVAL_INTERVAL, EVAL_EPISODES, TARGET = 2048, 10, 475.0
@@ -121,12 +133,22 @@ def _timed_evaluate(clock: Clock):
 
 def run_rlgraph(backend: str, mode: str, seed: int, total: int, solve: bool, timeout: float) -> dict:
     """One LocalExecutor run; returns throughput or time-to-solve numbers."""
-    overrides = [f"train.backend={backend}", f"train.mode={mode}", "train.device=cpu", f"train.seed={seed}",
-                 f"train.total_timesteps={total}", f"train.log_interval={ROLLOUT}", "train.loggers=[]",
-                 "train.progress_bar=false", f"agent.optimizer.learning_rate={HP['lr']}",
-                 f"agent.clip_range={HP['clip']}", f"agent.n_epochs={HP['n_epochs']}",
-                 f"train.eval_interval={EVAL_INTERVAL if solve else 10**12}",
-                 f"train.eval_episodes={EVAL_EPISODES}", f"train.target_return={TARGET if solve else 'null'}"]
+    overrides = [
+        f"train.backend={backend}",
+        f"train.mode={mode}",
+        "train.device=cpu",
+        f"train.seed={seed}",
+        f"train.total_timesteps={total}",
+        f"train.log_interval={ROLLOUT}",
+        "train.loggers=[]",
+        "train.progress_bar=false",
+        f"agent.optimizer.learning_rate={HP['lr']}",
+        f"agent.clip_range={HP['clip']}",
+        f"agent.n_epochs={HP['n_epochs']}",
+        f"train.eval_interval={EVAL_INTERVAL if solve else 10**12}",
+        f"train.eval_episodes={EVAL_EPISODES}",
+        f"train.target_return={TARGET if solve else 'null'}",
+    ]
     config = validate_config(apply_overrides(load_config_file(CONFIG), overrides))
     clock = Clock()
     pm = get_plugin_manager()
@@ -145,8 +167,12 @@ def run_rlgraph(backend: str, mode: str, seed: int, total: int, solve: bool, tim
         shutil.rmtree(out_dir, ignore_errors=True)
     if not solve:
         return {"throughput": clock.throughput(WARMUP, total)}
-    return {"solved": summary["target_reached"], "steps": summary["timesteps"],
-            "time": summary["wall_time"] - clock.eval_wall, "build": summary["build_seconds"]}
+    return {
+        "solved": summary["target_reached"],
+        "steps": summary["timesteps"],
+        "time": summary["wall_time"] - clock.eval_wall,
+        "build": summary["build_seconds"],
+    }
 
 
 # ---------------------------------------------------------------------------- hand-written
@@ -166,8 +192,9 @@ class ActorCritic(nn.Module):
     def __init__(self, obs_dim: int, n_actions: int):
         super().__init__()
         g = np.sqrt(2)
-        self.actor = nn.Sequential(layer(obs_dim, 64, g), nn.Tanh(), layer(64, 64, g), nn.Tanh(),
-                                   layer(64, n_actions, 0.01))
+        self.actor = nn.Sequential(
+            layer(obs_dim, 64, g), nn.Tanh(), layer(64, 64, g), nn.Tanh(), layer(64, n_actions, 0.01)
+        )
         self.critic = nn.Sequential(layer(obs_dim, 64, g), nn.Tanh(), layer(64, 64, g), nn.Tanh(), layer(64, 1, 1.0))
 
     def value(self, obs):
@@ -200,8 +227,12 @@ def run_hand(seed: int, total: int, solve: bool, timeout: float) -> dict:
     hp = HP
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    envs = gym.make_vec("CartPole-v1", num_envs=hp["num_envs"], vectorization_mode=gym.VectorizeMode.SYNC,
-                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    envs = gym.make_vec(
+        "CartPole-v1",
+        num_envs=hp["num_envs"],
+        vectorization_mode=gym.VectorizeMode.SYNC,
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
     eval_env = gym.make("CartPole-v1")
     obs_dim, n_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     model = ActorCritic(obs_dim, n_actions)
@@ -253,7 +284,7 @@ def run_hand(seed: int, total: int, solve: bool, timeout: float) -> dict:
             for _ in range(hp["n_epochs"]):
                 perm = rng.permutation(T * N)
                 for s in range(0, T * N, hp["batch_size"]):
-                    idx = torch.as_tensor(perm[s:s + hp["batch_size"]])
+                    idx = torch.as_tensor(perm[s : s + hp["batch_size"]])
                     dist = torch.distributions.Categorical(logits=model.actor(f_obs[idx]), validate_args=False)
                     ratio = torch.exp(dist.log_prob(f_act[idx]) - f_logp[idx])
                     a = f_adv[idx]
@@ -313,12 +344,20 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=50_000, help="env-step cap of the time-to-solve runs")
     parser.add_argument("--repeats", type=int, default=1, help="interleaved throughput runs per implementation")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds of the time-to-solve runs")
-    parser.add_argument("--solve-timeout", type=float, default=60.0,
-                        help="wall-clock cap (s, incl. build and evaluations) of each time-to-solve run")
+    parser.add_argument(
+        "--solve-timeout",
+        type=float,
+        default=60.0,
+        help="wall-clock cap (s, incl. build and evaluations) of each time-to-solve run",
+    )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-solve", action="store_true")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op threads of torch (and tf) for every implementation (0 = framework default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads of torch (and tf) for every implementation (0 = framework default)",
+    )
     args = parser.parse_args()
     impls = args.impls.split(",") if args.impls else available_impls()
     unknown = sorted(set(impls) - set(available_impls()))
@@ -333,13 +372,15 @@ def main() -> None:
             tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
     steps = -(-args.steps // ROLLOUT) * ROLLOUT
-    print(f"PPO on CartPole-v1 (8 envs x 32 steps, batch 256, 20 epochs, lr 1e-3, clip 0.2, gamma 0.98, "
-          f"gae_lambda 0.8); torch {torch.__version__}, {torch.get_num_threads()} thread(s).")
+    print(
+        f"PPO on CartPole-v1 (8 envs x 32 steps, batch 256, 20 epochs, lr 1e-3, clip 0.2, gamma 0.98, "
+        f"gae_lambda 0.8); torch {torch.__version__}, {torch.get_num_threads()} thread(s)."
+    )
 
     thr: dict[str, list[tuple[float, float]]] = {i: [] for i in impls}
     if not args.skip_throughput:
         for r in range(args.repeats):
-            for impl in impls[r % len(impls):] + impls[:r % len(impls)]:
+            for impl in impls[r % len(impls) :] + impls[: r % len(impls)]:
                 thr[impl].append(run(impl, 0, WARMUP + steps, solve=False)["throughput"])
                 print(f"  throughput {label(impl)}: {thr[impl][-1][0]:.0f} env steps/s", flush=True)
     solve: dict[str, list[dict]] = {i: [] for i in impls}
@@ -348,33 +389,49 @@ def main() -> None:
             for impl in impls:
                 solve[impl].append(run(impl, seed, args.budget, solve=True, timeout=args.solve_timeout))
                 res = solve[impl][-1]
-                print(f"  solve seed {seed} {label(impl)}: {'reached' if res['solved'] else 'NOT reached'} "
-                      f"after {res['steps']} steps, {res['time']:.1f} s", flush=True)
+                print(
+                    f"  solve seed {seed} {label(impl)}: {'reached' if res['solved'] else 'NOT reached'} "
+                    f"after {res['steps']} steps, {res['time']:.1f} s",
+                    flush=True,
+                )
 
     print()
     base = statistics.median(t[0] for t in thr["hand"]) if thr.get("hand") else None
     base_cpu = statistics.median(t[1] for t in thr["hand"]) if thr.get("hand") else None
-    print(f"| implementation | env steps/s | vs hand | env steps/CPU-s | vs hand | steps to eval >= 475 "
-          f"| time to eval >= 475 (s) |")
+    print(
+        "| implementation | env steps/s | vs hand | env steps/CPU-s | vs hand | steps to eval >= 475 "
+        "| time to eval >= 475 (s) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for impl in impls:
         cols = []
         if thr[impl]:
             sps, cps = (statistics.median(t[k] for t in thr[impl]) for k in (0, 1))
-            cols += [f"{sps:.0f}", f"{sps / base:.2f}" if base else "-", f"{cps:.0f}",
-                     f"{cps / base_cpu:.2f}" if base_cpu else "-"]
+            cols += [
+                f"{sps:.0f}",
+                f"{sps / base:.2f}" if base else "-",
+                f"{cps:.0f}",
+                f"{cps / base_cpu:.2f}" if base_cpu else "-",
+            ]
         else:
             cols += ["-"] * 4
         if solve[impl]:
             cols.append(" / ".join(f"{r['steps']}" if r["solved"] else f"> {r['steps']}" for r in solve[impl]))
-            cols.append(" / ".join(f"{r['time']:.1f}" if r["solved"] else
-                                   (f"> {args.solve_timeout:.0f} (cut)" if r.get("timeout") else "not reached")
-                                   for r in solve[impl]))
+            cols.append(
+                " / ".join(
+                    f"{r['time']:.1f}"
+                    if r["solved"]
+                    else (f"> {args.solve_timeout:.0f} (cut)" if r.get("timeout") else "not reached")
+                    for r in solve[impl]
+                )
+            )
         else:
             cols += ["-", "-"]
         print(f"| {label(impl)} | " + " | ".join(cols) + " |")
-    print("\nthroughput: median over repeats, seed 0, evaluation off; time to solve: per seed "
-          f"({', '.join(map(str, seeds))}), evaluation time excluded, build/compile included.")
+    print(
+        "\nthroughput: median over repeats, seed 0, evaluation off; time to solve: per seed "
+        f"({', '.join(map(str, seeds))}), evaluation time excluded, build/compile included."
+    )
 
 
 if __name__ == "__main__":

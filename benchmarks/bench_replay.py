@@ -40,11 +40,11 @@ class LoopSegmentTree:
     def build(self, leaves: np.ndarray, reduce: np.ufunc) -> None:
         """Bulk-initialise from leaf values (setup only; vectorised so filling 2^20 is quick)."""
         tree = np.array(self.value)
-        tree[self.size:self.size + leaves.size] = leaves
+        tree[self.size : self.size + leaves.size] = leaves
         node = self.size
         while node > 1:
             node //= 2
-            tree[node:2 * node] = reduce(tree[2 * node:4 * node:2], tree[2 * node + 1:4 * node:2])
+            tree[node : 2 * node] = reduce(tree[2 * node : 4 * node : 2], tree[2 * node + 1 : 4 * node : 2])
         self.value = tree.tolist()
 
     def __setitem__(self, idx: int, val: float) -> None:
@@ -182,23 +182,24 @@ def main() -> None:
     pool_len = 16
     chunks = {s: [cartpole_records(rng, s) for _ in range(pool_len)] for s in chunk_sizes}
     update_args = [
-        (rng.integers(0, args.capacity, size=args.batch), rng.exponential(size=args.batch))
-        for _ in range(pool_len)
+        (rng.integers(0, args.capacity, size=args.batch), rng.exponential(size=args.batch)) for _ in range(pool_len)
     ]
 
     start = time.perf_counter()
     fast = PrioritizedReplay(args.capacity, alpha=ALPHA, beta=BETA, epsilon=EPSILON, seed=args.seed)
     step = 1 << 16
     for lo in range(0, args.capacity, step):
-        fast.insert({k: v[lo:lo + step] for k, v in fill.items()})
+        fast.insert({k: v[lo : lo + step] for k, v in fill.items()})
     fast.update_priorities(np.arange(args.capacity), fill_td)
     fill_seconds = time.perf_counter() - start
 
     slow = LoopPrioritizedReplay(args.capacity, seed=args.seed)
     slow.fill(fill, (fill_td + EPSILON) ** ALPHA)
 
-    print(f"PrioritizedReplay benchmark: capacity={args.capacity}, batch={args.batch}, "
-          f"iters={args.iters}, numpy {np.__version__}")
+    print(
+        f"PrioritizedReplay benchmark: capacity={args.capacity}, batch={args.batch}, "
+        f"iters={args.iters}, numpy {np.__version__}"
+    )
     print(f"vectorised fill of {args.capacity} records + priority update: {fill_seconds:.2f} s\n")
     fast_results = measure(fast, chunks, update_args, args.batch, args.iters)
     slow_results = measure(slow, chunks, update_args, args.batch, args.iters)
@@ -208,8 +209,7 @@ def main() -> None:
     print("-" * (name_w + 40))
     for key, fast_value in fast_results.items():
         slow_value = slow_results[key]
-        print(f"{key:<{name_w}}  {fast_value:>12,.0f}  {slow_value:>12,.0f}  "
-              f"{fast_value / slow_value:>7.1f}x")
+        print(f"{key:<{name_w}}  {fast_value:>12,.0f}  {slow_value:>12,.0f}  {fast_value / slow_value:>7.1f}x")
 
 
 if __name__ == "__main__":

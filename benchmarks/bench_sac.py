@@ -56,19 +56,42 @@ LOG_INTERVAL = 100
 def agent_config(hidden: list[int], learning_starts: int) -> dict:
     """The SAC agent settings shared by every implementation (RL-Zoo Pendulum, one step per step)."""
     net = {"hidden": hidden, "activation": "relu"}
-    return {"type": "sac", "actor_network": net, "critic_network": net, "gamma": 0.99, "tau": 0.005,
-            "batch_size": 256, "learning_starts": learning_starts, "train_freq": 1, "gradient_steps": 1,
-            "ent_coef": "auto", "target_entropy": "auto", "memory": {"type": "replay", "capacity": 100_000},
-            "optimizer": {"type": "adam", "learning_rate": 1e-3, "max_grad_norm": None}}
+    return {
+        "type": "sac",
+        "actor_network": net,
+        "critic_network": net,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "batch_size": 256,
+        "learning_starts": learning_starts,
+        "train_freq": 1,
+        "gradient_steps": 1,
+        "ent_coef": "auto",
+        "target_entropy": "auto",
+        "memory": {"type": "replay", "capacity": 100_000},
+        "optimizer": {"type": "adam", "learning_rate": 1e-3, "max_grad_norm": None},
+    }
 
 
 def run_config(args, backend: str, mode: str, total_timesteps: int) -> dict:
     """The raw rlgraph run config (no evaluation, no loggers, CPU)."""
-    train = {"total_timesteps": total_timesteps, "eval_interval": 10**12, "log_interval": LOG_INTERVAL,
-             "target_return": None, "loggers": [], "progress_bar": False, "seed": args.seed,
-             "backend": backend, "mode": mode, "device": args.device}
-    return {"agent": agent_config(args.hidden, args.learning_starts),
-            "env": {"id": ENV_ID, "num_envs": 1}, "train": train}
+    train = {
+        "total_timesteps": total_timesteps,
+        "eval_interval": 10**12,
+        "log_interval": LOG_INTERVAL,
+        "target_return": None,
+        "loggers": [],
+        "progress_bar": False,
+        "seed": args.seed,
+        "backend": backend,
+        "mode": mode,
+        "device": args.device,
+    }
+    return {
+        "agent": agent_config(args.hidden, args.learning_starts),
+        "env": {"id": ENV_ID, "num_envs": 1},
+        "train": train,
+    }
 
 
 def window(args) -> tuple[int, int]:
@@ -139,9 +162,13 @@ class NumpyReplay:
 
     def sample(self, batch_size: int):
         idx = self.rng.integers(0, self.size, batch_size)
-        return (torch.from_numpy(self.obs[idx]), torch.from_numpy(self.actions[idx]),
-                torch.from_numpy(self.rewards[idx]), torch.from_numpy(self.next_obs[idx]),
-                torch.from_numpy(self.terminals[idx]))
+        return (
+            torch.from_numpy(self.obs[idx]),
+            torch.from_numpy(self.actions[idx]),
+            torch.from_numpy(self.rewards[idx]),
+            torch.from_numpy(self.next_obs[idx]),
+            torch.from_numpy(self.terminals[idx]),
+        )
 
 
 def mlp(in_dim: int, hidden: list[int], out_dim: int) -> nn.Sequential:
@@ -189,8 +216,12 @@ def bench_handwritten(args) -> tuple[float, float, float]:
     start, end = window(args)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    envs = gym.make_vec(ENV_ID, num_envs=1, vectorization_mode=gym.VectorizeMode.SYNC,
-                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    envs = gym.make_vec(
+        ENV_ID,
+        num_envs=1,
+        vectorization_mode=gym.VectorizeMode.SYNC,
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
     envs.action_space.seed(args.seed)
     obs_dim, act_dim = envs.single_observation_space.shape[0], envs.single_action_space.shape[0]
     low, high = envs.single_action_space.low, envs.single_action_space.high
@@ -267,15 +298,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=500, help="timed env steps per run (after warm-up)")
     parser.add_argument("--warmup", type=int, default=100, help="env steps with updates before the window")
-    parser.add_argument("--learning-starts", type=int, default=256, dest="learning_starts",
-                        help="env steps of random actions before learning (at least the batch size, 256)")
+    parser.add_argument(
+        "--learning-starts",
+        type=int,
+        default=256,
+        dest="learning_starts",
+        help="env steps of random actions before learning (at least the batch size, 256)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="interleaved runs per implementation")
     parser.add_argument("--hidden", default="256,256", help="hidden sizes of actor and critic trunks")
     parser.add_argument("--backends", default=None, help="comma-separated; default: every installed backend")
     parser.add_argument("--modes", default="eager,static")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op threads for torch and tf (0 = the frameworks' defaults)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="intra-op threads for torch and tf (0 = the frameworks' defaults)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     args.hidden = [int(h) for h in args.hidden.split(",")]
@@ -296,31 +333,43 @@ def main() -> None:
     impls = {"hand-written PyTorch": lambda: bench_handwritten(args)}
     for backend in backends:
         for mode in args.modes.split(","):
-            impls[f"rlgraph-{backend} {mode}"] = (lambda b=backend, m=mode: bench_rlgraph(args, b, m))
+            impls[f"rlgraph-{backend} {mode}"] = lambda b=backend, m=mode: bench_rlgraph(args, b, m)
     names = list(impls)
     start, end = window(args)
-    print(f"SAC on {ENV_ID}: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), "
-          f"{os.cpu_count()} CPUs, device {args.device}, median of {args.repeats} run(s)")
-    print(f"net {args.hidden} relu (actor and each critic), batch 256, adam lr 1e-3, tau 0.005, "
-          f"1 gradient step per env step, learning_starts {args.learning_starts}; timed env steps {start}..{end}")
+    print(
+        f"SAC on {ENV_ID}: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), "
+        f"{os.cpu_count()} CPUs, device {args.device}, median of {args.repeats} run(s)"
+    )
+    print(
+        f"net {args.hidden} relu (actor and each critic), batch 256, adam lr 1e-3, tau 0.005, "
+        f"1 gradient step per env step, learning_starts {args.learning_starts}; timed env steps {start}..{end}"
+    )
     results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
     for r in range(args.repeats):
-        for impl in names[r % len(names):] + names[:r % len(names)]:  # rotate the order
+        for impl in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order
             t0 = time.perf_counter()
             results[impl].append(impls[impl]())
             sps, _, cps = results[impl][-1]
-            print(f"  run {r + 1}: {impl}: {sps:.0f} env steps/s, {cps:.0f} per CPU-s "
-                  f"({time.perf_counter() - t0:.0f} s with warm-up)", flush=True)
+            print(
+                f"  run {r + 1}: {impl}: {sps:.0f} env steps/s, {cps:.0f} per CPU-s "
+                f"({time.perf_counter() - t0:.0f} s with warm-up)",
+                flush=True,
+            )
+
     def med(impl, i):
         return statistics.median(r[i] for r in results[impl])
 
     print()
-    print(f"| {'implementation':<24} | {'env steps/s':>11} | {'updates/s':>9} | {'vs hand-written':>15} "
-          f"| {'env steps/CPU-s':>15} | {'vs hand-written':>15} |")
+    print(
+        f"| {'implementation':<24} | {'env steps/s':>11} | {'updates/s':>9} | {'vs hand-written':>15} "
+        f"| {'env steps/CPU-s':>15} | {'vs hand-written':>15} |"
+    )
     print(f"|{'-' * 26}|{'-' * 13}|{'-' * 11}|{'-' * 17}|{'-' * 17}|{'-' * 17}|")
     for impl in names:
-        print(f"| {impl:<24} | {med(impl, 0):>11.0f} | {med(impl, 1):>9.0f} | {med(impl, 0) / med(names[0], 0):>15.2f} "
-              f"| {med(impl, 2):>15.0f} | {med(impl, 2) / med(names[0], 2):>15.2f} |")
+        print(
+            f"| {impl:<24} | {med(impl, 0):>11.0f} | {med(impl, 1):>9.0f} | {med(impl, 0) / med(names[0], 0):>15.2f} "
+            f"| {med(impl, 2):>15.0f} | {med(impl, 2) / med(names[0], 2):>15.2f} |"
+        )
 
 
 if __name__ == "__main__":

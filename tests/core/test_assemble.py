@@ -14,8 +14,15 @@ from rlgraph_core.agents.base import AGENT_CONSTRUCTOR_KWARGS, Agent, check_agen
 from rlgraph_core.agents.dqn import DQNConfig
 from rlgraph_core.agents.ppo import PPOConfig
 from rlgraph_core.assemble import assemble
-from rlgraph_core.config.run import (DEFAULT_CONFIG, DEFAULT_CONFIG_NAME, apply_overrides, load_shipped_config,
-                                     run_config_model, shipped_configs, validate_config)
+from rlgraph_core.config.run import (
+    DEFAULT_CONFIG,
+    DEFAULT_CONFIG_NAME,
+    apply_overrides,
+    load_shipped_config,
+    run_config_model,
+    shipped_configs,
+    validate_config,
+)
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.plugins import PluginManager, hookimpl
 
@@ -89,8 +96,9 @@ def test_to_dict_is_pydantic_and_round_trips():
 
 
 def test_memory_section_is_validated_by_the_memory_settings_model():
-    config = validate_config(apply_overrides(DEFAULT_CONFIG, ["agent.memory.type=prioritized_replay",
-                                                              "agent.memory.alpha=0.7"]))
+    config = validate_config(
+        apply_overrides(DEFAULT_CONFIG, ["agent.memory.type=prioritized_replay", "agent.memory.alpha=0.7"])
+    )
     assert config.agent.memory.alpha == 0.7 and config.to_dict()["agent"]["memory"]["alpha"] == 0.7
     with pytest.raises(ConfigError, match=r"agent\.memory\.alpha"):
         validate_config(apply_overrides(DEFAULT_CONFIG, ["agent.memory.alpha=0.7"]))  # uniform replay has no alpha

@@ -75,8 +75,9 @@ def test_train_step_never_changes_non_trainable_variables(autodiff_backend):
     """Every variable (the non-trainable ones too) handed to the step: only W moves."""
     test = ComponentTest(Scaled(), SPACES, autodiff_backend)
     before = test.get_weights()
-    _, grads = test.backend.gradients(test._loss_fn("loss", None), list(test.component.variables().values()),
-                                      test.backend.to_tensor(X))
+    _, grads = test.backend.gradients(
+        test._loss_fn("loss", None), list(test.component.variables().values()), test.backend.to_tensor(X)
+    )
     names = list(test.component.variables())
     assert np.any(grads[names.index("W")] != 0)
     for name in ("scale", "frozen/W", "frozen/b"):

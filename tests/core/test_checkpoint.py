@@ -60,8 +60,9 @@ class LinearAgent(Agent):
     """A linear greedy policy with a replay memory: the smallest agent with weights and state."""
 
     def __init__(self, observation_space, action_space, seed=0):
-        super().__init__(SimpleNamespace(type="linear-test"), observation_space, action_space, NumpyBackend(),
-                         seed=seed)
+        super().__init__(
+            SimpleNamespace(type="linear-test"), observation_space, action_space, NumpyBackend(), seed=seed
+        )
         n_in, n_out = observation_space.shape[0], action_space.n
         self.w = self.rng.normal(size=(n_in, n_out)).astype(np.float32)
         self.b = self.rng.normal(size=(n_out,)).astype(np.float32)
@@ -74,8 +75,13 @@ class LinearAgent(Agent):
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
         """Store the step in the memory."""
         self.timesteps += len(obs)
-        self.memory.insert({"obs": np.asarray(obs, np.float32), "actions": np.asarray(actions),
-                            "rewards": np.asarray(rewards, np.float32)})
+        self.memory.insert(
+            {
+                "obs": np.asarray(obs, np.float32),
+                "actions": np.asarray(actions),
+                "rewards": np.asarray(rewards, np.float32),
+            }
+        )
 
     def update(self, batch=None):
         """A fake learning step that changes the weights."""
@@ -107,9 +113,16 @@ def make_numpy_agent(env_id="CartPole-v1", seed=0):
     return LinearAgent(from_gym(env.observation_space), from_gym(env.action_space), seed)
 
 
-TORCH_OVERRIDES = ["agent.network.hidden=[16]", "agent.learning_starts=50", "agent.train_freq=25",
-                   "agent.gradient_steps=2", "agent.batch_size=16", "agent.memory.capacity=2000",
-                   "agent.target_update_interval=4", "env.num_envs=1"]
+TORCH_OVERRIDES = [
+    "agent.network.hidden=[16]",
+    "agent.learning_starts=50",
+    "agent.train_freq=25",
+    "agent.gradient_steps=2",
+    "agent.batch_size=16",
+    "agent.memory.capacity=2000",
+    "agent.target_update_interval=4",
+    "env.num_envs=1",
+]
 
 
 def make_torch_agent(env_id="CartPole-v1", seed=0, overrides=()):
@@ -117,8 +130,9 @@ def make_torch_agent(env_id="CartPole-v1", seed=0, overrides=()):
     from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
     from rlgraph_core.assemble import make_agent
 
-    config = validate_config(apply_overrides(DEFAULT_CONFIG, [*TORCH_OVERRIDES, f"env.id={env_id}",
-                                                              f"train.seed={seed}", *overrides]))
+    config = validate_config(
+        apply_overrides(DEFAULT_CONFIG, [*TORCH_OVERRIDES, f"env.id={env_id}", f"train.seed={seed}", *overrides])
+    )
     env = gym.make(env_id)
     return make_agent(config, env.observation_space, env.action_space)
 
@@ -140,8 +154,14 @@ def play(agent, steps, seed=0, env_id="CartPole-v1"):
     for _ in range(steps):
         action = agent.act(np.asarray(obs)[None])
         nxt, reward, term, trunc, _ = env.step(int(action[0]))
-        agent.observe(np.asarray(obs)[None], action, np.array([reward]), np.asarray(nxt)[None],
-                      np.array([term]), np.array([trunc]))
+        agent.observe(
+            np.asarray(obs)[None],
+            action,
+            np.array([reward]),
+            np.asarray(nxt)[None],
+            np.array([term]),
+            np.array([trunc]),
+        )
         agent.update()
         obs = nxt if not (term or trunc) else env.reset()[0]
     env.close()
@@ -399,8 +419,7 @@ def test_weights_of_another_network_are_refused_without_partial_loading(saved, t
     name = sorted(weights)[-1]
     weights[name] = np.zeros(weights[name].shape + (2,), weights[name].dtype)
     np.savez(path / "weights.npz", **weights)
-    edit_meta(path, lambda meta: meta["weights"].update({name: [list(weights[name].shape),
-                                                                 str(weights[name].dtype)]}))
+    edit_meta(path, lambda meta: meta["weights"].update({name: [list(weights[name].shape), str(weights[name].dtype)]}))
     fresh = make_numpy_agent(seed=5) if isinstance(agent, LinearAgent) else make_torch_agent(seed=5)
     before = fresh.get_weights()
     with pytest.raises(CheckpointError, match="shape"):

@@ -83,8 +83,11 @@ def np_dense(x, w, b, activation="linear"):
 def random_weights(test: ComponentTest, rng: np.random.Generator, scale: float = 0.5) -> dict[str, np.ndarray]:
     """Random values for every variable of ``test``'s component (trainable ones only)."""
     non_trainable = set(test.component.variables()) - set(test.component.variables(trainable_only=True))
-    return {k: (rng.standard_normal(v.shape) * scale).astype(np.float32)
-            for k, v in test.get_weights().items() if k not in non_trainable}
+    return {
+        k: (rng.standard_normal(v.shape) * scale).astype(np.float32)
+        for k, v in test.get_weights().items()
+        if k not in non_trainable
+    }
 
 
 # --------------------------------------------------------------------------- dense and MLP
@@ -167,11 +170,18 @@ def test_q_value_head(backend, dueling):
 def test_q_network_with_box_normalizer(backend):
     low = np.array([-2.0, 0.0, -np.inf], np.float32)
     high = np.array([2.0, 10.0, np.inf], np.float32)
-    net = QNetwork(NetworkSpec(hidden=[8, 6], activation="relu"), num_actions=2, dueling=True,
-                   preprocessor=BoxNormalizer(low, high, name="preprocessor"), seed=4)
+    net = QNetwork(
+        NetworkSpec(hidden=[8, 6], activation="relu"),
+        num_actions=2,
+        dueling=True,
+        preprocessor=BoxNormalizer(low, high, name="preprocessor"),
+        seed=4,
+    )
     test = ComponentTest(net, {"call": {"obs": FloatBox(low, high).with_batch_rank()}}, backend)
     assert set(test.component.variables()) - set(test.component.variables(trainable_only=True)) == {
-        "preprocessor/scale", "preprocessor/shift"}
+        "preprocessor/scale",
+        "preprocessor/shift",
+    }
     rng = np.random.default_rng(5)
     weights = random_weights(test, rng)
     test.set_weights(weights, strict=False)
@@ -190,25 +200,37 @@ def test_q_network_with_box_normalizer(backend):
 
 
 # --------------------------------------------------------------------------- DQN loss
-DQN_LOSS_SPACES = {"loss": {
-    "q_values": fbatch(3), "actions": ibatch(0, 2), "rewards": fbatch(), "terminals": BoolBox().with_batch_rank(),
-    "discounts": fbatch(), "q_next_target": fbatch(3), "q_next_online": fbatch(3), "weights": fbatch()}}
+DQN_LOSS_SPACES = {
+    "loss": {
+        "q_values": fbatch(3),
+        "actions": ibatch(0, 2),
+        "rewards": fbatch(),
+        "terminals": BoolBox().with_batch_rank(),
+        "discounts": fbatch(),
+        "q_next_target": fbatch(3),
+        "q_next_online": fbatch(3),
+        "weights": fbatch(),
+    }
+}
 
 
 def dqn_batch() -> dict[str, np.ndarray]:
     """A hand-made batch: n-step discounts, terminals, importance weights, |td| above and below 1."""
     gamma = 0.9
     return {
-        "q_values": np.array([[1.0, 2.0, 0.5], [0.0, -1.0, 3.0], [2.5, 0.2, 1.0],
-                              [-0.5, 0.4, 0.1], [1.5, 1.0, -2.0]], np.float32),
+        "q_values": np.array(
+            [[1.0, 2.0, 0.5], [0.0, -1.0, 3.0], [2.5, 0.2, 1.0], [-0.5, 0.4, 0.1], [1.5, 1.0, -2.0]], np.float32
+        ),
         "actions": np.array([1, 2, 0, 1, 0], np.int64),
         "rewards": np.array([1.0, -0.5, 2.0, 0.3, 0.0], np.float32),
         "terminals": np.array([False, False, True, False, True]),
-        "discounts": np.array([gamma, gamma ** 3, gamma, gamma ** 2, gamma ** 3], np.float32),
-        "q_next_target": np.array([[0.5, 1.5, 0.2], [2.0, 0.1, -1.0], [9.0, 9.0, 9.0],
-                                   [0.3, -0.2, 0.8], [4.0, 4.0, 4.0]], np.float32),
-        "q_next_online": np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 5.0], [1.0, 0.0, 0.0],
-                                   [2.0, 1.0, 0.0], [0.0, 1.0, 0.0]], np.float32),
+        "discounts": np.array([gamma, gamma**3, gamma, gamma**2, gamma**3], np.float32),
+        "q_next_target": np.array(
+            [[0.5, 1.5, 0.2], [2.0, 0.1, -1.0], [9.0, 9.0, 9.0], [0.3, -0.2, 0.8], [4.0, 4.0, 4.0]], np.float32
+        ),
+        "q_next_online": np.array(
+            [[3.0, 0.0, 1.0], [0.0, 0.0, 5.0], [1.0, 0.0, 0.0], [2.0, 1.0, 0.0], [0.0, 1.0, 0.0]], np.float32
+        ),
         "weights": np.array([1.0, 0.5, 0.25, 0.8, 1.0], np.float32),
     }
 
@@ -222,17 +244,18 @@ def np_dqn_loss(batch, loss_type, double_q, delta=1.0):
     target = batch["rewards"] + batch["discounts"] * (1.0 - batch["terminals"]) * v_next
     td = q - target
     if loss_type == "huber":
-        per = np.where(np.abs(td) <= delta, 0.5 * td ** 2, delta * (np.abs(td) - 0.5 * delta))
+        per = np.where(np.abs(td) <= delta, 0.5 * td**2, delta * (np.abs(td) - 0.5 * delta))
     else:
-        per = td ** 2
+        per = td**2
     return np.mean(batch["weights"] * per), np.abs(td)
 
 
 def test_dqn_batch_exercises_every_branch():
     """The hand-made batch distinguishes double-Q from plain and huber from mse."""
     b = dqn_batch()
-    assert not np.array_equal(np.argmax(b["q_next_online"], 1)[~b["terminals"]],
-                              np.argmax(b["q_next_target"], 1)[~b["terminals"]])
+    assert not np.array_equal(
+        np.argmax(b["q_next_online"], 1)[~b["terminals"]], np.argmax(b["q_next_target"], 1)[~b["terminals"]]
+    )
     _, td = np_dqn_loss(b, "huber", True)
     assert (td > 1.0).any() and (td < 1.0).any()
     losses = {(lt, dq): np_dqn_loss(b, lt, dq)[0] for lt in ("huber", "mse") for dq in (True, False)}
@@ -258,14 +281,24 @@ def test_dqn_loss_rejects_unknown_type():
 
 # --------------------------------------------------------------------------- exploration
 def test_epsilon_greedy_with_fixed_draws(backend):
-    spaces = {"explore": {"greedy_actions": ibatch(0, 2), "random_actions": ibatch(0, 2),
-                          "draws": fbatch(low=0.0, high=1.0), "epsilon": FloatBox(0.0, 1.0, shape=())}}
+    spaces = {
+        "explore": {
+            "greedy_actions": ibatch(0, 2),
+            "random_actions": ibatch(0, 2),
+            "draws": fbatch(low=0.0, high=1.0),
+            "epsilon": FloatBox(0.0, 1.0, shape=()),
+        }
+    }
     test = ComponentTest(EpsilonGreedy(), spaces, backend)
     greedy = np.array([0, 1, 2, 0, 1], np.int64)
     random = np.array([2, 2, 0, 1, 0], np.int64)
     draws = np.array([0.05, 0.5, 0.3, 0.299, 0.9], np.float32)
-    for eps, expected in [(0.3, [2, 1, 2, 1, 1]),        # draw == epsilon keeps the greedy action
-                          (0.0, greedy), (1.0, random), (0.6, [2, 2, 0, 1, 1])]:
+    for eps, expected in [
+        (0.3, [2, 1, 2, 1, 1]),  # draw == epsilon keeps the greedy action
+        (0.0, greedy),
+        (1.0, random),
+        (0.6, [2, 2, 0, 1, 1]),
+    ]:
         out = test.call("explore", greedy, random, draws, np.float32(eps))
         assert out.dtype == np.int64
         np.testing.assert_array_equal(out, np.where(draws < np.float32(eps), random, greedy))
@@ -338,19 +371,22 @@ def test_target_sync_rejects_bad_tau():
 
 
 # --------------------------------------------------------------------------- initializers
-@pytest.mark.parametrize("name, limit", [
-    ("glorot_uniform", lambda i, o: np.sqrt(6.0 / (i + o))),
-    ("he_uniform", lambda i, o: np.sqrt(6.0 / i)),
-    ("lecun_uniform", lambda i, o: 1.0 / np.sqrt(i)),
-])
+@pytest.mark.parametrize(
+    "name, limit",
+    [
+        ("glorot_uniform", lambda i, o: np.sqrt(6.0 / (i + o))),
+        ("he_uniform", lambda i, o: np.sqrt(6.0 / i)),
+        ("lecun_uniform", lambda i, o: 1.0 / np.sqrt(i)),
+    ],
+)
 @pytest.mark.parametrize("fan_in, fan_out", [(64, 32), (20, 200)])
 def test_uniform_initializers(name, limit, fan_in, fan_out):
     w = initialize(name, np.random.default_rng(0), fan_in, fan_out)
     a = limit(fan_in, fan_out)
     assert w.shape == (fan_in, fan_out) and w.dtype == np.float32
     assert np.abs(w).max() <= a + 1e-7
-    assert np.abs(w).max() > 0.95 * a                     # fills the interval ...
-    assert abs(float(w.mean())) < 0.05 * a                # ... symmetrically around zero
+    assert np.abs(w).max() > 0.95 * a  # fills the interval ...
+    assert abs(float(w.mean())) < 0.05 * a  # ... symmetrically around zero
     assert abs(float(w.var()) - a * a / 3) < 0.1 * a * a / 3  # variance of U(-a, a)
     np.testing.assert_array_equal(w, initialize(name, np.random.default_rng(0), fan_in, fan_out))
     assert not np.array_equal(w, initialize(name, np.random.default_rng(1), fan_in, fan_out))
@@ -362,8 +398,8 @@ def test_orthogonal_initializer(fan_in, fan_out, gain):
     w = orthogonal(np.random.default_rng(0), fan_in, fan_out, gain).astype(np.float64)
     assert w.shape == (fan_in, fan_out)
     small = min(fan_in, fan_out)
-    gram = w.T @ w if fan_in >= fan_out else w @ w.T      # orthonormal columns (or rows) x gain
-    np.testing.assert_allclose(gram, gain ** 2 * np.eye(small), atol=1e-5)
+    gram = w.T @ w if fan_in >= fan_out else w @ w.T  # orthonormal columns (or rows) x gain
+    np.testing.assert_allclose(gram, gain**2 * np.eye(small), atol=1e-5)
     via_name = initialize("orthogonal", np.random.default_rng(0), fan_in, fan_out, gain=gain)
     np.testing.assert_allclose(via_name, w, atol=1e-7)
 
@@ -400,7 +436,7 @@ def test_exponential_schedule(step):
 
 def test_exponential_schedule_known_points():
     s = ExponentialSchedule(start=1.0, end=0.05, decay=0.1, steps=100)
-    assert [round(s(t), 6) for t in (0, 50, 100, 200)] == [1.0, round(0.1 ** 0.5, 6), 0.1, 0.05]
+    assert [round(s(t), 6) for t in (0, 50, 100, 200)] == [1.0, round(0.1**0.5, 6), 0.1, 0.05]
 
 
 @pytest.mark.parametrize("step", [0, 7, 10_000])
@@ -440,10 +476,10 @@ def test_wrong_rank_space_raises_build_error_naming_scope_method_and_spaces(eage
     with pytest.raises(BuildError) as info:
         build(Trunk(), {"call": {"obs": given}}, backend)
     msg = str(info.value)
-    assert "'policy/trunk/dense_0'" in msg          # the component's scope
-    assert "API method 'call'" in msg               # the API method
-    assert "rank 1" in msg and "FloatBox(shape=(n,))" in msg   # expected space
-    assert "shape=(3, 4)" in msg                    # given space
+    assert "'policy/trunk/dense_0'" in msg  # the component's scope
+    assert "API method 'call'" in msg  # the API method
+    assert "rank 1" in msg and "FloatBox(shape=(n,))" in msg  # expected space
+    assert "shape=(3, 4)" in msg  # given space
     assert "called from 'policy/trunk'" in msg
 
 
@@ -480,8 +516,9 @@ def test_missing_root_api_input_spaces(eager_backend):
 def test_unknown_api_names(eager_backend):
     backend = make_test_backend(*eager_backend)
     with pytest.raises(BuildError) as info:
-        build(TwoApis(), {"forward": {"x": fbatch(3)}, "doubled": {"x": fbatch(3)},
-                          "predict": {"x": fbatch(3)}}, backend)
+        build(
+            TwoApis(), {"forward": {"x": fbatch(3)}, "doubled": {"x": fbatch(3)}, "predict": {"x": fbatch(3)}}, backend
+        )
     assert "['predict']" in str(info.value) and "['doubled', 'forward']" in str(info.value)
 
 
@@ -608,8 +645,7 @@ def _ops_cases(rng):
         ("reduce_mean", lambda be: (T(be, x), 0), x.mean(0)),
         ("reduce_max", lambda be: (T(be, x), -1), x.max(-1)),
         ("reduce_max", lambda be: (T(be, x),), x.max()),
-        ("argmax", lambda be: (T(be, np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 1.0]], np.float32)),),
-         np.array([1, 0])),
+        ("argmax", lambda be: (T(be, np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 1.0]], np.float32)),), np.array([1, 0])),
         ("gather_last", lambda be: (T(be, x), T(be, idx)), x[np.arange(3), idx]),
         ("one_hot", lambda be: (T(be, idx), 4), np.eye(4)[idx]),
         ("where", lambda be: (T(be, cond), T(be, x), T(be, y)), np.where(cond, x, y)),
@@ -624,8 +660,11 @@ def _ops_cases(rng):
         ("stop_gradient", lambda be: (T(be, x),), x),
         ("cast", lambda be: (T(be, np.array([1.7, -2.2, 0.0], np.float32)), "int64"), np.array([1, -2, 0])),
         ("cast", lambda be: (T(be, np.array([True, False])), "float32"), np.array([1.0, 0.0])),
-        ("huber", lambda be: (T(be, x), 1.5),
-         np.where(np.abs(x) <= 1.5, 0.5 * x.astype(np.float64) ** 2, 1.5 * (np.abs(x) - 0.75))),
+        (
+            "huber",
+            lambda be: (T(be, x), 1.5),
+            np.where(np.abs(x) <= 1.5, 0.5 * x.astype(np.float64) ** 2, 1.5 * (np.abs(x) - 0.75)),
+        ),
         ("softmax", lambda be: (T(be, x),), ex / ex.sum(-1, keepdims=True)),
         ("log_softmax", lambda be: (T(be, x),), np.log(ex / ex.sum(-1, keepdims=True))),
         ("concat", lambda be: ([T(be, x), T(be, y)], 0), np.concatenate([x, y], 0)),

@@ -25,8 +25,9 @@ from rlgraph_core.plugins import PluginManager, get_plugin_manager
 # an (empty) namespace package even where the distribution is not installed.
 BACKENDS = set(get_plugin_manager().names("backends"))
 HAS_TORCH_BACKEND = "torch" in BACKENDS
-needs_torch = pytest.mark.skipif(not HAS_TORCH_BACKEND,
-                                 reason="needs the 'torch' backend name, registered by rlgraph-torch")
+needs_torch = pytest.mark.skipif(
+    not HAS_TORCH_BACKEND, reason="needs the 'torch' backend name, registered by rlgraph-torch"
+)
 
 
 def config_error(overrides: list[str], base: dict | None = None) -> str:
@@ -61,9 +62,18 @@ def test_empty_config_gets_every_default():
 
 @needs_torch
 def test_overrides_reach_the_validated_config():
-    config = validate_config(apply_overrides(DEFAULT_CONFIG, [
-        "agent.memory.type=prioritized_replay", "agent.memory.capacity=5000",
-        "agent.network.hidden=[32, 16]", "agent.optimizer.max_grad_norm=null", "env.num_envs=3"]))
+    config = validate_config(
+        apply_overrides(
+            DEFAULT_CONFIG,
+            [
+                "agent.memory.type=prioritized_replay",
+                "agent.memory.capacity=5000",
+                "agent.network.hidden=[32, 16]",
+                "agent.optimizer.max_grad_norm=null",
+                "env.num_envs=3",
+            ],
+        )
+    )
     assert config.agent.memory.type == "prioritized_replay"
     assert config.agent.memory.capacity == 5000
     assert config.agent.network.hidden == [32, 16]
@@ -115,12 +125,15 @@ def test_unknown_backend_lists_known_backends():
 
 
 @needs_torch
-@pytest.mark.parametrize("override, field, bound", [
-    ("agent.gamma=1.5", "agent.gamma", "less than or equal to 1"),
-    ("agent.gamma=0", "agent.gamma", "greater than 0"),
-    ("agent.memory.capacity=-5", "agent.memory.capacity", "greater than 0"),
-    ("train.total_timesteps=0", "train.total_timesteps", "greater than 0"),
-])
+@pytest.mark.parametrize(
+    "override, field, bound",
+    [
+        ("agent.gamma=1.5", "agent.gamma", "less than or equal to 1"),
+        ("agent.gamma=0", "agent.gamma", "greater than 0"),
+        ("agent.memory.capacity=-5", "agent.memory.capacity", "greater than 0"),
+        ("train.total_timesteps=0", "train.total_timesteps", "greater than 0"),
+    ],
+)
 def test_bad_numbers_name_field_value_and_range(override, field, bound):
     msg = config_error([override])
     value = override.split("=")[1]
@@ -189,13 +202,16 @@ def test_several_mistakes_are_reported_together():
     assert "agent.gamma" in msg and "env.num_envs" in msg and "train.seed" in msg
 
 
-@pytest.mark.parametrize("override, fragment", [
-    ("agent.gamma", "must look like key.path=value"),
-    ("trainer.seed=1", "must start with agent, env or train"),
-    ("agent..gamma=1", "has an empty part"),
-    ("train.total_timesteps=[1, 2", "is not valid YAML"),
-    ("agent.gamma.inner=1", "'gamma' holds a value, not a section"),
-])
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("agent.gamma", "must look like key.path=value"),
+        ("trainer.seed=1", "must start with agent, env or train"),
+        ("agent..gamma=1", "has an empty part"),
+        ("train.total_timesteps=[1, 2", "is not valid YAML"),
+        ("agent.gamma.inner=1", "'gamma' holds a value, not a section"),
+    ],
+)
 def test_malformed_overrides(override, fragment):
     with pytest.raises(ConfigError) as info:
         apply_overrides(DEFAULT_CONFIG, [override])
@@ -204,10 +220,21 @@ def test_malformed_overrides(override, fragment):
 
 # --------------------------------------------------------------------------- overrides
 def test_apply_overrides_parses_values():
-    out = apply_overrides({"agent": {"type": "dqn"}}, [
-        "agent.gamma=0.95", "agent.batch_size=32", "agent.lr=1e-3", "agent.big=1e5",
-        "agent.network.hidden=[64, 32]", "agent.optimizer.max_grad_norm=null", "agent.double_q=false",
-        "env.id=CartPole-v1", "env.kwargs={max_episode_steps: 100}", "train.note=a=b"])
+    out = apply_overrides(
+        {"agent": {"type": "dqn"}},
+        [
+            "agent.gamma=0.95",
+            "agent.batch_size=32",
+            "agent.lr=1e-3",
+            "agent.big=1e5",
+            "agent.network.hidden=[64, 32]",
+            "agent.optimizer.max_grad_norm=null",
+            "agent.double_q=false",
+            "env.id=CartPole-v1",
+            "env.kwargs={max_episode_steps: 100}",
+            "train.note=a=b",
+        ],
+    )
     assert out["agent"]["gamma"] == 0.95 and isinstance(out["agent"]["gamma"], float)
     assert out["agent"]["batch_size"] == 32 and isinstance(out["agent"]["batch_size"], int)
     assert out["agent"]["lr"] == pytest.approx(1e-3) and isinstance(out["agent"]["lr"], float)

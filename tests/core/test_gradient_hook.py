@@ -15,8 +15,11 @@ import pytest
 
 from rlgraph_core.testing import backend_params, make_test_backend
 
-PAIRS = [pytest.param(*p.values, marks=[pytest.mark.slow] if p.values[0] == ("torch", "static") else [],
-                      id=p.id) for p in backend_params() if p.values[0][0] != "numpy"]
+PAIRS = [
+    pytest.param(*p.values, marks=[pytest.mark.slow] if p.values[0] == ("torch", "static") else [], id=p.id)
+    for p in backend_params()
+    if p.values[0][0] != "numpy"
+]
 
 rng = np.random.default_rng(7)
 W0 = rng.standard_normal((3, 4)).astype(np.float32)
@@ -39,8 +42,13 @@ class Net:
 
     def __init__(self, pair, spec):
         self.be = be = make_test_backend(*pair)
-        self.vars = [be.variable("w0", W0), be.variable("b0", B0), be.variable("w1", W1),
-                     be.variable("unused", UNUSED), be.variable("scale", SCALE, trainable=False)]
+        self.vars = [
+            be.variable("w0", W0),
+            be.variable("b0", B0),
+            be.variable("w1", W1),
+            be.variable("unused", UNUSED),
+            be.variable("scale", SCALE, trainable=False),
+        ]
         w0, b0, w1, _, scale = self.vars
         ops = be.ops
 
@@ -135,7 +143,9 @@ def test_hook_result_is_checked_and_clipping_follows_the_hook():
         pytest.skip("no framework backend installed")
     net = Net(pair, {"type": "sgd", "learning_rate": 1.0, "momentum": 0.0, "max_grad_norm": 1e-3})
     net.step.gradient_hook = lambda flat: flat[:-1]
-    with pytest.raises(ValueError, match=f"gradient hook returned an array of shape .*expected \\({NUM_PARAMETERS},\\)"):
+    with pytest.raises(
+        ValueError, match=f"gradient hook returned an array of shape .*expected \\({NUM_PARAMETERS},\\)"
+    ):
         net.step(*net.inputs(0))
     net.step.gradient_hook = lambda flat: None
     with pytest.raises(TypeError, match="gradient hook returned NoneType"):

@@ -55,7 +55,7 @@ def find_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str] | None:
         stack.append(node)
         for nxt in graph.get(node, {}):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:
@@ -81,8 +81,13 @@ def test_subpackages_import_without_cycles():
     graph = import_graph()
     assert {"agents", "assemble", "builtins", "cli", "components"} <= set(graph)  # the walk saw them
     cycle = find_cycle(graph)
-    assert cycle is None, "import cycle: " + " -> ".join(cycle) + " (" + "; ".join(
-        f"{a}->{b} in {sorted(set(graph[a][b]))}" for a, b in zip(cycle, cycle[1:])) + ")"
+    assert cycle is None, (
+        "import cycle: "
+        + " -> ".join(cycle)
+        + " ("
+        + "; ".join(f"{a}->{b} in {sorted(set(graph[a][b]))}" for a, b in zip(cycle, cycle[1:]))
+        + ")"
+    )
 
 
 def test_only_the_application_layer_looks_names_up():

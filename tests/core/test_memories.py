@@ -321,9 +321,7 @@ def test_per_stratified_sampling_covers_every_segment():
 
 def test_per_weights_match_direct_formula_and_beta_anneals():
     rng = np.random.default_rng(9)
-    per = PrioritizedReplay(
-        50, alpha=0.6, beta=0.4, beta_final=1.0, beta_annealing_steps=10, seed=1
-    )
+    per = PrioritizedReplay(50, alpha=0.6, beta=0.4, beta_final=1.0, beta_annealing_steps=10, seed=1)
     per.insert(cartpole_batch(0, 30))
     td = rng.random(30) * 3
     per.update_priorities(np.arange(30), td)
@@ -414,14 +412,16 @@ def reference_nstep(steps, num_envs, n, gamma):
 def random_steps(rng, num_envs, num_steps):
     steps = []
     for _ in range(num_steps):
-        steps.append((
-            rng.normal(size=(num_envs, 2)).astype(np.float32),
-            rng.integers(0, 4, size=num_envs),
-            rng.normal(size=num_envs).astype(np.float32),
-            rng.normal(size=(num_envs, 2)).astype(np.float32),
-            rng.random(num_envs) < 0.08,
-            rng.random(num_envs) < 0.06,
-        ))
+        steps.append(
+            (
+                rng.normal(size=(num_envs, 2)).astype(np.float32),
+                rng.integers(0, 4, size=num_envs),
+                rng.normal(size=num_envs).astype(np.float32),
+                rng.normal(size=(num_envs, 2)).astype(np.float32),
+                rng.random(num_envs) < 0.08,
+                rng.random(num_envs) < 0.06,
+            )
+        )
     return steps
 
 
@@ -472,8 +472,9 @@ def test_nstep_truncation_bootstraps_and_termination_does_not():
     obs = np.zeros((2, 1), dtype=np.float32)
     no = np.zeros(2, dtype=bool)
     assert asm.add(obs, np.array([0, 0]), np.array([1.0, 1.0]), obs + 1, no, no) is None
-    out = asm.add(obs, np.array([1, 1]), np.array([2.0, 2.0]), obs + 2,
-                  np.array([True, False]), np.array([False, True]))
+    out = asm.add(
+        obs, np.array([1, 1]), np.array([2.0, 2.0]), obs + 2, np.array([True, False]), np.array([False, True])
+    )
     np.testing.assert_array_equal(out["actions"], [0, 1, 0, 1])
     np.testing.assert_allclose(out["rewards"], [2.0, 2.0, 2.0, 2.0])
     np.testing.assert_array_equal(out["terminals"], [True, True, False, False])

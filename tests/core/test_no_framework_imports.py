@@ -87,8 +87,14 @@ def test_importing_every_core_module_imports_no_framework():
     assert len(walked) == len(set(walked)), "a module was walked twice"
     assert set(walked) == modules_on_disk(), "the walk and the files on disk disagree"
     # the namespace packages are really walked (walk_packages alone skips them)
-    for module in ("rlgraph_core.agents.dqn", "rlgraph_core.agents.ppo", "rlgraph_core.agents.sac",
-                   "rlgraph_core.components.sac_loss", "rlgraph_core.memories.segment_tree", "rlgraph_core.cli"):
+    for module in (
+        "rlgraph_core.agents.dqn",
+        "rlgraph_core.agents.ppo",
+        "rlgraph_core.agents.sac",
+        "rlgraph_core.components.sac_loss",
+        "rlgraph_core.memories.segment_tree",
+        "rlgraph_core.cli",
+    ):
         assert module in walked
     assert report["not_imported"] == []
     assert report["frameworks"] == []

@@ -57,10 +57,13 @@ def rollout_3_envs(T: int = 8, seed: int = 0) -> dict[str, np.ndarray]:
     terminated[2, 0] = truncated[5, 0] = True
     truncated[1, 1] = truncated[T - 1, 1] = True
     terminated[4, 2] = terminated[T - 1, 2] = True
-    return {"rewards": rng.uniform(-1, 2, (T, 3)).astype(np.float32),
-            "values": rng.standard_normal((T, 3)).astype(np.float32),
-            "next_values": rng.standard_normal((T, 3)).astype(np.float32),
-            "terminated": terminated, "truncated": truncated}
+    return {
+        "rewards": rng.uniform(-1, 2, (T, 3)).astype(np.float32),
+        "values": rng.standard_normal((T, 3)).astype(np.float32),
+        "next_values": rng.standard_normal((T, 3)).astype(np.float32),
+        "terminated": terminated,
+        "truncated": truncated,
+    }
 
 
 def np_gae(r, v, v_next, term, trunc, gamma, lam):
@@ -71,10 +74,10 @@ def np_gae(r, v, v_next, term, trunc, gamma, lam):
         running = 0.0
         for t in reversed(range(T)):
             if term[t, n]:
-                delta = r[t, n] - v[t, n]                          # no bootstrap after termination
+                delta = r[t, n] - v[t, n]  # no bootstrap after termination
                 running = delta
             elif trunc[t, n]:
-                delta = r[t, n] + gamma * v_next[t, n] - v[t, n]   # bootstrap from V(final obs)
+                delta = r[t, n] + gamma * v_next[t, n] - v[t, n]  # bootstrap from V(final obs)
                 running = delta
             else:
                 delta = r[t, n] + gamma * v_next[t, n] - v[t, n]
@@ -102,12 +105,19 @@ def np_discounted_returns(r, v_next, term, trunc, gamma):
 
 
 GAE_SPACES = {
-    "advantages": {"rewards": fbatch(3), "values": fbatch(3), "next_values": fbatch(3),
-                   "terminated": BoolBox(shape=(3,)).with_batch_rank(),
-                   "truncated": BoolBox(shape=(3,)).with_batch_rank()},
-    "discounted_returns": {"rewards": fbatch(3), "next_values": fbatch(3),
-                           "terminated": BoolBox(shape=(3,)).with_batch_rank(),
-                           "truncated": BoolBox(shape=(3,)).with_batch_rank()},
+    "advantages": {
+        "rewards": fbatch(3),
+        "values": fbatch(3),
+        "next_values": fbatch(3),
+        "terminated": BoolBox(shape=(3,)).with_batch_rank(),
+        "truncated": BoolBox(shape=(3,)).with_batch_rank(),
+    },
+    "discounted_returns": {
+        "rewards": fbatch(3),
+        "next_values": fbatch(3),
+        "terminated": BoolBox(shape=(3,)).with_batch_rank(),
+        "truncated": BoolBox(shape=(3,)).with_batch_rank(),
+    },
 }
 
 
@@ -145,8 +155,12 @@ def test_discounted_returns_match_reference_and_gae_lambda_one(backend):
     cont = ~(ro["terminated"] | ro["truncated"])
     ro["next_values"][:-1][cont[:-1]] = ro["values"][1:][cont[:-1]]
     g = test.call("discounted_returns", ro["rewards"], ro["next_values"], ro["terminated"], ro["truncated"])
-    np.testing.assert_allclose(g, np_discounted_returns(ro["rewards"], ro["next_values"], ro["terminated"],
-                                                        ro["truncated"], gamma), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(
+        g,
+        np_discounted_returns(ro["rewards"], ro["next_values"], ro["terminated"], ro["truncated"], gamma),
+        rtol=RTOL,
+        atol=ATOL,
+    )
     _, ret = test.call("advantages", *ro.values())
     np.testing.assert_allclose(g, ret, rtol=1e-4, atol=1e-4)
 
@@ -161,9 +175,18 @@ def test_gae_rejects_mismatched_env_counts():
 
 
 # --------------------------------------------------------------------------- PPO loss
-PPO_SPACES = {"loss": {"log_probs": fbatch(), "old_log_probs": fbatch(), "entropy": fbatch(),
-                       "values": fbatch(), "old_values": fbatch(), "advantages": fbatch(),
-                       "returns": fbatch(), "clip_range": FloatBox(shape=())}}
+PPO_SPACES = {
+    "loss": {
+        "log_probs": fbatch(),
+        "old_log_probs": fbatch(),
+        "entropy": fbatch(),
+        "values": fbatch(),
+        "old_values": fbatch(),
+        "advantages": fbatch(),
+        "returns": fbatch(),
+        "clip_range": FloatBox(shape=()),
+    }
+}
 
 
 def ppo_batch() -> dict[str, np.ndarray]:
@@ -194,10 +217,12 @@ def np_ppo_loss(b, vf_coef, ent_coef, clip_vf, normalize):
         ratio = np.exp(float(b["log_probs"][i]) - float(b["old_log_probs"][i]))
         unclipped_obj = ratio * adv[i]
         clipped_obj = min(max(ratio, 1 - eps), 1 + eps) * adv[i]
-        pg.append(-min(unclipped_obj, clipped_obj))                 # pessimistic objective
+        pg.append(-min(unclipped_obj, clipped_obj))  # pessimistic objective
         err = (float(b["values"][i]) - float(b["returns"][i])) ** 2
         if clip_vf is not None:
-            v_c = float(b["old_values"][i]) + min(max(float(b["values"][i]) - float(b["old_values"][i]), -clip_vf), clip_vf)
+            v_c = float(b["old_values"][i]) + min(
+                max(float(b["values"][i]) - float(b["old_values"][i]), -clip_vf), clip_vf
+            )
             err = max(err, (v_c - float(b["returns"][i])) ** 2)
         vf.append(err)
         kl.append((ratio - 1) - np.log(ratio))
@@ -237,8 +262,9 @@ def test_ppo_loss_clip_range_is_an_input(backend):
     b = ppo_batch()
     for eps in (0.1, 0.3):
         b["clip_range"] = np.float32(eps)
-        np.testing.assert_allclose(test.call("loss", *b.values())[0], np_ppo_loss(b, 0.5, 0.0, None, False)[0],
-                                   rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(
+            test.call("loss", *b.values())[0], np_ppo_loss(b, 0.5, 0.0, None, False)[0], rtol=RTOL, atol=ATOL
+        )
 
 
 def test_ppo_loss_gradient_vanishes_where_clipped(autodiff_backend):
@@ -254,8 +280,15 @@ def test_ppo_loss_gradient_vanishes_where_clipped(autodiff_backend):
 
 
 # --------------------------------------------------------------------------- A2C loss
-A2C_SPACES = {"loss": {"log_probs": fbatch(), "entropy": fbatch(), "values": fbatch(),
-                       "advantages": fbatch(), "returns": fbatch()}}
+A2C_SPACES = {
+    "loss": {
+        "log_probs": fbatch(),
+        "entropy": fbatch(),
+        "values": fbatch(),
+        "advantages": fbatch(),
+        "returns": fbatch(),
+    }
+}
 
 
 @pytest.mark.parametrize("normalize", [False, True], ids=["raw-adv", "norm-adv"])
@@ -307,13 +340,22 @@ def test_actor_critic_discrete(backend, shared):
     ac = ActorCritic(spec, Discrete(3), shared_trunk=shared, seed=0)
     obs_b, act_b = fbatch(4), IntBox(0, 2, shape=()).with_batch_rank()
     with np.errstate(divide="ignore"):  # the build samples with all-zero uniform noise: log(0)
-        test = ComponentTest(ac, {"act": {"obs": obs_b, "noise": FloatBox(0.0, 1.0, shape=(3,)).with_batch_rank()},
-                                  "deterministic": {"obs": obs_b}, "value": {"obs": obs_b},
-                                  "evaluate": {"obs": obs_b, "actions": act_b}}, backend)
+        test = ComponentTest(
+            ac,
+            {
+                "act": {"obs": obs_b, "noise": FloatBox(0.0, 1.0, shape=(3,)).with_batch_rank()},
+                "deterministic": {"obs": obs_b},
+                "value": {"obs": obs_b},
+                "evaluate": {"obs": obs_b, "actions": act_b},
+            },
+            backend,
+        )
     w = test.get_weights()
     trunks = ["trunk"] if shared else ["pi_trunk", "vf_trunk"]
-    assert sorted(w) == sorted([f"{t}/dense_{i}/{p}" for t in trunks for i in (0, 1) for p in "Wb"]
-                               + ["distribution/logits/W", "distribution/logits/b", "value_head/W", "value_head/b"])
+    assert sorted(w) == sorted(
+        [f"{t}/dense_{i}/{p}" for t in trunks for i in (0, 1) for p in "Wb"]
+        + ["distribution/logits/W", "distribution/logits/b", "value_head/W", "value_head/b"]
+    )
     rng = np.random.default_rng(1)
     w = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in w.items()}
     test.set_weights(w)
@@ -343,8 +385,16 @@ def test_actor_critic_gaussian(backend):
     spec = NetworkSpec(hidden=[6], activation="tanh", initializer="orthogonal")
     ac = ActorCritic(spec, FloatBox(-2.0, 2.0, shape=(2,)), log_std_init=-0.5, seed=1)
     obs_b, act_b = fbatch(3), fbatch(2)
-    test = ComponentTest(ac, {"act": {"obs": obs_b, "noise": act_b}, "deterministic": {"obs": obs_b},
-                              "value": {"obs": obs_b}, "evaluate": {"obs": obs_b, "actions": act_b}}, backend)
+    test = ComponentTest(
+        ac,
+        {
+            "act": {"obs": obs_b, "noise": act_b},
+            "deterministic": {"obs": obs_b},
+            "value": {"obs": obs_b},
+            "evaluate": {"obs": obs_b, "actions": act_b},
+        },
+        backend,
+    )
     w = test.get_weights()
     np.testing.assert_array_equal(w["distribution/log_std"], [-0.5, -0.5])
     rng = np.random.default_rng(2)
@@ -379,7 +429,7 @@ def test_running_obs_normalizer(backend):
     count = 1e-4 + len(data)
     # Reference: the exact statistics of the prior (mean 0, var 1, weight eps) and the data.
     mean = (data.sum(0)) / count
-    var = (1e-4 * (1.0 + mean ** 2) + ((data - mean) ** 2).sum(0)) / count
+    var = (1e-4 * (1.0 + mean**2) + ((data - mean) ** 2).sum(0)) / count
     w = test.get_weights()
     np.testing.assert_allclose(w["mean"], mean, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(w["var"], var, rtol=1e-4, atol=1e-4)
@@ -394,9 +444,12 @@ def fill_buffer(T=5, N=3) -> RolloutBuffer:
     """A full buffer whose values encode (step, env)."""
     buf = RolloutBuffer(T, N, seed=0)
     for t in range(T):
-        buf.add(obs=np.full((N, 2), t, np.float32) + np.arange(N)[:, None] / 10,
-                actions=np.arange(N) + 10 * t, rewards=np.ones(N, np.float32) * t,
-                terminated=np.zeros(N, bool))
+        buf.add(
+            obs=np.full((N, 2), t, np.float32) + np.arange(N)[:, None] / 10,
+            actions=np.arange(N) + 10 * t,
+            rewards=np.ones(N, np.float32) * t,
+            terminated=np.zeros(N, bool),
+        )
     return buf
 
 
@@ -429,11 +482,11 @@ def test_rollout_minibatches_cover_every_sample_once_per_epoch(batch_size):
     flat = buf.flat()
     orders = []
     for e in range(n_epochs):
-        epoch = batches[e * per_epoch:(e + 1) * per_epoch]
+        epoch = batches[e * per_epoch : (e + 1) * per_epoch]
         assert all(len(b["indices"]) == batch_size for b in epoch[:-1])
         idx = np.concatenate([b["indices"] for b in epoch])
-        assert sorted(idx.tolist()) == list(range(15))          # every sample exactly once
-        for b in epoch:                                          # fields stay aligned
+        assert sorted(idx.tolist()) == list(range(15))  # every sample exactly once
+        for b in epoch:  # fields stay aligned
             np.testing.assert_array_equal(b["actions"], flat["actions"][b["indices"]])
             np.testing.assert_array_equal(b["obs"], flat["obs"][b["indices"]])
         orders.append(idx)
@@ -479,10 +532,15 @@ def test_pg_configs_reject_bad_values():
     from rlgraph_core.config.run import validate_config
     from rlgraph_core.errors import ConfigError
 
-    for bad, field in [({"clip_range": -0.1}, "clip_range"), ({"gae_lambda": 1.5}, "gae_lambda"),
-                       ({"n_epochs": 0}, "n_epochs"), ({"target_kl": 0}, "target_kl"),
-                       ({"clip_rnage": 0.2}, "clip_range"), ({"optimizer": {"max_grad_norm": -1}}, "max_grad_norm"),
-                       ({"clip_range": {"type": "linear", "start": 0.2, "end": -0.1, "steps": 10}}, "clip_range")]:
+    for bad, field in [
+        ({"clip_range": -0.1}, "clip_range"),
+        ({"gae_lambda": 1.5}, "gae_lambda"),
+        ({"n_epochs": 0}, "n_epochs"),
+        ({"target_kl": 0}, "target_kl"),
+        ({"clip_rnage": 0.2}, "clip_range"),
+        ({"optimizer": {"max_grad_norm": -1}}, "max_grad_norm"),
+        ({"clip_range": {"type": "linear", "start": 0.2, "end": -0.1, "steps": 10}}, "clip_range"),
+    ]:
         with pytest.raises(ConfigError, match=field):
             validate_config({"agent": {"type": "ppo", **bad}, "env": {"id": "CartPole-v1"}})
     with pytest.raises(ConfigError, match="n_steps"):

@@ -39,7 +39,9 @@ def test_duplicate_names_keep_both_claimants_and_get_names_both():
     assert "fast" not in pm.names("backends")  # listing works, the name is just not usable
     claims = pm.contested("backends")["fast"]
     assert [(c.distribution, c.plugin, c.obj) for c in claims] == [
-        ("rlgraph-fast", "fast-ep", FakeBackend), ("rlgraph-faster", "faster-ep", OtherBackend)]
+        ("rlgraph-fast", "fast-ep", FakeBackend),
+        ("rlgraph-faster", "faster-ep", OtherBackend),
+    ]
     with pytest.raises(PluginError) as info:
         pm.get("backends", "fast", field="train.backend")
     msg = str(info.value)
@@ -138,10 +140,14 @@ def test_plugin_that_fails_to_import_is_recorded_and_skipped(monkeypatch):
 
 # --------------------------------------------------------------------------- strict registration
 def test_misspelled_hook_is_reported_and_the_plugin_skipped():
-    typo = types.SimpleNamespace(rlgraph_componets=hookimpl(lambda: {"widget": FakeBackend}),
-                                 rlgraph_loggers=hookimpl(lambda: {"typo_logger": OtherBackend}))
+    typo = types.SimpleNamespace(
+        rlgraph_componets=hookimpl(lambda: {"widget": FakeBackend}),
+        rlgraph_loggers=hookimpl(lambda: {"typo_logger": OtherBackend}),
+    )
     pm = PluginManager(load_entry_points=False)
-    with pytest.warns(RuntimeWarning, match=r"'typo-plugin'.*'rlgraph-typo'.*'rlgraph_componets'.*'rlgraph_components'"):
+    with pytest.warns(
+        RuntimeWarning, match=r"'typo-plugin'.*'rlgraph-typo'.*'rlgraph_componets'.*'rlgraph_components'"
+    ):
         assert pm.register(typo, "rlgraph-typo", name="typo-plugin") is False
     [failed] = pm.failed
     assert (failed.name, failed.distribution) == ("typo-plugin", "rlgraph-typo")
@@ -154,11 +160,17 @@ def test_misspelled_hook_is_reported_and_the_plugin_skipped():
 
 
 def test_misspelled_hook_in_an_entry_point_and_bad_hook_arguments_are_skipped(monkeypatch):
-    eps = [FakeEntryPoint("typo", "rlgraph-typo",
-                          obj=types.SimpleNamespace(rlgraph_on_iteraton=hookimpl(lambda metrics: None))),
-           FakeEntryPoint("args", "rlgraph-args",
-                          obj=types.SimpleNamespace(rlgraph_on_iteration=hookimpl(lambda metrics, extra: None))),
-           FakeEntryPoint("good", "rlgraph-good", obj=fake_plugin("backends", {"good": FakeBackend}))]
+    eps = [
+        FakeEntryPoint(
+            "typo", "rlgraph-typo", obj=types.SimpleNamespace(rlgraph_on_iteraton=hookimpl(lambda metrics: None))
+        ),
+        FakeEntryPoint(
+            "args",
+            "rlgraph-args",
+            obj=types.SimpleNamespace(rlgraph_on_iteration=hookimpl(lambda metrics, extra: None)),
+        ),
+        FakeEntryPoint("good", "rlgraph-good", obj=fake_plugin("backends", {"good": FakeBackend})),
+    ]
     monkeypatch.setattr(manager_module.md, "entry_points", lambda group=None, **kw: eps)
     with pytest.warns(RuntimeWarning):
         pm = PluginManager()
@@ -249,8 +261,10 @@ def sections(out: str) -> dict[str, list[str]]:
 
 
 def test_cli_lists_both_claimants_of_a_duplicate_and_the_flag_blocks_one(monkeypatch):
-    eps = [FakeEntryPoint("shout-a", "rlgraph-shout-a", obj=fake_plugin("loggers", {"shout": FakeBackend})),
-           FakeEntryPoint("shout-b", "rlgraph-shout-b", obj=fake_plugin("loggers", {"shout": OtherBackend}))]
+    eps = [
+        FakeEntryPoint("shout-a", "rlgraph-shout-a", obj=fake_plugin("loggers", {"shout": FakeBackend})),
+        FakeEntryPoint("shout-b", "rlgraph-shout-b", obj=fake_plugin("loggers", {"shout": OtherBackend})),
+    ]
     monkeypatch.setattr(manager_module.md, "entry_points", lambda group=None, **kw: eps)
     monkeypatch.setattr(manager_module, "_DEFAULT", None)
     monkeypatch.delenv("RLGRAPH_DISABLE_PLUGINS", raising=False)
@@ -303,9 +317,16 @@ def test_lazily_registered_memory_is_imported_only_when_built(tmp_path, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, module, raising=False)
     pm = PluginManager(load_entry_points=False)
-    pm.register(fake_plugin("memories", {"probe": (LazyObject(f"{module}:ProbeMemory"), ProbeSettings),
-                                         "not_a_memory": (LazyObject(f"{module}:NotAMemory"), ProbeSettings)}),
-                "rlgraph-probe")
+    pm.register(
+        fake_plugin(
+            "memories",
+            {
+                "probe": (LazyObject(f"{module}:ProbeMemory"), ProbeSettings),
+                "not_a_memory": (LazyObject(f"{module}:NotAMemory"), ProbeSettings),
+            },
+        ),
+        "rlgraph-probe",
+    )
     assert {"probe", "replay", "prioritized_replay"} <= set(pm.names("memories"))
     settings = validate_memory_settings(pm, {"type": "probe", "capacity": 7, "tag": "x"})
     assert isinstance(settings, ProbeSettings) and settings.tag == "x"
@@ -328,16 +349,20 @@ def test_builtin_memories_validate_and_build():
     assert isinstance(make_memory(pm, {"capacity": 8}), ReplayMemory)  # type defaults to replay
     with pytest.raises(ConfigError, match=r"'agent.memory.beta' = 1.5: .*less than or equal to 1"):
         validate_memory_settings(pm, {"type": "prioritized_replay", "beta": 1.5})
-    with pytest.raises(ConfigError, match=r"'agent.memory.alpha' is not a known field.*Known fields of 'agent.memory': "
-                                          r"type, capacity"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'agent.memory.alpha' is not a known field.*Known fields of 'agent.memory': "
+        r"type, capacity",
+    ):
         validate_memory_settings(pm, {"type": "replay", "alpha": 0.5})
-    with pytest.raises(ConfigError, match=r"Unknown memory 'replai' \(in field 'sac.memory.type'\)\. "
-                                          r"Known memories: prioritized_replay, replay\. Did you mean 'replay'\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"Unknown memory 'replai' \(in field 'sac.memory.type'\)\. "
+        r"Known memories: prioritized_replay, replay\. Did you mean 'replay'\?",
+    ):
         validate_memory_settings(pm, {"type": "replai"}, field="sac.memory")
     with pytest.raises(ConfigError, match="'mlp' is a component, not a replay memory"):
         validate_memory_settings(pm, {"type": "mlp"})
     pm.register(fake_plugin("memories", {"replay": (ReplayMemory, ProbeSettings)}), "rlgraph-replay2", name="r2")
     with pytest.raises(ConfigError, match=r"'replay'.*'rlgraph-core'.*'rlgraph-replay2'.*--disable-plugins r2"):
         validate_memory_settings(pm, {"type": "replay"})
-
-

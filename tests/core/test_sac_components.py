@@ -24,7 +24,7 @@ from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.sac_loss import SACLoss
 from rlgraph_core.components.twin_q import ContinuousQNetwork, TwinQNetwork
 from rlgraph_core.errors import BuildError, ConfigError
-from rlgraph_core.spaces import BoolBox, FloatBox, IntBox
+from rlgraph_core.spaces import BoolBox, FloatBox
 from rlgraph_core.testing import ComponentTest, available_backends, backend_params, make_test_backend
 
 RTOL, ATOL = 1e-5, 1e-5
@@ -98,7 +98,7 @@ def np_critic_loss(q1, q2, rewards, terminals, discounts, next_q1, next_q2, next
     v_next = np.minimum(next_q1, next_q2) - alpha * next_logp
     y = rewards + discounts * (1.0 - terminals.astype(np.float64)) * v_next
     td1, td2 = q1 - y, q2 - y
-    loss = np.mean(weights * 0.5 * (td1 ** 2 + td2 ** 2))
+    loss = np.mean(weights * 0.5 * (td1**2 + td2**2))
     return loss, 0.5 * (np.abs(td1) + np.abs(td2)), y
 
 
@@ -111,16 +111,22 @@ def test_stable_and_naive_squash_corrections_agree_where_naive_is_accurate():
     assert abs(np_squash_correction_naive(np.array([[9.0]]), np.float32)[0] - 2 * (math.log(2) - 9.0)) > 0.5
     big = np.array([[12.0], [-15.0]])
     assert np.all(np.isneginf(np_squash_correction_naive(big, np.float32)))
-    np.testing.assert_allclose(np_squash_correction_stable(big)[:, None], 2 * (math.log(2) - np.abs(big)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(np_squash_correction_stable(big)[:, None], 2 * (math.log(2) - np.abs(big)), rtol=1e-6)
 
 
 def _squashed_head(backend, action_dim=2, features=5, bounds=(-20.0, 2.0)):
-    head = DistributionHead(FloatBox(-1.0, 1.0, shape=(action_dim,)), squashed=True,
-                            rng=np.random.default_rng(0), log_std_bounds=bounds, name="head")
-    spaces = {"sample": {"features": fbatch(features), "noise": fbatch(action_dim)},
-              "deterministic": {"features": fbatch(features)},
-              "log_prob_entropy": {"features": fbatch(features), "actions": fbatch(action_dim)}}
+    head = DistributionHead(
+        FloatBox(-1.0, 1.0, shape=(action_dim,)),
+        squashed=True,
+        rng=np.random.default_rng(0),
+        log_std_bounds=bounds,
+        name="head",
+    )
+    spaces = {
+        "sample": {"features": fbatch(features), "noise": fbatch(action_dim)},
+        "deterministic": {"features": fbatch(features)},
+        "log_prob_entropy": {"features": fbatch(features), "actions": fbatch(action_dim)},
+    }
     return ComponentTest(head, spaces, backend)
 
 
@@ -143,8 +149,9 @@ def test_squashed_gaussian_sample_and_log_prob(backend):
     np.testing.assert_allclose(logp, ref, rtol=1e-4, atol=1e-4)
     # The same value through the naive textbook formula (accurate in float64 for these |u|).
     assert np.abs(u).max() < 8.0
-    np.testing.assert_allclose(logp, np_gaussian_log_prob(u, mean, log_std) - np_squash_correction_naive(u),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        logp, np_gaussian_log_prob(u, mean, log_std) - np_squash_correction_naive(u), rtol=1e-4, atol=1e-4
+    )
     np.testing.assert_allclose(test.call("deterministic", feats), np.tanh(mean), rtol=1e-5, atol=1e-5)
 
     # log_prob of given squashed actions recovers u = atanh(a) and agrees with the sample's log-prob.
@@ -156,8 +163,14 @@ def test_squashed_gaussian_sample_and_log_prob(backend):
 def test_squashed_gaussian_log_prob_stays_finite_for_saturated_actions(backend):
     """Where ``tanh(u)`` rounds to +-1 in float32, the stable correction stays finite and correct."""
     test = _squashed_head(backend, action_dim=1, features=1)
-    test.set_weights({"mean/W": np.array([[1.0]], np.float32), "mean/b": np.zeros(1, np.float32),
-                      "log_std/W": np.zeros((1, 1), np.float32), "log_std/b": np.zeros(1, np.float32)})
+    test.set_weights(
+        {
+            "mean/W": np.array([[1.0]], np.float32),
+            "mean/b": np.zeros(1, np.float32),
+            "log_std/W": np.zeros((1, 1), np.float32),
+            "log_std/b": np.zeros(1, np.float32),
+        }
+    )
     feats = np.array([[10.0], [-12.0], [0.5]], np.float32)
     noise = np.zeros((3, 1), np.float32)
     actions, logp = test.call("sample", feats, noise)
@@ -175,8 +188,9 @@ def test_squashed_gaussian_log_prob_gradient(grad_backend):
     test.set_weights(weights)
     feats = rng.standard_normal((4, 3)).astype(np.float32)
     noise = rng.standard_normal((4, 2)).astype(np.float32)
-    _, grads = test.gradients("sample", feats, noise, objective=lambda ops, out: ops.reduce_sum(out[1]),
-                              wrt_inputs=["noise"])
+    _, grads = test.gradients(
+        "sample", feats, noise, objective=lambda ops, out: ops.reduce_sum(out[1]), wrt_inputs=["noise"]
+    )
     mean = np_linear(feats, weights, "mean")
     log_std = np_linear(feats, weights, "log_std")
 
@@ -202,11 +216,16 @@ def test_action_scaling_round_trip():
 # --------------------------------------------------------------------------- twin Q-networks
 def test_twin_q_forward(backend):
     spec = NetworkSpec(hidden=[8, 6], activation="relu")
-    test = ComponentTest(TwinQNetwork(spec, seed=3, name="critic"),
-                         {"call": {"obs": fbatch(3), "actions": fbatch(2)}}, backend)
+    test = ComponentTest(
+        TwinQNetwork(spec, seed=3, name="critic"), {"call": {"obs": fbatch(3), "actions": fbatch(2)}}, backend
+    )
     weights = test.get_weights()
-    assert sorted(weights) == sorted(f"{q}/{layer}/{p}" for q in ("q1", "q2")
-                                     for layer in ("trunk/dense_0", "trunk/dense_1", "out") for p in ("W", "b"))
+    assert sorted(weights) == sorted(
+        f"{q}/{layer}/{p}"
+        for q in ("q1", "q2")
+        for layer in ("trunk/dense_0", "trunk/dense_1", "out")
+        for p in ("W", "b")
+    )
     assert not np.allclose(weights["q1/trunk/dense_0/W"], weights["q2/trunk/dense_0/W"])  # independent nets
     rng = np.random.default_rng(4)
     obs = rng.standard_normal((5, 3)).astype(np.float32)
@@ -231,19 +250,32 @@ def test_twin_q_same_seed_starts_identical():
 
 def test_continuous_q_rejects_rank2_actions():
     with pytest.raises(BuildError, match="actions"):
-        ComponentTest(ContinuousQNetwork(NetworkSpec(hidden=[4])),
-                      {"call": {"obs": fbatch(3), "actions": fbatch(2, 2)}}, ("numpy", "eager"))
+        ComponentTest(
+            ContinuousQNetwork(NetworkSpec(hidden=[4])),
+            {"call": {"obs": fbatch(3), "actions": fbatch(2, 2)}},
+            ("numpy", "eager"),
+        )
 
 
 # --------------------------------------------------------------------------- SAC losses
 def loss_spaces() -> dict:
     b = fbatch()
-    return {"critic_loss": {"q1": b, "q2": b, "rewards": b, "terminals": BoolBox().with_batch_rank(),
-                            "discounts": b, "next_q1_target": b, "next_q2_target": b, "next_log_probs": b,
-                            "weights": b},
-            "actor_loss": {"log_probs": b, "q1_pi": b, "q2_pi": b},
-            "temperature_loss": {"log_probs": b},
-            "alpha": {}}
+    return {
+        "critic_loss": {
+            "q1": b,
+            "q2": b,
+            "rewards": b,
+            "terminals": BoolBox().with_batch_rank(),
+            "discounts": b,
+            "next_q1_target": b,
+            "next_q2_target": b,
+            "next_log_probs": b,
+            "weights": b,
+        },
+        "actor_loss": {"log_probs": b, "q1_pi": b, "q2_pi": b},
+        "temperature_loss": {"log_probs": b},
+        "alpha": {},
+    }
 
 
 def critic_batch() -> dict[str, np.ndarray]:
@@ -255,7 +287,7 @@ def critic_batch() -> dict[str, np.ndarray]:
         "q2": np.array([1.5, -1.0, 0.0, 2.0], np.float32),
         "rewards": np.array([1.0, -1.0, 0.5, 2.0], np.float32),
         "terminals": np.array([False, True, False, False]),
-        "discounts": np.array([gamma, gamma, gamma ** 3, gamma], np.float32),
+        "discounts": np.array([gamma, gamma, gamma**3, gamma], np.float32),
         "next_q1_target": np.array([2.0, 50.0, -1.0, 4.0], np.float32),
         "next_q2_target": np.array([3.0, 60.0, -2.0, 1.0], np.float32),
         "next_log_probs": np.array([-1.0, 0.3, 0.5, -0.2], np.float32),
@@ -276,8 +308,9 @@ def test_critic_loss_twin_min_target_with_entropy_term(backend):
     loss, td = test.call("critic_loss", *batch.values())
     ref_loss, ref_td, y = np_critic_loss(*batch.values(), alpha=0.2)
     # The targets by hand: min of the two target critics minus alpha * logp, masked at termination.
-    np.testing.assert_allclose(y, [1.0 + 0.9 * (2.0 + 0.2), -1.0, 0.5 + 0.729 * (-2.0 - 0.1), 2.0 + 0.9 * (1.0 + 0.04)],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        y, [1.0 + 0.9 * (2.0 + 0.2), -1.0, 0.5 + 0.729 * (-2.0 - 0.1), 2.0 + 0.9 * (1.0 + 0.04)], rtol=1e-6
+    )
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(td, ref_td, rtol=1e-5, atol=1e-5)
     # The entropy term matters: with alpha -> 0 the loss changes.
@@ -319,8 +352,9 @@ def test_loss_gradients(grad_backend):
     np.testing.assert_allclose(grads["input:q2_pi"], np.where(q2 < q1, -0.25, 0.0), rtol=1e-5)
 
     batch = critic_batch()
-    _, grads = test.gradients("critic_loss", *batch.values(),
-                              wrt_inputs=["q1", "q2", "next_q1_target", "next_q2_target", "next_log_probs"])
+    _, grads = test.gradients(
+        "critic_loss", *batch.values(), wrt_inputs=["q1", "q2", "next_q1_target", "next_q2_target", "next_log_probs"]
+    )
     _, _, y = np_critic_loss(*batch.values(), alpha=0.5)
     np.testing.assert_allclose(grads["log_alpha"], 0.0)
     for name in ("next_q1_target", "next_q2_target", "next_log_probs"):
@@ -340,12 +374,14 @@ def test_fixed_temperature_is_not_trainable(backend):
     np.testing.assert_allclose(t_loss, -np.mean(math.log(0.05) * (logp - 3.0)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(alpha, 0.05, rtol=1e-6)
     given = _loss_test(backend, alpha=0.5, target_entropy=-0.7)
-    np.testing.assert_allclose(given.call("temperature_loss", logp)[0], -np.mean(math.log(0.5) * (logp - 0.7)),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        given.call("temperature_loss", logp)[0], -np.mean(math.log(0.5) * (logp - 0.7)), rtol=1e-5, atol=1e-6
+    )
 
 
-@pytest.mark.parametrize("kwargs", [{"ent_coef": 0.0}, {"ent_coef": "autox"}, {"init_ent_coef": -1.0},
-                                    {"target_entropy": "x"}])
+@pytest.mark.parametrize(
+    "kwargs", [{"ent_coef": 0.0}, {"ent_coef": "autox"}, {"init_ent_coef": -1.0}, {"target_entropy": "x"}]
+)
 def test_sac_loss_rejects_bad_settings(kwargs):
     with pytest.raises(ConfigError):
         SACLoss(2, **kwargs)
@@ -353,32 +389,60 @@ def test_sac_loss_rejects_bad_settings(kwargs):
 
 # --------------------------------------------------------------------------- the whole SAC graph
 def graph_spaces(obs_dim: int, act_dim: int) -> dict:
-    obs, unit, noise, f = fbatch(obs_dim), FloatBox(-1, 1, shape=(act_dim,)).with_batch_rank(), fbatch(act_dim), fbatch()
-    return {"act": {"obs": obs, "noise": noise}, "greedy": {"obs": obs},
-            "critic_loss": {"obs": obs, "actions": unit, "rewards": f, "next_obs": obs,
-                            "terminals": BoolBox().with_batch_rank(), "discounts": f, "weights": f, "next_noise": noise},
-            "actor_loss": {"obs": obs, "noise": noise}, "temperature_loss": {"log_probs": f},
-            "alpha": {}, "sync_target": {}}
+    obs, unit, noise, f = (
+        fbatch(obs_dim),
+        FloatBox(-1, 1, shape=(act_dim,)).with_batch_rank(),
+        fbatch(act_dim),
+        fbatch(),
+    )
+    return {
+        "act": {"obs": obs, "noise": noise},
+        "greedy": {"obs": obs},
+        "critic_loss": {
+            "obs": obs,
+            "actions": unit,
+            "rewards": f,
+            "next_obs": obs,
+            "terminals": BoolBox().with_batch_rank(),
+            "discounts": f,
+            "weights": f,
+            "next_noise": noise,
+        },
+        "actor_loss": {"obs": obs, "noise": noise},
+        "temperature_loss": {"log_probs": f},
+        "alpha": {},
+        "sync_target": {},
+    }
 
 
 def test_sac_graph_critic_target_and_actor_loss_match_numpy(backend):
     """The whole wiring: next actions from the actor, target twin-Q min, entropy term, masks."""
     cfg = SACConfig(actor_network={"hidden": [8, 8]}, critic_network={"hidden": [8, 6]}, tau=0.5)
     action_space = FloatBox(-2.0, 2.0, shape=(2,))
-    test = ComponentTest(SACGraph(cfg, action_space, seed=0), graph_spaces(3, 2), backend,
-                         compile_apis=("act", "greedy"))
+    test = ComponentTest(
+        SACGraph(cfg, action_space, seed=0), graph_spaces(3, 2), backend, compile_apis=("act", "greedy")
+    )
     weights = test.get_weights()
-    assert all(np.array_equal(weights[k], weights[k.replace("critic/", "critic_target/")])
-               for k in weights if k.startswith("critic/"))
+    assert all(
+        np.array_equal(weights[k], weights[k.replace("critic/", "critic_target/")])
+        for k in weights
+        if k.startswith("critic/")
+    )
     rng = np.random.default_rng(5)
     weights = {k: (rng.standard_normal(v.shape) * 0.5).astype(np.float32) for k, v in weights.items()}
     weights["sac_loss/log_alpha"] = np.asarray(math.log(0.3), np.float32)
     test.set_weights(weights)
     n = 6
-    batch = {"obs": rng.standard_normal((n, 3)), "actions": rng.uniform(-1, 1, (n, 2)),
-             "rewards": rng.standard_normal(n), "next_obs": rng.standard_normal((n, 3)),
-             "terminals": np.array([False, True, False, False, True, False]),
-             "discounts": np.full(n, 0.99), "weights": np.ones(n), "next_noise": rng.standard_normal((n, 2))}
+    batch = {
+        "obs": rng.standard_normal((n, 3)),
+        "actions": rng.uniform(-1, 1, (n, 2)),
+        "rewards": rng.standard_normal(n),
+        "next_obs": rng.standard_normal((n, 3)),
+        "terminals": np.array([False, True, False, False, True, False]),
+        "discounts": np.full(n, 0.99),
+        "weights": np.ones(n),
+        "next_noise": rng.standard_normal((n, 2)),
+    }
     batch = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in batch.items()}
     loss, td = test.call("critic_loss", *batch.values())
 
@@ -395,10 +459,17 @@ def test_sac_graph_critic_target_and_actor_loss_match_numpy(backend):
 
     next_a, next_logp = actor(batch["next_obs"], batch["next_noise"])
     ref_loss, ref_td, _ = np_critic_loss(
-        q("critic/q1", batch["obs"], batch["actions"]), q("critic/q2", batch["obs"], batch["actions"]),
-        batch["rewards"], batch["terminals"], batch["discounts"],
-        q("critic_target/q1", batch["next_obs"], next_a), q("critic_target/q2", batch["next_obs"], next_a),
-        next_logp, batch["weights"], alpha=0.3)
+        q("critic/q1", batch["obs"], batch["actions"]),
+        q("critic/q2", batch["obs"], batch["actions"]),
+        batch["rewards"],
+        batch["terminals"],
+        batch["discounts"],
+        q("critic_target/q1", batch["next_obs"], next_a),
+        q("critic_target/q2", batch["next_obs"], next_a),
+        next_logp,
+        batch["weights"],
+        alpha=0.3,
+    )
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(td, ref_td, rtol=1e-4, atol=1e-4)
 
@@ -414,8 +485,11 @@ def test_sac_graph_critic_target_and_actor_loss_match_numpy(backend):
     test.call("sync_target")
     after = test.get_weights()
     key = "critic/q2/out/W"
-    np.testing.assert_allclose(after[key.replace("critic/", "critic_target/")],
-                               0.5 * weights[key.replace("critic/", "critic_target/")] + 0.5 * weights[key], rtol=1e-6)
+    np.testing.assert_allclose(
+        after[key.replace("critic/", "critic_target/")],
+        0.5 * weights[key.replace("critic/", "critic_target/")] + 0.5 * weights[key],
+        rtol=1e-6,
+    )
 
 
 # --------------------------------------------------------------------------- config
@@ -424,9 +498,20 @@ def test_sac_config_defaults_and_validation():
     assert (cfg.gamma, cfg.tau, cfg.batch_size, cfg.ent_coef, cfg.target_entropy) == (0.99, 0.005, 256, "auto", "auto")
     assert cfg.optimizer.learning_rate == 3e-4 and cfg.optimizer.max_grad_norm is None
     assert SACConfig(ent_coef=0.1).ent_coef == 0.1
-    for bad in ({"tau": 0.0}, {"tau": 1.5}, {"gamma": 0.0}, {"ent_coef": -0.1}, {"ent_coef": "automatic"},
-                {"target_entropy": "high"}, {"batch_size": 0}, {"learning_starts": -1}, {"unknown": 1},
-                {"type": "dqn"}, {"log_std_bounds": (2.0, -5.0)}, {"n_step": 0}):
+    for bad in (
+        {"tau": 0.0},
+        {"tau": 1.5},
+        {"gamma": 0.0},
+        {"ent_coef": -0.1},
+        {"ent_coef": "automatic"},
+        {"target_entropy": "high"},
+        {"batch_size": 0},
+        {"learning_starts": -1},
+        {"unknown": 1},
+        {"type": "dqn"},
+        {"log_std_bounds": (2.0, -5.0)},
+        {"n_step": 0},
+    ):
         with pytest.raises(Exception):
             SACConfig(**bad)
 
@@ -459,10 +544,23 @@ def _agent(backend_pair, **agent_kwargs):
     from rlgraph_core.agents.sac import SACAgent
 
     name, mode = backend_pair
-    cfg = SACConfig(**{"actor_network": {"hidden": [16]}, "critic_network": {"hidden": [16]}, "batch_size": 8,
-                       "learning_starts": 4, **agent_kwargs})
-    return SACAgent(cfg, FloatBox(-np.inf, np.inf, shape=(3,)), FloatBox(np.array([-2.0, 0.0], np.float32),
-                    np.array([2.0, 1.0], np.float32)), make_test_backend(name, mode), seed=0, num_envs=2)
+    cfg = SACConfig(
+        **{
+            "actor_network": {"hidden": [16]},
+            "critic_network": {"hidden": [16]},
+            "batch_size": 8,
+            "learning_starts": 4,
+            **agent_kwargs,
+        }
+    )
+    return SACAgent(
+        cfg,
+        FloatBox(-np.inf, np.inf, shape=(3,)),
+        FloatBox(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)),
+        make_test_backend(name, mode),
+        seed=0,
+        num_envs=2,
+    )
 
 
 def test_sac_agent_acts_in_bounds_stores_unit_actions_and_learns(grad_backend, tmp_path):
@@ -476,8 +574,9 @@ def test_sac_agent_acts_in_bounds_stores_unit_actions_and_learns(grad_backend, t
         assert np.all(actions[:, 0] >= -2) and np.all(actions[:, 0] <= 2)
         assert np.all(actions[:, 1] >= 0) and np.all(actions[:, 1] <= 1)
         next_obs = rng.standard_normal((2, 3)).astype(np.float32)
-        agent.observe(obs, actions, np.ones(2, np.float32), next_obs,
-                      np.array([t == 5, False]), np.array([False, t == 7]))
+        agent.observe(
+            obs, actions, np.ones(2, np.float32), next_obs, np.array([t == 5, False]), np.array([False, t == 7])
+        )
         agent.update()
         obs = next_obs
     assert agent.updates == 9  # from the 4th vector step on: 8 transitions >= batch 8, past learning_starts

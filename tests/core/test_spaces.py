@@ -353,9 +353,22 @@ def _gym_cases():
 
 
 GYM_NAMES = [
-    "box_f32", "box_f64_per_elem_inf", "box_f16_unbounded", "box_uint8", "box_int32_per_elem",
-    "box_int64_inf", "box_bool", "discrete", "discrete_start", "discrete_int32", "multi_discrete",
-    "multi_discrete_2d_start", "multi_binary", "multi_binary_2d", "dict", "tuple",
+    "box_f32",
+    "box_f64_per_elem_inf",
+    "box_f16_unbounded",
+    "box_uint8",
+    "box_int32_per_elem",
+    "box_int64_inf",
+    "box_bool",
+    "discrete",
+    "discrete_start",
+    "discrete_int32",
+    "multi_discrete",
+    "multi_discrete_2d_start",
+    "multi_binary",
+    "multi_binary_2d",
+    "dict",
+    "tuple",
 ]
 
 
@@ -527,9 +540,7 @@ def test_space_from_value_leaves():
 def test_space_from_value_containers_and_batch():
     value = {"img": np.zeros((5, 8, 8), np.float32), "info": (np.arange(5), np.ones(5, bool))}
     space = space_from_value(value, has_batch_rank=True)
-    assert space == Dict(
-        img=FloatBox(shape=(8, 8)), info=Tuple(IntBox(I64.min, I64.max), BoolBox())
-    ).with_batch_rank()
+    assert space == Dict(img=FloatBox(shape=(8, 8)), info=Tuple(IntBox(I64.min, I64.max), BoolBox())).with_batch_rank()
     assert space.contains(value)
     assert space_from_value(value).contains(value)
 

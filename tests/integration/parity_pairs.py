@@ -22,8 +22,11 @@ Pair = tuple[str, str]
 
 PREFERRED_REFERENCE: Pair = ("torch", "eager")
 PAIRS: list[Pair] = [p for p in backend_pairs() if p[0] != "numpy"]
-REFERENCE: Pair | None = (PREFERRED_REFERENCE if PREFERRED_REFERENCE in PAIRS
-                          else next((p for p in PAIRS if p[1] == "eager"), PAIRS[0] if PAIRS else None))
+REFERENCE: Pair | None = (
+    PREFERRED_REFERENCE
+    if PREFERRED_REFERENCE in PAIRS
+    else next((p for p in PAIRS if p[1] == "eager"), PAIRS[0] if PAIRS else None)
+)
 
 
 def pair_id(pair: Pair) -> str:
@@ -48,11 +51,15 @@ def comparison_id(ref: Pair, other: Pair) -> str:
     return f"{pair_id(other)}-vs-{pair_id(ref)}"
 
 
-def comparison_params(keep: Callable[[Pair], bool] = lambda pair: True, marks_for: Callable[[Pair], Iterable] = lambda pair: ()):
+def comparison_params(
+    keep: Callable[[Pair], bool] = lambda pair: True, marks_for: Callable[[Pair], Iterable] = lambda pair: ()
+):
     """pytest params ``(reference, compared)`` with ``comparison_id`` ids; ``marks_for(compared)``
     gives extra marks (e.g. ``slow`` for torch static)."""
-    return [pytest.param(ref, other, id=comparison_id(ref, other), marks=list(marks_for(other)))
-            for ref, other in comparisons(keep)]
+    return [
+        pytest.param(ref, other, id=comparison_id(ref, other), marks=list(marks_for(other)))
+        for ref, other in comparisons(keep)
+    ]
 
 
 def slow_if_torch_static(pair: Pair) -> list:

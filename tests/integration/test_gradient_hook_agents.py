@@ -35,14 +35,16 @@ class ThreadAllreduce:
 
     def hook_for(self, rank: int):
         """The gradient hook of participant ``rank``."""
+
         def hook(flat: np.ndarray) -> np.ndarray:
             assert flat.dtype == np.float32 and flat.ndim == 1
             self.buffers[rank] = flat.copy()
-            self.barrier.wait()                      # every rank has deposited its gradients
+            self.barrier.wait()  # every rank has deposited its gradients
             mean = np.mean([self.buffers[r] for r in range(self.n)], axis=0).astype(np.float32)
             self.calls += rank == 0
-            self.barrier.wait()                      # every rank has read them: safe to reuse
+            self.barrier.wait()  # every rank has read them: safe to reuse
             return mean
+
         return hook
 
 
@@ -71,9 +73,13 @@ def _dqn(pair):
 
 def _dqn_batch(rng):
     n = 8
-    return {"obs": rng.uniform(-1, 1, (n, 4)).astype(np.float32), "actions": rng.integers(0, 3, n),
-            "rewards": rng.standard_normal(n).astype(np.float32),
-            "next_obs": rng.uniform(-1, 1, (n, 4)).astype(np.float32), "terminals": rng.random(n) < 0.2}
+    return {
+        "obs": rng.uniform(-1, 1, (n, 4)).astype(np.float32),
+        "actions": rng.integers(0, 3, n),
+        "rewards": rng.standard_normal(n).astype(np.float32),
+        "next_obs": rng.uniform(-1, 1, (n, 4)).astype(np.float32),
+        "terminals": rng.random(n) < 0.2,
+    }
 
 
 def _sac(pair):
@@ -94,10 +100,16 @@ def _ppo(pair):
 
 def _ppo_batch(rng):
     t, n = 4, 4
-    return {"obs": rng.uniform(-1, 1, (t, n, 4)).astype(np.float32), "actions": rng.integers(0, 2, (t, n)),
-            "log_probs": np.full((t, n), np.log(0.5), np.float32), "values": rng.standard_normal((t, n)).astype(np.float32),
-            "rewards": rng.standard_normal((t, n)).astype(np.float32), "terminated": rng.random((t, n)) < 0.1,
-            "truncated": np.zeros((t, n), bool), "next_values": rng.standard_normal((t, n)).astype(np.float32)}
+    return {
+        "obs": rng.uniform(-1, 1, (t, n, 4)).astype(np.float32),
+        "actions": rng.integers(0, 2, (t, n)),
+        "log_probs": np.full((t, n), np.log(0.5), np.float32),
+        "values": rng.standard_normal((t, n)).astype(np.float32),
+        "rewards": rng.standard_normal((t, n)).astype(np.float32),
+        "terminated": rng.random((t, n)) < 0.1,
+        "truncated": np.zeros((t, n), bool),
+        "next_values": rng.standard_normal((t, n)).astype(np.float32),
+    }
 
 
 AGENTS = {"dqn": (_dqn, _dqn_batch), "sac": (_sac, _sac_batch), "ppo": (_ppo, _ppo_batch)}
@@ -122,6 +134,7 @@ def test_averaging_hook_keeps_two_agents_identical(algo, pair):
         def run():
             for _ in range(3):
                 agents[rank].learn(make_batch(rngs[rank]))
+
         return run
 
     _run_in_threads([work(0), work(1)])

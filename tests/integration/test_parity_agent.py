@@ -33,9 +33,15 @@ WEIGHT_ATOL, WEIGHT_RTOL = 1e-5, 1e-4
 
 OBS_SPACE = FloatBox(low=np.array([-4.8, -5, -0.42, -5], np.float32), high=np.array([4.8, 5, 0.42, 5], np.float32))
 ACTION_SPACE = Discrete(2)
-CONFIG = DQNConfig(network={"hidden": [32, 32]}, dueling=True, double_q=True, batch_size=64,
-                   preprocessor="box_normalize", exploration=0.1,
-                   optimizer={"type": "adam", "learning_rate": 1e-3, "max_grad_norm": 1.0})
+CONFIG = DQNConfig(
+    network={"hidden": [32, 32]},
+    dueling=True,
+    double_q=True,
+    batch_size=64,
+    preprocessor="box_normalize",
+    exploration=0.1,
+    optimizer={"type": "adam", "learning_rate": 1e-3, "max_grad_norm": 1.0},
+)
 
 rng = np.random.default_rng(99)
 OBSERVATIONS = (rng.uniform(-1, 1, (128, 4)) * OBS_SPACE.high).astype(np.float32)
@@ -44,11 +50,15 @@ OBSERVATIONS = (rng.uniform(-1, 1, (128, 4)) * OBS_SPACE.high).astype(np.float32
 def make_batch(seed):
     r = np.random.default_rng(seed)
     n = CONFIG.batch_size
-    return {"obs": (r.uniform(-1, 1, (n, 4)) * OBS_SPACE.high).astype(np.float32), "actions": r.integers(0, 2, n),
-            "rewards": r.standard_normal(n).astype(np.float32),
-            "next_obs": (r.uniform(-1, 1, (n, 4)) * OBS_SPACE.high).astype(np.float32),
-            "terminals": r.random(n) < 0.2, "discounts": np.full(n, 0.99, np.float32),
-            "weights": r.uniform(0.5, 1.5, n).astype(np.float32)}
+    return {
+        "obs": (r.uniform(-1, 1, (n, 4)) * OBS_SPACE.high).astype(np.float32),
+        "actions": r.integers(0, 2, n),
+        "rewards": r.standard_normal(n).astype(np.float32),
+        "next_obs": (r.uniform(-1, 1, (n, 4)) * OBS_SPACE.high).astype(np.float32),
+        "terminals": r.random(n) < 0.2,
+        "discounts": np.full(n, 0.99, np.float32),
+        "weights": r.uniform(0.5, 1.5, n).astype(np.float32),
+    }
 
 
 BATCHES = [make_batch(s) for s in range(4)]
@@ -56,7 +66,9 @@ BATCHES = [make_batch(s) for s in range(4)]
 
 def make_agent(pair, seed=0):
     backend_name, mode = pair
-    return DQNAgent(CONFIG, OBS_SPACE, ACTION_SPACE, make_backend(backend_name, mode, device="cpu", seed=seed), seed=seed)
+    return DQNAgent(
+        CONFIG, OBS_SPACE, ACTION_SPACE, make_backend(backend_name, mode, device="cpu", seed=seed), seed=seed
+    )
 
 
 _RUNS: dict = {}
@@ -66,10 +78,12 @@ def run(pair):
     """Build the agent on ``pair`` and record everything the parity tests compare (once per pair)."""
     if pair not in _RUNS:
         agent = make_agent(pair)
-        out = {"initial": agent.get_weights(),
-               "greedy": agent.act(OBSERVATIONS, explore=False),
-               "q": agent.backend.to_numpy(agent.graph.q_values(agent.backend.to_tensor(OBSERVATIONS))),
-               "loss": agent.loss_on(BATCHES[0])}
+        out = {
+            "initial": agent.get_weights(),
+            "greedy": agent.act(OBSERVATIONS, explore=False),
+            "q": agent.backend.to_numpy(agent.graph.q_values(agent.backend.to_tensor(OBSERVATIONS))),
+            "loss": agent.loss_on(BATCHES[0]),
+        }
         agent.update(BATCHES[0])
         out["one_update"] = agent.get_weights()
         for batch in BATCHES[1:]:
@@ -136,11 +150,17 @@ def test_same_weights_after_updates(ref_pair, pair, stage):
     np.testing.assert_array_equal(got_all["greedy_after"], ref_all["greedy_after"])
 
 
-CHECKPOINT_ROUTES = [(("torch", "eager"), ("tf", "eager")), (("tf", "eager"), ("torch", "eager")),
-                     (("torch", "eager"), ("tf", "static")), (("tf", "static"), ("torch", "eager"))]
+CHECKPOINT_ROUTES = [
+    (("torch", "eager"), ("tf", "eager")),
+    (("tf", "eager"), ("torch", "eager")),
+    (("torch", "eager"), ("tf", "static")),
+    (("tf", "static"), ("torch", "eager")),
+]
 
 
-@pytest.mark.parametrize("src,dst", CHECKPOINT_ROUTES, ids=[f"{pair_id(a)}->{pair_id(b)}" for a, b in CHECKPOINT_ROUTES])
+@pytest.mark.parametrize(
+    "src,dst", CHECKPOINT_ROUTES, ids=[f"{pair_id(a)}->{pair_id(b)}" for a, b in CHECKPOINT_ROUTES]
+)
 def test_cross_backend_checkpoint(src, dst, tmp_path):
     if src not in PAIRS or dst not in PAIRS:
         pytest.skip(f"needs both {pair_id(src)} and {pair_id(dst)} installed")
@@ -150,8 +170,9 @@ def test_cross_backend_checkpoint(src, dst, tmp_path):
     writer.timesteps = 1234
     writer.save(tmp_path / "ckpt")
     reader = make_agent(dst, seed=2)  # a different seed: different weights until loaded
-    assert not np.array_equal(reader.act(OBSERVATIONS, explore=False), writer.act(OBSERVATIONS, explore=False)) or \
-        not all(np.array_equal(a, b) for a, b in zip(reader.get_weights().values(), writer.get_weights().values()))
+    assert not np.array_equal(
+        reader.act(OBSERVATIONS, explore=False), writer.act(OBSERVATIONS, explore=False)
+    ) or not all(np.array_equal(a, b) for a, b in zip(reader.get_weights().values(), writer.get_weights().values()))
     meta = reader.load(tmp_path / "ckpt")
     assert meta["backend"] == src[0]
     np.testing.assert_array_equal(reader.act(OBSERVATIONS, explore=False), writer.act(OBSERVATIONS, explore=False))

@@ -44,8 +44,10 @@ OBS = rng.standard_normal((BATCH, 4)).astype(np.float32)
 FEATURES = rng.standard_normal((BATCH, 8)).astype(np.float32)
 LOW = np.array([-1.0, -np.inf, 0.0, -2.0], np.float32)
 HIGH = np.array([1.0, np.inf, 10.0, 2.0], np.float32)
-BOUNDED_OBS = np.stack([rng.uniform(-1, 1, BATCH), rng.standard_normal(BATCH) * 5,
-                        rng.uniform(0, 10, BATCH), rng.uniform(-2, 2, BATCH)], -1).astype(np.float32)
+BOUNDED_OBS = np.stack(
+    [rng.uniform(-1, 1, BATCH), rng.standard_normal(BATCH) * 5, rng.uniform(0, 10, BATCH), rng.uniform(-2, 2, BATCH)],
+    -1,
+).astype(np.float32)
 LOSS_BATCH = {
     "obs": OBS,
     "actions": rng.integers(0, NUM_ACTIONS, BATCH),
@@ -156,14 +158,23 @@ def with_pairs(variants, torch_static=()):
     for variant in variants:
         keep = lambda p, v=variant: p != TORCH_STATIC or v in torch_static  # noqa: E731
         for ref, other in comparisons(keep):
-            out.append(pytest.param(ref, other, variant, id=f"{comparison_id(ref, other)}-{variant}",
-                                    marks=slow_if_torch_static(other)))
+            out.append(
+                pytest.param(
+                    ref, other, variant, id=f"{comparison_id(ref, other)}-{variant}", marks=slow_if_torch_static(other)
+                )
+            )
     return out
 
 
 # --- networks ---------------------------------------------------------------------------------
-NETWORKS = [("relu", "lecun_uniform"), ("tanh", "glorot_uniform"), ("elu", "he_uniform"),
-            ("leaky_relu", "orthogonal"), ("softplus", "lecun_uniform"), ("sigmoid", "glorot_uniform")]
+NETWORKS = [
+    ("relu", "lecun_uniform"),
+    ("tanh", "glorot_uniform"),
+    ("elu", "he_uniform"),
+    ("leaky_relu", "orthogonal"),
+    ("softplus", "lecun_uniform"),
+    ("sigmoid", "glorot_uniform"),
+]
 
 
 @pytest.mark.parametrize("ref_pair,pair,activation", with_pairs([a for a, _ in NETWORKS], torch_static=("relu",)))
@@ -188,12 +199,16 @@ def test_mlp(ref_pair, pair, activation):
 @pytest.mark.parametrize("ref_pair,pair,head", with_pairs(["linear", "dueling"], torch_static=("dueling",)))
 def test_q_head(ref_pair, pair, head):
     dueling = head == "dueling"
+
     def compute(p):
         head = QValueHead(NUM_ACTIONS, dueling=dueling, rng=np.random.default_rng(3))
         t = ComponentTest(head, {"call": {"features": batched(FloatBox(shape=(8,)))}}, p)
         actions = LOSS_BATCH["actions"]
-        loss, grads = t.gradients("call", FEATURES, objective=lambda ops, q: ops.reduce_mean(
-            ops.gather_last(q, ops.constant(actions, "int64"))))
+        loss, grads = t.gradients(
+            "call",
+            FEATURES,
+            objective=lambda ops, q: ops.reduce_mean(ops.gather_last(q, ops.constant(actions, "int64"))),
+        )
         return {"weights": t.get_weights(), "out": t.call("call", FEATURES), "loss": loss, "grads": grads}
 
     got, ref = results(f"head-{dueling}", pair, compute), results(f"head-{dueling}", ref_pair, compute)
@@ -226,8 +241,18 @@ def test_epsilon_greedy(ref_pair, pair, variant):
     draws = DRAWS
 
     def compute(p):
-        t = ComponentTest(EpsilonGreedy(), {"explore": {
-            "greedy_actions": ACT_B, "random_actions": ACT_B, "draws": FLOAT_B, "epsilon": FloatBox(shape=())}}, p)
+        t = ComponentTest(
+            EpsilonGreedy(),
+            {
+                "explore": {
+                    "greedy_actions": ACT_B,
+                    "random_actions": ACT_B,
+                    "draws": FLOAT_B,
+                    "epsilon": FloatBox(shape=()),
+                }
+            },
+            p,
+        )
         return {eps: t.call("explore", greedy, random_actions, draws, np.float32(eps)) for eps in (0.0, 0.3, 1.0)}
 
     got, ref = results("egreedy", pair, compute), results("egreedy", ref_pair, compute)
@@ -241,8 +266,9 @@ def test_epsilon_greedy(ref_pair, pair, variant):
 LOSS_CONFIGS = {
     "double-huber": DQNConfig(network={"hidden": [16, 16]}, double_q=True, loss_type="huber"),
     "vanilla-mse": DQNConfig(network={"hidden": [16]}, double_q=False, loss_type="mse"),
-    "dueling-normalized-tanh": DQNConfig(network={"hidden": [16, 16], "activation": "tanh"}, dueling=True,
-                                         preprocessor="box_normalize"),
+    "dueling-normalized-tanh": DQNConfig(
+        network={"hidden": [16, 16], "activation": "tanh"}, dueling=True, preprocessor="box_normalize"
+    ),
 }
 
 
@@ -251,14 +277,25 @@ def build_dqn_graph(cfg: DQNConfig, p, tau=None) -> ComponentTest:
         cfg = cfg.model_copy(update={"tau": tau})
     obs_space = FloatBox(low=np.full(4, -3, np.float32), high=np.full(4, 3, np.float32))
     obs_b = batched(obs_space)
-    return ComponentTest(DQNGraph(cfg, obs_space, NUM_ACTIONS, seed=11), {
-        "act": {"obs": obs_b, "random_actions": ACT_B, "draws": FLOAT_B, "epsilon": FloatBox(shape=())},
-        "greedy": {"obs": obs_b},
-        "q_values": {"obs": obs_b},
-        "loss": {"obs": obs_b, "actions": ACT_B, "rewards": FLOAT_B, "next_obs": obs_b,
-                 "terminals": batched(BoolBox(shape=())), "discounts": FLOAT_B, "weights": FLOAT_B},
-        "sync_target": {},
-    }, p)
+    return ComponentTest(
+        DQNGraph(cfg, obs_space, NUM_ACTIONS, seed=11),
+        {
+            "act": {"obs": obs_b, "random_actions": ACT_B, "draws": FLOAT_B, "epsilon": FloatBox(shape=())},
+            "greedy": {"obs": obs_b},
+            "q_values": {"obs": obs_b},
+            "loss": {
+                "obs": obs_b,
+                "actions": ACT_B,
+                "rewards": FLOAT_B,
+                "next_obs": obs_b,
+                "terminals": batched(BoolBox(shape=())),
+                "discounts": FLOAT_B,
+                "weights": FLOAT_B,
+            },
+            "sync_target": {},
+        },
+        p,
+    )
 
 
 def perturbed_target(weights, seed=5):
@@ -267,12 +304,17 @@ def perturbed_target(weights, seed=5):
     The preprocessor's constants (non-trainable scale/shift) stay as built.
     """
     noise = np.random.default_rng(seed)
-    return {k: (v + 0.1 * noise.standard_normal(v.shape)).astype(np.float32)
-            if k.startswith("target/") and "/preprocessor/" not in k else v
-            for k, v in weights.items()}
+    return {
+        k: (v + 0.1 * noise.standard_normal(v.shape)).astype(np.float32)
+        if k.startswith("target/") and "/preprocessor/" not in k
+        else v
+        for k, v in weights.items()
+    }
 
 
-@pytest.mark.parametrize("ref_pair,pair,name", with_pairs(list(LOSS_CONFIGS), torch_static=("dueling-normalized-tanh",)))
+@pytest.mark.parametrize(
+    "ref_pair,pair,name", with_pairs(list(LOSS_CONFIGS), torch_static=("dueling-normalized-tanh",))
+)
 def test_dqn_loss_and_gradients(ref_pair, pair, name):
     cfg = LOSS_CONFIGS[name]
     obs = np.clip(LOSS_BATCH["obs"], -3, 3)
@@ -285,8 +327,15 @@ def test_dqn_loss_and_gradients(ref_pair, pair, name):
         t.set_weights(perturbed_target(initial))
         loss, td = t.call("loss", *args)
         grad_loss, grads = t.gradients("loss", *args)
-        return {"initial": initial, "weights": t.get_weights(), "loss": loss, "td": td,
-                "grad_loss": grad_loss, "grads": grads, "greedy": t.call("greedy", obs)}
+        return {
+            "initial": initial,
+            "weights": t.get_weights(),
+            "loss": loss,
+            "td": td,
+            "grad_loss": grad_loss,
+            "grads": grads,
+            "greedy": t.call("greedy", obs),
+        }
 
     got, ref = results(f"dqn-{name}", pair, compute), results(f"dqn-{name}", ref_pair, compute)
     assert_same_weights(got["initial"], ref["initial"])
@@ -298,8 +347,9 @@ def test_dqn_loss_and_gradients(ref_pair, pair, name):
         np.testing.assert_allclose(out["loss"], np_loss, atol=ATOL, rtol=RTOL)
         np.testing.assert_allclose(out["td"], np_td, atol=ATOL, rtol=RTOL)
         np.testing.assert_allclose(out["grad_loss"], out["loss"], atol=ATOL, rtol=RTOL)
-        np.testing.assert_array_equal(out["greedy"],
-                                      np_qnet(w, "policy", obs, cfg, np.full(4, -3.0), np.full(4, 3.0)).argmax(-1))
+        np.testing.assert_array_equal(
+            out["greedy"], np_qnet(w, "policy", obs, cfg, np.full(4, -3.0), np.full(4, 3.0)).argmax(-1)
+        )
     np.testing.assert_allclose(got["loss"], ref["loss"], atol=ATOL, rtol=RTOL)
     np.testing.assert_allclose(got["td"], ref["td"], atol=ATOL, rtol=RTOL)
     assert_close_grads(got["grads"], ref["grads"])
@@ -327,7 +377,7 @@ def test_target_sync(ref_pair, pair, tau):
     targets = [k for k in start if k.startswith("target/") and "/preprocessor/" not in k]
     assert targets
     for key in targets:
-        src = start["policy/" + key[len("target/"):]]
+        src = start["policy/" + key[len("target/") :]]
         assert not np.allclose(start[key], src), key  # the sync has something to do
         one = (1 - tau) * start[key] + tau * src
         two = (1 - tau) * one + tau * src

@@ -77,8 +77,11 @@ def params(cases, torch_static):
     for case in cases:
         keep = lambda p, c=case: p != TORCH_STATIC or c in torch_static  # noqa: E731
         for ref, other in comparisons(keep):
-            out.append(pytest.param(case, ref, other, id=f"{case}-{comparison_id(ref, other)}",
-                                    marks=slow_if_torch_static(other)))
+            out.append(
+                pytest.param(
+                    case, ref, other, id=f"{case}-{comparison_id(ref, other)}", marks=slow_if_torch_static(other)
+                )
+            )
     return out
 
 
@@ -86,18 +89,34 @@ def params(cases, torch_static):
 T, N = 8, 4  # rollout: 8 steps of 4 envs = 32 samples, minibatches of 16
 PPO_CASES = {
     "cartpole": {
-        "obs_space": FloatBox(low=np.array([-4.8, -5, -0.42, -5], np.float32),
-                              high=np.array([4.8, 5, 0.42, 5], np.float32)),
+        "obs_space": FloatBox(
+            low=np.array([-4.8, -5, -0.42, -5], np.float32), high=np.array([4.8, 5, 0.42, 5], np.float32)
+        ),
         "action_space": Discrete(2),
-        "config": PPOConfig(network={"hidden": HIDDEN}, n_steps=T, batch_size=T * N // 2, n_epochs=2,
-                            ent_coef=0.01, preprocessor="box_normalize", optimizer={"learning_rate": 3e-3}),
+        "config": PPOConfig(
+            network={"hidden": HIDDEN},
+            n_steps=T,
+            batch_size=T * N // 2,
+            n_epochs=2,
+            ent_coef=0.01,
+            preprocessor="box_normalize",
+            optimizer={"learning_rate": 3e-3},
+        ),
     },
     "pendulum": {
         "obs_space": FloatBox(low=np.array([-1, -1, -8], np.float32), high=np.array([1, 1, 8], np.float32)),
         "action_space": FloatBox(-2.0, 2.0, shape=(1,)),
-        "config": PPOConfig(network={"hidden": HIDDEN}, n_steps=T, batch_size=T * N // 2, n_epochs=2,
-                            ent_coef=0.01, clip_range_vf=0.2, log_std_init=-0.5, preprocessor="running_mean_std",
-                            optimizer={"learning_rate": 3e-3}),
+        "config": PPOConfig(
+            network={"hidden": HIDDEN},
+            n_steps=T,
+            batch_size=T * N // 2,
+            n_epochs=2,
+            ent_coef=0.01,
+            clip_range_vf=0.2,
+            log_std_init=-0.5,
+            preprocessor="running_mean_std",
+            optimizer={"learning_rate": 3e-3},
+        ),
     },
 }
 
@@ -118,12 +137,16 @@ def ppo_rollout(case: str, seed: int) -> dict[str, np.ndarray]:
     else:
         actions = (r.standard_normal((T, N, 1)) * np.exp(-0.5)).astype(np.float32)
         log_probs = -0.5 * (actions[..., 0] / np.exp(-0.5)) ** 2 + 0.5 - 0.5 * np.log(2 * np.pi)
-    return {"obs": obs, "actions": actions,
-            "log_probs": (log_probs + 0.3 * r.standard_normal((T, N))).astype(np.float32),
-            "values": (0.5 * r.standard_normal((T, N))).astype(np.float32),
-            "rewards": r.standard_normal((T, N)).astype(np.float32),
-            "terminated": r.random((T, N)) < 0.1, "truncated": r.random((T, N)) < 0.1,
-            "next_values": (0.5 * r.standard_normal((T, N))).astype(np.float32)}
+    return {
+        "obs": obs,
+        "actions": actions,
+        "log_probs": (log_probs + 0.3 * r.standard_normal((T, N))).astype(np.float32),
+        "values": (0.5 * r.standard_normal((T, N))).astype(np.float32),
+        "rewards": r.standard_normal((T, N)).astype(np.float32),
+        "terminated": r.random((T, N)) < 0.1,
+        "truncated": r.random((T, N)) < 0.1,
+        "next_values": (0.5 * r.standard_normal((T, N))).astype(np.float32),
+    }
 
 
 PPO_ROLLOUTS = {case: [ppo_rollout(case, 10), ppo_rollout(case, 11)] for case in PPO_CASES}
@@ -142,7 +165,8 @@ def drive_ppo(agent: PPOAgent, rollouts) -> dict:
     flat_obs = first["obs"].reshape(T * N, -1)
     flat_actions = first["actions"].reshape(T * N, *first["actions"].shape[2:])
     out["log_probs"], out["entropy"], out["values"] = (
-        to_np(x) for x in agent.graph.evaluate_actions(to_t(flat_obs), to_t(flat_actions)))
+        to_np(x) for x in agent.graph.evaluate_actions(to_t(flat_obs), to_t(flat_actions))
+    )
     out["advantages"], out["returns"] = agent.compute_advantages(first)
     out["metrics"] = [agent.update(first)]
     out["one_update"] = agent.get_weights()
@@ -178,7 +202,9 @@ def test_ppo_same_forward_pass_and_advantages(case, ref_pair, pair):
         assert got[name].shape == ref[name].shape, name
         np.testing.assert_allclose(got[name], ref[name], atol=ATOL, rtol=RTOL, err_msg=name)
     # GAE: advantages + values = returns, on the rollout's own value estimates
-    np.testing.assert_allclose(got["returns"], got["advantages"] + PPO_ROLLOUTS[case][0]["values"], atol=ATOL, rtol=RTOL)
+    np.testing.assert_allclose(
+        got["returns"], got["advantages"] + PPO_ROLLOUTS[case][0]["values"], atol=ATOL, rtol=RTOL
+    )
 
 
 @pytest.mark.parametrize("case,ref_pair,pair", PPO_PARAMS)
@@ -195,7 +221,8 @@ def test_ppo_same_losses_and_weights_after_updates(case, ref_pair, pair):
     assert_close_weights(got["two_updates"], ref["two_updates"])
     trainable = [k for k in ref["initial"] if "/preprocessor/" not in k]
     assert sorted(moved(ref["initial"], ref["one_update"])) == sorted(
-        trainable if case == "cartpole" else ref["initial"])  # the running normaliser moves too
+        trainable if case == "cartpole" else ref["initial"]
+    )  # the running normaliser moves too
 
 
 def test_ppo_parity_check_detects_a_slightly_different_batch():
@@ -213,8 +240,14 @@ def test_ppo_parity_check_detects_a_slightly_different_batch():
 # =========================================================================== SAC
 SAC_OBS = FloatBox(low=np.array([-1, -1, -8], np.float32), high=np.array([1, 1, 8], np.float32))
 SAC_ACTIONS = FloatBox(-2.0, 2.0, shape=(1,))
-SAC_CONFIG = SACConfig(actor_network={"hidden": HIDDEN}, critic_network={"hidden": HIDDEN}, batch_size=32,
-                       learning_starts=0, tau=0.1, optimizer={"learning_rate": 1e-3, "max_grad_norm": None})
+SAC_CONFIG = SACConfig(
+    actor_network={"hidden": HIDDEN},
+    critic_network={"hidden": HIDDEN},
+    batch_size=32,
+    learning_starts=0,
+    tau=0.1,
+    optimizer={"learning_rate": 1e-3, "max_grad_norm": None},
+)
 SAC_OUTPUTS = ("critic_loss", "actor_loss", "log_probs", "temperature_loss", "alpha")
 
 
@@ -222,8 +255,13 @@ def sac_batch(seed: int, n: int = 32) -> dict[str, np.ndarray]:
     """One batch as ``SACAgent.update(batch)`` takes it: unit-box actions, bool terminals."""
     r = np.random.default_rng(seed)
     obs = lambda: (r.uniform(-1, 1, (n, 3)) * SAC_OBS.high).astype(np.float32)  # noqa: E731
-    return {"obs": obs(), "actions": r.uniform(-1, 1, (n, 1)).astype(np.float32),
-            "rewards": r.standard_normal(n).astype(np.float32), "next_obs": obs(), "terminals": r.random(n) < 0.2}
+    return {
+        "obs": obs(),
+        "actions": r.uniform(-1, 1, (n, 1)).astype(np.float32),
+        "rewards": r.standard_normal(n).astype(np.float32),
+        "next_obs": obs(),
+        "terminals": r.random(n) < 0.2,
+    }
 
 
 SAC_BATCHES = [sac_batch(20), sac_batch(21)]
@@ -263,7 +301,7 @@ def test_sac_initial_weights_identical(case, ref_pair, pair):
     assert_same_weights(got, ref)
     for k in ref:  # the target critic starts as a copy of the critic
         if k.startswith("critic/"):
-            np.testing.assert_array_equal(ref["critic_target/" + k[len("critic/"):]], ref[k])
+            np.testing.assert_array_equal(ref["critic_target/" + k[len("critic/") :]], ref[k])
 
 
 @pytest.mark.parametrize("case,ref_pair,pair", SAC_PARAMS)
@@ -293,7 +331,8 @@ def test_sac_parity_check_detects_different_noise():
     other = drive_sac(agent, SAC_BATCHES)
     assert_same_weights(other["initial"], ref["initial"])
     with pytest.raises(AssertionError):
-        np.testing.assert_allclose(other["outputs"][0]["actor_loss"], ref["outputs"][0]["actor_loss"],
-                                   atol=ATOL, rtol=RTOL)
+        np.testing.assert_allclose(
+            other["outputs"][0]["actor_loss"], ref["outputs"][0]["actor_loss"], atol=ATOL, rtol=RTOL
+        )
     with pytest.raises(AssertionError):
         assert_close_weights(other["weights"][1], ref["weights"][1])

@@ -43,8 +43,11 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 def records(start: int, n: int) -> dict[str, np.ndarray]:
     """Records whose fields encode their insertion number ``start .. start+n-1``."""
     ids = np.arange(start, start + n)
-    return {"obs": np.repeat(ids[:, None], 3, axis=1).astype(np.float32), "actions": ids.astype(np.int64),
-            "terminals": ids % 2 == 0}
+    return {
+        "obs": np.repeat(ids[:, None], 3, axis=1).astype(np.float32),
+        "actions": ids.astype(np.int64),
+        "terminals": ids % 2 == 0,
+    }
 
 
 # --------------------------------------------------------------------------- registration
@@ -92,8 +95,15 @@ def test_disable_plugins_flag_blocks_the_plugin():
     assert ("replay", "rlgraph-core") in found["memories"]
     assert found["blocked"] == {("example-components", DIST)}
     # a config naming a blocked plugin's memory says so
-    code, _, err = run_cli("--disable-plugins", "example-components", "config",
-                           "--set", "agent.memory.type=fifo_replay", "--backend", "torch")
+    code, _, err = run_cli(
+        "--disable-plugins",
+        "example-components",
+        "config",
+        "--set",
+        "agent.memory.type=fifo_replay",
+        "--backend",
+        "torch",
+    )
     assert code == 2 and "Unknown memory 'fifo_replay'" in err and "example-components" in err
     # the flag only lasts for that command
     assert "fifo_replay" in get_plugin_manager().names("memories")
@@ -108,11 +118,13 @@ def test_disable_plugins_env_var_blocks_the_plugin(monkeypatch):
 
 
 def test_listing_and_validating_do_not_import_the_memory():
-    code = ("import sys; from rlgraph_core.plugins import get_plugin_manager; "
-            "from rlgraph_core.config.memory import validate_memory_settings; pm = get_plugin_manager(); "
-            "assert 'fifo_replay' in pm.names('memories'); "
-            "validate_memory_settings(pm, {'type': 'fifo_replay', 'capacity': 100, 'window': 5}); "
-            "print('rlgraph_example_components.fifo_replay' in sys.modules)")
+    code = (
+        "import sys; from rlgraph_core.plugins import get_plugin_manager; "
+        "from rlgraph_core.config.memory import validate_memory_settings; pm = get_plugin_manager(); "
+        "assert 'fifo_replay' in pm.names('memories'); "
+        "validate_memory_settings(pm, {'type': 'fifo_replay', 'capacity': 100, 'window': 5}); "
+        "print('rlgraph_example_components.fifo_replay' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
@@ -128,12 +140,15 @@ def test_fifo_replay_settings_validate_and_build_the_memory():
     assert make_memory(pm, {"type": "fifo_replay", "capacity": 1000}).window == 100  # default capacity // 10
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ({"window": 0}, r"'agent\.memory\.window' = 0: .*greater than or equal to 1"),
-    ({"window": 2000}, r"'agent\.memory'.*window \(2000\) must not exceed capacity \(1000\)"),
-    ({"windw": 5}, r"'agent\.memory\.windw' is not a known field.*did you mean 'window'.*type, capacity, window"),
-    ({"alpha": 0.6}, r"'agent\.memory\.alpha' is not a known field"),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ({"window": 0}, r"'agent\.memory\.window' = 0: .*greater than or equal to 1"),
+        ({"window": 2000}, r"'agent\.memory'.*window \(2000\) must not exceed capacity \(1000\)"),
+        ({"windw": 5}, r"'agent\.memory\.windw' is not a known field.*did you mean 'window'.*type, capacity, window"),
+        ({"alpha": 0.6}, r"'agent\.memory\.alpha' is not a known field"),
+    ],
+)
 def test_fifo_replay_settings_refuse_bad_values_and_unknown_fields(raw, expected):
     with pytest.raises(ConfigError, match=expected):
         validate_memory_settings(get_plugin_manager(), {"type": "fifo_replay", "capacity": 1000, **raw})
@@ -234,8 +249,13 @@ def test_csv_logger_widens_its_header_and_keeps_rows_aligned(tmp_path):
     logger.close()
     header, rows = read_csv(tmp_path / "run" / "metrics.csv")
     assert header == ["timesteps", "loss", "episode_return_mean", "eval_return_mean", "hidden"]
-    assert rows[0] == {"timesteps": "100", "loss": "", "episode_return_mean": "12.5", "eval_return_mean": "",
-                       "hidden": ""}
+    assert rows[0] == {
+        "timesteps": "100",
+        "loss": "",
+        "episode_return_mean": "12.5",
+        "eval_return_mean": "",
+        "hidden": "",
+    }
     assert rows[1]["loss"] == "0.25" and rows[1]["eval_return_mean"] == "30.0"
     assert json.loads(rows[1]["hidden"]) == [16, 16]
     # a resumed run continues the same file

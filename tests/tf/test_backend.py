@@ -31,19 +31,22 @@ def test_bad_mode_and_device_are_config_errors():
         assert TFBackend(device="auto").device == "cpu"
 
 
-@pytest.mark.parametrize("value,dtype,expected", [
-    (np.zeros(3, np.float64), None, tf.float32),
-    (np.zeros(3, np.float32), None, tf.float32),
-    (np.zeros(3, np.int32), None, tf.int64),
-    (np.zeros(3, np.int64), None, tf.int64),
-    (np.zeros(3, bool), None, tf.bool),
-    (np.zeros(3, np.uint8), None, tf.uint8),
-    (1.5, None, tf.float32),
-    (3, None, tf.int64),
-    (True, None, tf.bool),
-    (np.zeros(3, np.int64), "float32", tf.float32),
-    (np.ones(3, np.float32), "bool", tf.bool),
-])
+@pytest.mark.parametrize(
+    "value,dtype,expected",
+    [
+        (np.zeros(3, np.float64), None, tf.float32),
+        (np.zeros(3, np.float32), None, tf.float32),
+        (np.zeros(3, np.int32), None, tf.int64),
+        (np.zeros(3, np.int64), None, tf.int64),
+        (np.zeros(3, bool), None, tf.bool),
+        (np.zeros(3, np.uint8), None, tf.uint8),
+        (1.5, None, tf.float32),
+        (3, None, tf.int64),
+        (True, None, tf.bool),
+        (np.zeros(3, np.int64), "float32", tf.float32),
+        (np.ones(3, np.float32), "bool", tf.bool),
+    ],
+)
 def test_to_tensor_dtypes(backend, value, dtype, expected):
     t = backend.to_tensor(value, dtype)
     assert t.dtype == expected
@@ -83,9 +86,11 @@ def test_listing_plugins_does_not_import_tensorflow():
     import subprocess
     import sys
 
-    code = ("import sys; from rlgraph_core.plugins import get_plugin_manager; "
-            "names = get_plugin_manager().names('backends'); assert 'tf' in names, names; "
-            "print('tensorflow' in sys.modules)")
+    code = (
+        "import sys; from rlgraph_core.plugins import get_plugin_manager; "
+        "names = get_plugin_manager().names('backends'); assert 'tf' in names, names; "
+        "print('tensorflow' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
@@ -94,13 +99,19 @@ def test_listing_plugins_does_not_import_tensorflow():
 def test_no_global_tensorflow_state_changed():
     """Building backends and agents leaves TF's process-wide settings at their defaults."""
     keras = pytest.importorskip("keras")
-    before = (keras.mixed_precision.global_policy().name, tf.config.functions_run_eagerly(),
-              tf.config.threading.get_intra_op_parallelism_threads())
+    before = (
+        keras.mixed_precision.global_policy().name,
+        tf.config.functions_run_eagerly(),
+        tf.config.threading.get_intra_op_parallelism_threads(),
+    )
     for mode in ("eager", "static"):
         b = TFBackend(mode=mode, device="cpu")
         b.function(lambda x: x + 1.0)(b.to_tensor(np.zeros(2, np.float32)))
-    after = (keras.mixed_precision.global_policy().name, tf.config.functions_run_eagerly(),
-             tf.config.threading.get_intra_op_parallelism_threads())
+    after = (
+        keras.mixed_precision.global_policy().name,
+        tf.config.functions_run_eagerly(),
+        tf.config.threading.get_intra_op_parallelism_threads(),
+    )
     assert before[:2] == ("float32", False)  # the defaults, untouched by earlier tests
     assert after == before
 
@@ -117,12 +128,22 @@ def test_device_pinning_path(mode):
     assert t.device.endswith("CPU:0")
     v = backend.variable("v", np.zeros(3, np.float32))
     assert v.device.endswith("CPU:0")
-    agent = DQNAgent(DQNConfig(network={"hidden": [8]}, batch_size=4, exploration=0.0), FloatBox(shape=(4,)),
-                     Discrete(2), backend, seed=0)
+    agent = DQNAgent(
+        DQNConfig(network={"hidden": [8]}, batch_size=4, exploration=0.0),
+        FloatBox(shape=(4,)),
+        Discrete(2),
+        backend,
+        seed=0,
+    )
     obs = np.zeros((4, 4), np.float32)
     assert agent.act(obs).shape == (4,)
-    batch = {"obs": obs, "actions": np.zeros(4, np.int64), "rewards": np.ones(4, np.float32), "next_obs": obs,
-             "terminals": np.zeros(4, bool)}
+    batch = {
+        "obs": obs,
+        "actions": np.zeros(4, np.int64),
+        "rewards": np.ones(4, np.float32),
+        "next_obs": obs,
+        "terminals": np.zeros(4, bool),
+    }
     loss = agent.update(batch)["loss"]
     assert np.isfinite(backend.to_numpy(loss))
     assert agent.train_step.jit_compiled == (mode == "static")

@@ -13,17 +13,23 @@ ACTIONS = Discrete(2)
 
 def make_batch(n=32, seed=1):
     rng = np.random.default_rng(seed)
-    return {"obs": rng.standard_normal((n, 4)).astype(np.float32), "actions": rng.integers(0, 2, n),
-            "rewards": rng.random(n).astype(np.float32), "next_obs": rng.standard_normal((n, 4)).astype(np.float32),
-            "terminals": rng.random(n) < 0.1, "discounts": np.full(n, 0.99, np.float32),
-            "weights": np.ones(n, np.float32)}
+    return {
+        "obs": rng.standard_normal((n, 4)).astype(np.float32),
+        "actions": rng.integers(0, 2, n),
+        "rewards": rng.random(n).astype(np.float32),
+        "next_obs": rng.standard_normal((n, 4)).astype(np.float32),
+        "terminals": rng.random(n) < 0.1,
+        "discounts": np.full(n, 0.99, np.float32),
+        "weights": np.ones(n, np.float32),
+    }
 
 
 @pytest.fixture(scope="module", params=["eager", "static"])
 def agent(request):
     """One small DQN agent per mode (module scope: static mode compiles once)."""
-    cfg = DQNConfig(network={"hidden": [32, 32]}, batch_size=32, dueling=True,
-                    preprocessor="box_normalize", exploration=0.5)
+    cfg = DQNConfig(
+        network={"hidden": [32, 32]}, batch_size=32, dueling=True, preprocessor="box_normalize", exploration=0.5
+    )
     obs_space = FloatBox(low=-np.ones(4, np.float32) * 5, high=np.ones(4, np.float32) * 5)
     return DQNAgent(cfg, obs_space, ACTIONS, TFBackend(mode=request.param, device="cpu"), seed=0)
 
@@ -38,7 +44,7 @@ def test_builds_with_expected_graph(agent):
     assert weights["policy/trunk/dense_0/W"].shape == (4, 32)
     for key in weights:  # the target starts as a copy of the policy
         if key.startswith("policy/"):
-            np.testing.assert_array_equal(weights[key], weights["target/" + key[len("policy/"):]])
+            np.testing.assert_array_equal(weights[key], weights["target/" + key[len("policy/") :]])
 
 
 def test_acts(agent):
@@ -71,8 +77,9 @@ def test_save_load_roundtrip(agent, tmp_path):
     agent.save(tmp_path / "ckpt")
     expected_actions = agent.act(obs, explore=False)
     expected_state = agent.train_step.get_state()
-    clone = DQNAgent(agent.config, agent.observation_space, ACTIONS,
-                     TFBackend(mode=agent.backend.mode, device="cpu"), seed=123)
+    clone = DQNAgent(
+        agent.config, agent.observation_space, ACTIONS, TFBackend(mode=agent.backend.mode, device="cpu"), seed=123
+    )
     clone.load(tmp_path / "ckpt")
     np.testing.assert_array_equal(clone.act(obs, explore=False), expected_actions)
     for key, value in expected_state.items():
@@ -84,11 +91,24 @@ def test_executor_smoke(tmp_path):
     from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
     from rlgraph_core.assemble import train
 
-    cfg = validate_config(apply_overrides(DEFAULT_CONFIG, [
-        "train.backend=tf", "train.mode=eager", "train.progress_bar=false", "train.total_timesteps=400",
-        "train.eval_interval=400", "train.eval_episodes=1", "train.loggers=[jsonl]",
-        "agent.learning_starts=200", "agent.train_freq=50", "agent.gradient_steps=2",
-        "agent.network.hidden=[16]"]))
+    cfg = validate_config(
+        apply_overrides(
+            DEFAULT_CONFIG,
+            [
+                "train.backend=tf",
+                "train.mode=eager",
+                "train.progress_bar=false",
+                "train.total_timesteps=400",
+                "train.eval_interval=400",
+                "train.eval_episodes=1",
+                "train.loggers=[jsonl]",
+                "agent.learning_starts=200",
+                "agent.train_freq=50",
+                "agent.gradient_steps=2",
+                "agent.network.hidden=[16]",
+            ],
+        )
+    )
     summary = train(cfg, tmp_path)
     assert summary["timesteps"] == 400 and summary["updates"] == 10  # rounds at 200, 250, ..., 400
     assert (tmp_path / "checkpoint" / "weights.npz").is_file()

@@ -9,11 +9,24 @@ from rlgraph_core.assemble import train
 @pytest.mark.learning
 def test_dqn_cartpole_tf_static(tmp_path):
     """The default DQN config (the one the torch backend solves in ~20k steps) reaches 475."""
-    cfg = validate_config(apply_overrides(DEFAULT_CONFIG, [
-        "train.backend=tf", "train.mode=static", "train.progress_bar=false", "train.loggers=[jsonl]",
-        "train.total_timesteps=60000", "train.target_return=475", "train.seed=0"]))
+    cfg = validate_config(
+        apply_overrides(
+            DEFAULT_CONFIG,
+            [
+                "train.backend=tf",
+                "train.mode=static",
+                "train.progress_bar=false",
+                "train.loggers=[jsonl]",
+                "train.total_timesteps=60000",
+                "train.target_return=475",
+                "train.seed=0",
+            ],
+        )
+    )
     summary = train(cfg, tmp_path / "run")
-    print(f"\ntf static DQN: {summary['timesteps']} steps, {summary['updates']} updates, "
-          f"{summary['wall_time']:.0f} s, eval {summary['eval_return_mean']}")
+    print(
+        f"\ntf static DQN: {summary['timesteps']} steps, {summary['updates']} updates, "
+        f"{summary['wall_time']:.0f} s, eval {summary['eval_return_mean']}"
+    )
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= 475

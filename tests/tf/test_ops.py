@@ -76,8 +76,11 @@ CASES = {
     ],
     "gather_last": [
         (lambda o, x, i: o.gather_last(x, i), (X, IDX), X[np.arange(5), IDX]),
-        (lambda o, x, i: o.gather_last(x, i), (X3, np.array([[0, 1, 2, 0], [2, 2, 1, 0]])),
-         np.take_along_axis(X3, np.array([[0, 1, 2, 0], [2, 2, 1, 0]])[..., None], -1)[..., 0]),
+        (
+            lambda o, x, i: o.gather_last(x, i),
+            (X3, np.array([[0, 1, 2, 0], [2, 2, 1, 0]])),
+            np.take_along_axis(X3, np.array([[0, 1, 2, 0], [2, 2, 1, 0]])[..., None], -1)[..., 0],
+        ),
     ],
     "one_hot": [(lambda o, i: o.one_hot(i, 3), (IDX,), np.eye(3, dtype=np.float32)[IDX])],
     "where": [

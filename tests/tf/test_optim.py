@@ -75,8 +75,15 @@ class NumpyTorchOptimizer:
 
 
 def spec(kind, **kw):
-    base = {"type": kind, "learning_rate": 0.05, "max_grad_norm": None, "eps": 1e-8,
-            "betas": (0.9, 0.999), "alpha": 0.99, "momentum": 0.0}
+    base = {
+        "type": kind,
+        "learning_rate": 0.05,
+        "max_grad_norm": None,
+        "eps": 1e-8,
+        "betas": (0.9, 0.999),
+        "alpha": 0.99,
+        "momentum": 0.0,
+    }
     base.update(kw)
     return base
 
@@ -107,8 +114,11 @@ def make_step(backend, opt_spec, counter=None):
 
 # Every spec with and without clipping eagerly; in static mode (one XLA compile per case, the
 # same update code) every spec once, with clipping.
-FORMULA_CASES = [pytest.param("eager", name, clip, id=f"eager-{name}-{'clip' if clip else 'noclip'}")
-                 for name in SPECS for clip in (None, 0.5)]
+FORMULA_CASES = [
+    pytest.param("eager", name, clip, id=f"eager-{name}-{'clip' if clip else 'noclip'}")
+    for name in SPECS
+    for clip in (None, 0.5)
+]
 FORMULA_CASES += [pytest.param("static", name, 0.5, id=f"static-{name}-clip") for name in SPECS]
 
 
@@ -122,7 +132,7 @@ def test_steps_match_torch_formulas(mode, name, clip):
     ref = NumpyTorchOptimizer(opt_spec, [W0.astype(np.float64), B0.astype(np.float64)])
     params = [W0.astype(np.float64), B0.astype(np.float64)]
     for k in range(5):
-        x, y = XS[k:k + 8], YS[k:k + 8]
+        x, y = XS[k : k + 8], YS[k : k + 8]
         loss_ref, grads = np_loss_and_grads(params[0], params[1], x, y)
         params = ref.step(params, np_clip(grads, clip))
         loss, td = step(backend.to_tensor(x), backend.to_tensor(y))
@@ -151,14 +161,17 @@ def test_learning_rate_is_settable(backend):
         before = [backend.to_numpy(w).astype(np.float64), backend.to_numpy(b).astype(np.float64)]
         _, grads = np_loss_and_grads(*before, XS, YS)
         step(backend.to_tensor(XS), backend.to_tensor(YS))
-        np.testing.assert_allclose(backend.to_numpy(w), before[0] - lr * grads[0], rtol=RTOL, atol=ATOL,
-                                   err_msg=f"lr={lr}")
-        np.testing.assert_allclose(backend.to_numpy(b), before[1] - lr * grads[1], rtol=RTOL, atol=ATOL,
-                                   err_msg=f"lr={lr}")
+        np.testing.assert_allclose(
+            backend.to_numpy(w), before[0] - lr * grads[0], rtol=RTOL, atol=ATOL, err_msg=f"lr={lr}"
+        )
+        np.testing.assert_allclose(
+            backend.to_numpy(b), before[1] - lr * grads[1], rtol=RTOL, atol=ATOL, err_msg=f"lr={lr}"
+        )
 
 
-@pytest.mark.parametrize("mode,name", [("eager", "adam"), ("eager", "rmsprop-momentum"),
-                                       ("eager", "sgd-momentum"), ("static", "adam")])
+@pytest.mark.parametrize(
+    "mode,name", [("eager", "adam"), ("eager", "rmsprop-momentum"), ("eager", "sgd-momentum"), ("static", "adam")]
+)
 def test_state_roundtrip(mode, name):
     """Optimizer state moved (as numpy) into a fresh step continues exactly like the original."""
     from rlgraph_tf import TFBackend
@@ -166,12 +179,14 @@ def test_state_roundtrip(mode, name):
     backend = TFBackend(mode=mode, device="cpu")
     a, wa, ba = make_step(backend, SPECS[name])
     for k in range(3):
-        a(backend.to_tensor(XS[k:k + 8]), backend.to_tensor(YS[k:k + 8]))
+        a(backend.to_tensor(XS[k : k + 8]), backend.to_tensor(YS[k : k + 8]))
     state = a.get_state()
     assert all(isinstance(v, np.ndarray) for v in state.values())
-    expected_slots = {"adam": {"step", "exp_avg", "exp_avg_sq"},
-                      "rmsprop-momentum": {"step", "square_avg", "momentum_buffer"},
-                      "sgd-momentum": {"momentum_buffer"}}[name]
+    expected_slots = {
+        "adam": {"step", "exp_avg", "exp_avg_sq"},
+        "rmsprop-momentum": {"step", "square_avg", "momentum_buffer"},
+        "sgd-momentum": {"momentum_buffer"},
+    }[name]
     assert {k.split("/", 1)[1] for k in state} == expected_slots  # torch's state key names
     if "0/step" in state:
         assert float(state["0/step"]) == 3.0

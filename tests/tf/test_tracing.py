@@ -77,8 +77,9 @@ def test_train_step_traces_once_across_calls_and_learning_rates():
         traces.append(1)
         return (backend.ops.reduce_mean(backend.ops.square(backend.ops.dense(x, w, np.zeros(2, np.float32)) - y)),)
 
-    step = backend.train_step(loss_fn, [w], {"type": "adam", "learning_rate": 1e-2, "max_grad_norm": 1.0,
-                                             "eps": 1e-8, "betas": (0.9, 0.999)})
+    step = backend.train_step(
+        loss_fn, [w], {"type": "adam", "learning_rate": 1e-2, "max_grad_norm": 1.0, "eps": 1e-8, "betas": (0.9, 0.999)}
+    )
     losses = []
     for i in range(60):
         if i % 10 == 0:
@@ -101,8 +102,9 @@ def test_hooked_train_step_traces_each_half_once_across_learning_rates():
         traces.append(1)
         return (backend.ops.reduce_mean(backend.ops.square(backend.ops.dense(x, w, np.zeros(2, np.float32)) - y)),)
 
-    step = backend.train_step(loss_fn, [w], {"type": "adam", "learning_rate": 1e-2, "max_grad_norm": 1.0,
-                                             "eps": 1e-8, "betas": (0.9, 0.999)})
+    step = backend.train_step(
+        loss_fn, [w], {"type": "adam", "learning_rate": 1e-2, "max_grad_norm": 1.0, "eps": 1e-8, "betas": (0.9, 0.999)}
+    )
     step.gradient_hook = lambda flat: hooked.append(flat.shape) or flat
     for i in range(20):
         if i % 5 == 0:
@@ -117,8 +119,13 @@ def test_hooked_train_step_traces_each_half_once_across_learning_rates():
 
 def test_dqn_agent_static_traces_once():
     """A static DQN agent: acting, greedy acting and updating each trace once over many calls."""
-    agent = DQNAgent(DQNConfig(network={"hidden": [16]}, batch_size=16, exploration=0.3), FloatBox(shape=(4,)), Discrete(2),
-                     TFBackend(mode="static", device="cpu"), seed=0)
+    agent = DQNAgent(
+        DQNConfig(network={"hidden": [16]}, batch_size=16, exploration=0.3),
+        FloatBox(shape=(4,)),
+        Discrete(2),
+        TFBackend(mode="static", device="cpu"),
+        seed=0,
+    )
     loss_traces = []
     inner = agent.graph.dqn_loss.loss
 
@@ -129,13 +136,16 @@ def test_dqn_agent_static_traces_once():
     agent.graph.dqn_loss.loss = counted_loss
     for t in range(40):
         obs = rng.standard_normal((3, 4)).astype(np.float32)
-        agent.act(obs)                      # epsilon changes with timesteps: a tensor input
+        agent.act(obs)  # epsilon changes with timesteps: a tensor input
         agent.act(obs, explore=False)
         agent.timesteps += 100
-        batch = {"obs": rng.standard_normal((16, 4)).astype(np.float32),
-                 "actions": rng.integers(0, 2, 16), "rewards": rng.random(16).astype(np.float32),
-                 "next_obs": rng.standard_normal((16, 4)).astype(np.float32),
-                 "terminals": rng.random(16) < 0.2}
+        batch = {
+            "obs": rng.standard_normal((16, 4)).astype(np.float32),
+            "actions": rng.integers(0, 2, 16),
+            "rewards": rng.random(16).astype(np.float32),
+            "next_obs": rng.standard_normal((16, 4)).astype(np.float32),
+            "terminals": rng.random(16) < 0.2,
+        }
         agent.update(batch)
     assert len(loss_traces) == 1
     assert agent.train_step._step.experimental_get_tracing_count() == 1

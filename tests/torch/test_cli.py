@@ -32,11 +32,31 @@ if "torch" not in get_plugin_manager().names("backends"):
 import torch  # noqa: E402  (after the skip: only where the backend is installed)
 
 #: Small and fast, but still a real run: updates start at step 200, two evaluations.
-FAST = ["--set", "agent.network.hidden=[16]", "--set", "agent.learning_starts=200",
-        "--set", "agent.train_freq=50", "--set", "agent.gradient_steps=2", "--set", "agent.batch_size=32",
-        "--set", "agent.memory.capacity=5000", "--set", "train.log_interval=1000"]
-METRIC_KEYS = {"timesteps", "wall_time", "episode_return_mean", "eval_return_mean", "env_steps_per_s",
-               "updates_per_s", "loss"}
+FAST = [
+    "--set",
+    "agent.network.hidden=[16]",
+    "--set",
+    "agent.learning_starts=200",
+    "--set",
+    "agent.train_freq=50",
+    "--set",
+    "agent.gradient_steps=2",
+    "--set",
+    "agent.batch_size=32",
+    "--set",
+    "agent.memory.capacity=5000",
+    "--set",
+    "train.log_interval=1000",
+]
+METRIC_KEYS = {
+    "timesteps",
+    "wall_time",
+    "episode_return_mean",
+    "eval_return_mean",
+    "env_steps_per_s",
+    "updates_per_s",
+    "loss",
+}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -76,8 +96,19 @@ def assert_user_error(code: int, stderr: str, *fragments: str) -> str:
 def trained(tmp_path_factory):
     """``rlgraph train`` for 2000 steps with two evaluations; returns (out dir, stdout)."""
     out = tmp_path_factory.mktemp("run") / "out"
-    code, stdout, stderr = run_cli("train", "--set", "train.total_timesteps=2000", "--set", "train.eval_interval=1000",
-                                   "--set", "train.eval_episodes=2", *FAST, "--no-progress", "--out", str(out))
+    code, stdout, stderr = run_cli(
+        "train",
+        "--set",
+        "train.total_timesteps=2000",
+        "--set",
+        "train.eval_interval=1000",
+        "--set",
+        "train.eval_episodes=2",
+        *FAST,
+        "--no-progress",
+        "--out",
+        str(out),
+    )
     assert code == 0, stderr
     return out, stdout
 
@@ -122,8 +153,11 @@ def test_graph_prints_the_component_tree():
     assert code == 0
     first = out.splitlines()[0]
     assert "component graph of 'dqn' on torch" in first and "built in" in first
-    tree = {line.strip().split(" (")[0]: len(line) - len(line.lstrip()) for line in out.splitlines()[1:]
-            if not line.strip().startswith(".")}
+    tree = {
+        line.strip().split(" (")[0]: len(line) - len(line.lstrip())
+        for line in out.splitlines()[1:]
+        if not line.strip().startswith(".")
+    }
     assert tree["dqn"] == 0
     for child in ("policy", "target", "dqn_loss", "epsilon_greedy", "target_sync"):
         assert tree[child] == 2, out
@@ -199,8 +233,16 @@ def test_resume_continues_from_the_checkpoint(trained, tmp_path):
     first = np.load(out / "checkpoint" / "state.npz", allow_pickle=False)
     first_updates = json.loads((out / "summary.json").read_text())["updates"]
     out2 = tmp_path / "resumed"
-    code, stdout, stderr = run_cli("train", "--resume", str(out / "checkpoint"), "--set", "train.total_timesteps=3000",
-                                   "--no-progress", "--out", str(out2))
+    code, stdout, stderr = run_cli(
+        "train",
+        "--resume",
+        str(out / "checkpoint"),
+        "--set",
+        "train.total_timesteps=3000",
+        "--no-progress",
+        "--out",
+        str(out2),
+    )
     assert code == 0, stderr
     rows = [json.loads(line) for line in (out2 / "metrics.jsonl").read_text().splitlines()]
     assert [r["timesteps"] for r in rows] == [3000]  # continued at 2000, not from scratch
@@ -253,8 +295,12 @@ def test_installed_script_exits_2_on_a_bad_config_file(tmp_path):
         pytest.skip("the 'rlgraph' console script is not on PATH (rlgraph-core not pip-installed)")
     bad = tmp_path / "bad.json"
     bad.write_text('{"agent": {"type": "dqn",}}')
-    proc = subprocess.run([script, "train", str(bad), "--no-progress", "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [script, "train", str(bad), "--no-progress", "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     message = assert_user_error(proc.returncode, proc.stderr, str(bad), "not valid JSON")
     assert message.startswith("rlgraph: error: Config file ")
     assert proc.stdout == "" and not (tmp_path / "o").exists()

@@ -10,9 +10,12 @@ from rlgraph_core.assemble import train
 
 @pytest.mark.learning
 def test_dqn_default_config_reaches_475_on_cartpole(tmp_path):
-    config = validate_config(apply_overrides(DEFAULT_CONFIG, [
-        "train.total_timesteps=60000", "train.progress_bar=false", "train.seed=0",
-        "train.loggers=[jsonl]"]))
+    config = validate_config(
+        apply_overrides(
+            DEFAULT_CONFIG,
+            ["train.total_timesteps=60000", "train.progress_bar=false", "train.seed=0", "train.loggers=[jsonl]"],
+        )
+    )
     summary = train(config, tmp_path)
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= 475.0

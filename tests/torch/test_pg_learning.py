@@ -58,8 +58,8 @@ def test_rollout_bootstraps_truncation_not_termination():
     terminated = np.zeros((4, 3), bool)
     truncated = np.zeros((4, 3), bool)
     terminated[1, 0] = truncated[2, 1] = truncated[3, 2] = terminated[3, 0] = True
-    obs = rng.standard_normal((4 + 1, 3, 4)).astype(np.float32)   # obs[t]: what act sees at step t
-    finals = rng.standard_normal((4, 3, 4)).astype(np.float32)    # true final obs where an episode ended
+    obs = rng.standard_normal((4 + 1, 3, 4)).astype(np.float32)  # obs[t]: what act sees at step t
+    finals = rng.standard_normal((4, 3, 4)).astype(np.float32)  # true final obs where an episode ended
     expected = np.zeros((4, 3), np.float32)
     for t in range(4):
         actions = agent.act(obs[t])
@@ -73,16 +73,16 @@ def test_rollout_bootstraps_truncation_not_termination():
     assert rollout["obs"].shape == (4, 3, 4) and rollout["next_values"].shape == (4, 3)
     relevant = ~terminated
     np.testing.assert_allclose(rollout["next_values"][relevant], expected[relevant], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(rollout["values"], np.stack([np_value(agent, o) for o in obs[:4]]),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rollout["values"], np.stack([np_value(agent, o) for o in obs[:4]]), rtol=1e-5, atol=1e-6)
     # The cached log-probabilities are those of the stored actions.
-    lp, _, _ = agent.graph.evaluate_actions(torch.as_tensor(rollout["obs"].reshape(-1, 4)),
-                                            torch.as_tensor(rollout["actions"].reshape(-1)))
+    lp, _, _ = agent.graph.evaluate_actions(
+        torch.as_tensor(rollout["obs"].reshape(-1, 4)), torch.as_tensor(rollout["actions"].reshape(-1))
+    )
     np.testing.assert_allclose(lp.detach().numpy(), rollout["log_probs"].reshape(-1), rtol=1e-5, atol=1e-6)
     metrics = agent.update()
     assert metrics is not None and len(agent.buffer) == 0 and agent.updates == 1
     assert all(np.isfinite(v) for v in metrics.values())
-    assert agent.update() is None                                  # nothing new collected
+    assert agent.update() is None  # nothing new collected
 
 
 def test_continuous_actions_are_scaled_and_clipped_but_stored_raw():
@@ -98,7 +98,7 @@ def test_continuous_actions_are_scaled_and_clipped_but_stored_raw():
         assert np.all(actions >= -2.0) and np.all(actions <= 2.0)
         agent.observe(obs, actions, np.zeros(2, np.float32), obs, np.zeros(2, bool), np.zeros(2, bool))
     raw = agent.buffer.data()["actions"]
-    assert np.abs(raw).max() > 1.0                                   # unclipped samples kept
+    assert np.abs(raw).max() > 1.0  # unclipped samples kept
     np.testing.assert_allclose(np.clip(2.0 * raw[-1], -2, 2), actions, rtol=1e-6)
     # Actions not produced by the last act() (e.g. given by a human) get their own log-probs.
     obs = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
@@ -116,15 +116,27 @@ def test_continuous_actions_are_scaled_and_clipped_but_stored_raw():
 
 def test_a2c_one_step_per_rollout_on_continuous_actions():
     obs_space, act_space = FloatBox(-8.0, 8.0, shape=(3,)), FloatBox(-2.0, 2.0, shape=(1,))
-    agent = A2CAgent(A2CConfig(n_steps=5, ent_coef=0.01), obs_space, act_space,
-                     TorchBackend("eager", "cpu", seed=0), seed=0, num_envs=4)
+    agent = A2CAgent(
+        A2CConfig(n_steps=5, ent_coef=0.01),
+        obs_space,
+        act_space,
+        TorchBackend("eager", "cpu", seed=0),
+        seed=0,
+        num_envs=4,
+    )
     before = agent.get_weights()
     rng = np.random.default_rng(0)
     results = []
     for _ in range(10):
         obs = rng.uniform(-1, 1, (4, 3)).astype(np.float32)
-        agent.observe(obs, agent.act(obs), rng.standard_normal(4).astype(np.float32), obs,
-                      rng.random(4) < 0.2, rng.random(4) < 0.1)
+        agent.observe(
+            obs,
+            agent.act(obs),
+            rng.standard_normal(4).astype(np.float32),
+            obs,
+            rng.random(4) < 0.2,
+            rng.random(4) < 0.1,
+        )
         results.append(agent.update())
     assert [r is not None for r in results] == [False] * 4 + [True] + [False] * 4 + [True]
     assert agent.updates == 2 and set(results[4]) == {"loss", "pg_loss", "vf_loss", "entropy"}
@@ -137,13 +149,18 @@ def test_target_kl_stops_epochs_early():
     rng = np.random.default_rng(0)
     steps = {}
     for target_kl in (None, 1e-6):
-        cfg = PPOConfig(n_steps=16, batch_size=16, n_epochs=10, target_kl=target_kl,
-                        optimizer={"learning_rate": 0.01})
+        cfg = PPOConfig(n_steps=16, batch_size=16, n_epochs=10, target_kl=target_kl, optimizer={"learning_rate": 0.01})
         agent = PPOAgent(cfg, obs_space, act_space, TorchBackend("eager", "cpu", seed=0), seed=0, num_envs=2)
         for _ in range(16):
             obs = rng.standard_normal((2, 4)).astype(np.float32)
-            agent.observe(obs, agent.act(obs), rng.standard_normal(2).astype(np.float32), obs,
-                          np.zeros(2, bool), np.zeros(2, bool))
+            agent.observe(
+                obs,
+                agent.act(obs),
+                rng.standard_normal(2).astype(np.float32),
+                obs,
+                np.zeros(2, bool),
+                np.zeros(2, bool),
+            )
         metrics = agent.update()
         steps[target_kl] = (metrics["gradient_steps"], metrics["early_stop"])
     assert steps[None] == (20, False)
@@ -152,8 +169,11 @@ def test_target_kl_stops_epochs_early():
 
 def test_ppo_pendulum_config_runs(tmp_path):
     """The Pendulum config (Gaussian policy, running observation normalisation) trains and checkpoints."""
-    raw = apply_overrides(load_config_file(CONFIGS / "ppo_pendulum.yaml"), QUIET + [
-        "train.total_timesteps=2048", "agent.n_steps=256", "train.eval_interval=1024", "train.eval_episodes=1"])
+    raw = apply_overrides(
+        load_config_file(CONFIGS / "ppo_pendulum.yaml"),
+        QUIET
+        + ["train.total_timesteps=2048", "agent.n_steps=256", "train.eval_interval=1024", "train.eval_episodes=1"],
+    )
     config = validate_config(raw)
     summary = train(config, tmp_path)
     assert summary["timesteps"] == 2048 and summary["updates"] > 0
@@ -198,8 +218,9 @@ def _train(tmp_path, config_name: str, overrides: list[str]):
 
 @pytest.mark.learning
 def test_ppo_reaches_475_on_cartpole(tmp_path):
-    config, summary = _train(tmp_path, "ppo_cartpole.yaml", [
-        "train.seed=0", "train.total_timesteps=40000", "train.eval_interval=2048"])
+    config, summary = _train(
+        tmp_path, "ppo_cartpole.yaml", ["train.seed=0", "train.total_timesteps=40000", "train.eval_interval=2048"]
+    )
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= 475.0 and summary["timesteps"] <= 40000
 
@@ -213,7 +234,8 @@ def test_ppo_reaches_475_on_cartpole(tmp_path):
 
 @pytest.mark.learning
 def test_a2c_reaches_475_on_cartpole(tmp_path):
-    _, summary = _train(tmp_path, "a2c_cartpole.yaml", [
-        "train.seed=1", "train.total_timesteps=100000", "train.eval_interval=5000"])
+    _, summary = _train(
+        tmp_path, "a2c_cartpole.yaml", ["train.seed=1", "train.total_timesteps=100000", "train.eval_interval=5000"]
+    )
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= 475.0 and summary["timesteps"] <= 100000

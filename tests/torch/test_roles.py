@@ -1,6 +1,5 @@
 """Agents driven purely through the actor / learner roles, as distributed executors drive them."""
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -71,8 +70,9 @@ def test_dqn_learns_cartpole_through_actor_and_learner_roles():
 
 def test_prioritized_actor_computes_initial_priorities_and_learner_returns_new_ones():
     """Ape-X's flow: |TD| from the actor's weights at insert, new priorities from the learner."""
-    parts = _assembly("agent.memory.type=prioritized_replay", "agent.n_step=3", "agent.network.hidden=[16]",
-                      "env.num_envs=2")
+    parts = _assembly(
+        "agent.memory.type=prioritized_replay", "agent.n_step=3", "agent.network.hidden=[16]", "env.num_envs=2"
+    )
     envs = parts.make_vector_env(seed=1)
     spaces = (envs.single_observation_space, envs.single_action_space)
     actor = parts.make_agent(*spaces, num_envs=2, with_memory=False)
@@ -100,8 +100,13 @@ def test_prioritized_actor_computes_initial_priorities_and_learner_returns_new_o
 
 def test_ppo_actor_postprocesses_rollouts_and_learner_tracks_staleness():
     """On-policy: GAE on the actor, rollouts of two actors concatenated on the learner."""
-    parts = _assembly("agent.n_steps=16", "agent.batch_size=32", "agent.n_epochs=2",
-                      "env.num_envs=2", base=load_shipped_config("ppo_cartpole"))
+    parts = _assembly(
+        "agent.n_steps=16",
+        "agent.batch_size=32",
+        "agent.n_epochs=2",
+        "env.num_envs=2",
+        base=load_shipped_config("ppo_cartpole"),
+    )
     envs = [parts.make_vector_env(seed=s) for s in (0, 1)]
     spaces = (envs[0].single_observation_space, envs[0].single_action_space)
     actors = [parts.make_agent(*spaces, num_envs=2, seed=s) for s in (0, 1)]

@@ -35,11 +35,25 @@ def one_torch_thread():
 
 @pytest.mark.learning
 def test_sac_reaches_minus_200_on_pendulum(tmp_path, one_torch_thread):
-    config = validate_config(apply_overrides(load_config_file(CONFIG), [
-        "agent.actor_network.hidden=[64,64]", "agent.critic_network.hidden=[64,64]",
-        f"train.total_timesteps={MAX_STEPS}", "train.target_return=-200", "train.eval_interval=1000",
-        "train.eval_episodes=5", "train.seed=0", "train.backend=torch", "train.mode=eager",
-        "train.device=cpu", "train.progress_bar=false", "train.loggers=[jsonl]"]))
+    config = validate_config(
+        apply_overrides(
+            load_config_file(CONFIG),
+            [
+                "agent.actor_network.hidden=[64,64]",
+                "agent.critic_network.hidden=[64,64]",
+                f"train.total_timesteps={MAX_STEPS}",
+                "train.target_return=-200",
+                "train.eval_interval=1000",
+                "train.eval_episodes=5",
+                "train.seed=0",
+                "train.backend=torch",
+                "train.mode=eager",
+                "train.device=cpu",
+                "train.progress_bar=false",
+                "train.loggers=[jsonl]",
+            ],
+        )
+    )
     summary = train(config, tmp_path)
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= -200.0

@@ -42,10 +42,18 @@ def optimizer(kind: str, lr: float, max_grad_norm: float | None = None, **kw) ->
 
 
 # --------------------------------------------------------------------------- DQN loss gradients
-DQN_SPACES = {"loss": {
-    "q_values": fbatch(3), "actions": IntBox(0, 2, shape=()).with_batch_rank(), "rewards": fbatch(),
-    "terminals": BoolBox().with_batch_rank(), "discounts": fbatch(), "q_next_target": fbatch(3),
-    "q_next_online": fbatch(3), "weights": fbatch()}}
+DQN_SPACES = {
+    "loss": {
+        "q_values": fbatch(3),
+        "actions": IntBox(0, 2, shape=()).with_batch_rank(),
+        "rewards": fbatch(),
+        "terminals": BoolBox().with_batch_rank(),
+        "discounts": fbatch(),
+        "q_next_target": fbatch(3),
+        "q_next_online": fbatch(3),
+        "weights": fbatch(),
+    }
+}
 
 
 def dqn_batch(rng: np.random.Generator, batch: int = 6) -> dict[str, np.ndarray]:
@@ -70,10 +78,10 @@ def np_dqn_grad_q(b, loss_type: str, delta: float = 1.0):
     v_next = b["q_next_target"].astype(np.float64)[rows, np.argmax(b["q_next_online"], axis=1)]
     td = q - (b["rewards"] + b["discounts"] * (1.0 - b["terminals"]) * v_next)
     if loss_type == "huber":
-        per = np.where(np.abs(td) <= delta, 0.5 * td ** 2, delta * (np.abs(td) - 0.5 * delta))
+        per = np.where(np.abs(td) <= delta, 0.5 * td**2, delta * (np.abs(td) - 0.5 * delta))
         dper = np.clip(td, -delta, delta)
     else:
-        per, dper = td ** 2, 2.0 * td
+        per, dper = td**2, 2.0 * td
     grad = np.zeros((n, 3))
     grad[rows, b["actions"]] = b["weights"] * dper / n
     return np.mean(b["weights"] * per), grad, td
@@ -101,10 +109,11 @@ def test_dense_layer_gradient():
     test.set_weights({"W": w, "b": b})
     x = rng.standard_normal((5, 4)).astype(np.float32)
     c = rng.standard_normal((5, 3)).astype(np.float32)
-    loss, grads = test.gradients("call", x, objective=lambda ops, y: ops.reduce_sum(y * ops.constant(c)),
-                                 wrt_inputs=("x",))
+    loss, grads = test.gradients(
+        "call", x, objective=lambda ops, y: ops.reduce_sum(y * ops.constant(c)), wrt_inputs=("x",)
+    )
     y = np.tanh(x.astype(np.float64) @ w + b)
-    dpre = c * (1.0 - y ** 2)
+    dpre = c * (1.0 - y**2)
     np.testing.assert_allclose(loss, np.sum(c * y), rtol=RTOL, atol=1e-5)
     np.testing.assert_allclose(grads["W"], x.T @ dpre, rtol=RTOL, atol=1e-5)
     np.testing.assert_allclose(grads["b"], dpre.sum(0), rtol=RTOL, atol=1e-5)
@@ -114,8 +123,9 @@ def test_dense_layer_gradient():
 def test_gradients_skip_non_trainable_variables():
     norm = BoxNormalizer([-1.0, 0.0], [1.0, 4.0], name="norm")
     test = ComponentTest(norm, {"call": {"x": fbatch(2, low=[-1.0, 0.0], high=[1.0, 4.0])}}, torch_backend())
-    _, grads = test.gradients("call", np.zeros((2, 2), np.float32), objective=lambda ops, y: ops.reduce_sum(y),
-                              wrt_inputs=("x",))
+    _, grads = test.gradients(
+        "call", np.zeros((2, 2), np.float32), objective=lambda ops, y: ops.reduce_sum(y), wrt_inputs=("x",)
+    )
     assert list(grads) == [f"{INPUT_PREFIX}x"]
     np.testing.assert_allclose(grads[f"{INPUT_PREFIX}x"], [[1.0, 0.5], [1.0, 0.5]], rtol=RTOL)
 
@@ -142,8 +152,10 @@ REGRESSION_SPACES = {"loss": {"x": fbatch(3), "y": fbatch(2)}}
 def regression_problem(seed: int = 2):
     """Initial weights and one batch."""
     rng = np.random.default_rng(seed)
-    weights = {"dense/W": rng.standard_normal((3, 2)).astype(np.float32),
-               "dense/b": rng.standard_normal(2).astype(np.float32)}
+    weights = {
+        "dense/W": rng.standard_normal((3, 2)).astype(np.float32),
+        "dense/b": rng.standard_normal(2).astype(np.float32),
+    }
     x = rng.standard_normal((4, 3)).astype(np.float32)
     y = rng.standard_normal((4, 2)).astype(np.float32)
     return weights, x, y
@@ -154,7 +166,7 @@ def np_regression_grads(weights, x, y):
     w, b = weights["dense/W"].astype(np.float64), weights["dense/b"].astype(np.float64)
     err = x @ w + b - y
     derr = 2.0 * err / err.size
-    return np.mean(err ** 2), {"dense/W": x.T @ derr, "dense/b": derr.sum(0)}
+    return np.mean(err**2), {"dense/W": x.T @ derr, "dense/b": derr.sum(0)}
 
 
 def regression_test(weights, mode: str = "eager") -> ComponentTest:
@@ -185,7 +197,7 @@ def test_gradient_norm_clipping_uses_global_norm(max_norm):
     weights, x, y = regression_problem(3)
     test = regression_test(weights)
     _, grads = np_regression_grads(weights, x, y)
-    global_norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+    global_norm = np.sqrt(sum(np.sum(g**2) for g in grads.values()))
     assert global_norm > 0.3 * 1.5 and global_norm < 100.0
     # per-tensor clipping would scale each tensor differently; the global norm scales all by one factor
     assert not np.isclose(np.linalg.norm(grads["dense/W"]), np.linalg.norm(grads["dense/b"]))
@@ -208,7 +220,7 @@ def test_adam_matches_numpy_formula():
         for k in params:
             m[k] = b1 * m[k] + (1 - b1) * grads[k]
             v2[k] = b2 * v2[k] + (1 - b2) * grads[k] ** 2
-            m_hat, v_hat = m[k] / (1 - b1 ** t), v2[k] / (1 - b2 ** t)
+            m_hat, v_hat = m[k] / (1 - b1**t), v2[k] / (1 - b2**t)
             params[k] = params[k] - lr * m_hat / (np.sqrt(v_hat) + eps)
         step(x, y)
         if t == 1:  # the first Adam step moves every weight by lr * sign(grad)
@@ -313,7 +325,7 @@ def test_static_train_step_is_compiled_and_matches_numpy_sgd():
     expected = {k: v.astype(np.float64) for k, v in weights.items()}
     for _ in range(2):
         ref_loss, grads = np_regression_grads(expected, x, y)
-        scale = min(1.0, 0.2 / np.sqrt(sum(np.sum(g ** 2) for g in grads.values())))
+        scale = min(1.0, 0.2 / np.sqrt(sum(np.sum(g**2) for g in grads.values())))
         loss, _ = step(x, y)
         np.testing.assert_allclose(loss, ref_loss, rtol=RTOL, atol=ATOL)
         expected = {k: expected[k] - 0.1 * scale * grads[k] for k in expected}
@@ -369,9 +381,11 @@ def test_shape_bug_in_a_static_loss_raises_the_torch_error_without_a_compile_war
     shape_error = r"size of tensor a \(3\) must match the size of tensor b \(4\)"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for run in (lambda: step(x, y),  # the fused compiled step
-                    lambda: step.compute_gradients(x, y),  # the compiled loss of the split step
-                    lambda: backend.function(loss_fn)(x, y)):  # a compiled inference function
+        for run in (
+            lambda: step(x, y),  # the fused compiled step
+            lambda: step.compute_gradients(x, y),  # the compiled loss of the split step
+            lambda: backend.function(loss_fn)(x, y),
+        ):  # a compiled inference function
             with pytest.raises(RuntimeError, match=shape_error) as info:
                 run()
             assert not isinstance(info.value, TorchDynamoException)  # the eager error itself

@@ -70,8 +70,16 @@ class Assembly:
             return None
         return make_memory(self.plugin_manager, settings, seed=seed)
 
-    def make_agent(self, observation_space, action_space, *, num_envs: int = 1, backend: Backend | None = None,
-                   seed: int | None = None, with_memory: bool = True) -> Agent:
+    def make_agent(
+        self,
+        observation_space,
+        action_space,
+        *,
+        num_envs: int = 1,
+        backend: Backend | None = None,
+        seed: int | None = None,
+        with_memory: bool = True,
+    ) -> Agent:
         """Build the configured agent for gymnasium (or rlgraph) spaces.
 
         ``backend`` defaults to :attr:`backend`; ``seed`` to ``config.train.seed``. Without
@@ -80,9 +88,16 @@ class Assembly:
         """
         seed = self.config.train.seed if seed is None else seed
         memory = self.make_memory(seed) if with_memory else self._placeholder_memory(seed)
-        return self.agent_class(self.config.agent, _as_space(observation_space), _as_space(action_space),
-                                backend or self.backend, seed=seed, num_envs=num_envs, memory=memory,
-                                components=self.resolve_component)
+        return self.agent_class(
+            self.config.agent,
+            _as_space(observation_space),
+            _as_space(action_space),
+            backend or self.backend,
+            seed=seed,
+            num_envs=num_envs,
+            memory=memory,
+            components=self.resolve_component,
+        )
 
     def _placeholder_memory(self, seed: int):
         """A one-record memory of the same kind (prioritized or not) for actor/learner copies."""
@@ -129,6 +144,7 @@ def _memory_class(pm: PluginManager, agent_config):
     cls, _ = _get(pm, "memories", memory.type, "agent.memory.type")
     return cls
 
+
 def assemble(config, plugin_manager: PluginManager) -> Assembly:
     """Resolve every registry name of ``config`` once with ``plugin_manager`` and build the backend.
 
@@ -160,22 +176,30 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
     )
 
 
-def make_agent(config, observation_space, action_space, num_envs: int = 1,
-               plugin_manager: PluginManager | None = None) -> Agent:
+def make_agent(
+    config, observation_space, action_space, num_envs: int = 1, plugin_manager: PluginManager | None = None
+) -> Agent:
     """Build the configured agent for the given spaces (convenience over :func:`assemble`)."""
     return assemble(config, plugin_manager or get_plugin_manager()).make_agent(
-        observation_space, action_space, num_envs=num_envs)
+        observation_space, action_space, num_envs=num_envs
+    )
 
 
-def train(config, out_dir: str | Path, resume_dir: str | Path | None = None,
-          plugin_manager: PluginManager | None = None) -> dict:
+def train(
+    config, out_dir: str | Path, resume_dir: str | Path | None = None, plugin_manager: PluginManager | None = None
+) -> dict:
     """Assemble ``config`` and run its executor into ``out_dir``; return the run summary."""
     assembly = assemble(config, plugin_manager or get_plugin_manager())
     return assembly.executor_class(config, out_dir, assembly=assembly, resume_dir=resume_dir).run()
 
 
-def make_backend(name: str, mode: str = "eager", device: str = "auto", seed: int | None = None,
-                 plugin_manager: PluginManager | None = None) -> Backend:
+def make_backend(
+    name: str,
+    mode: str = "eager",
+    device: str = "auto",
+    seed: int | None = None,
+    plugin_manager: PluginManager | None = None,
+) -> Backend:
     """Instantiate the backend registered as ``name`` (e.g. ``"torch"``) in ``mode``."""
     factory = _get(plugin_manager or get_plugin_manager(), "backends", name, "backend")
     return factory(mode=mode, device=device, seed=seed)

@@ -11,10 +11,12 @@ def rlgraph_agents():
     from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
     from rlgraph_core.agents.sac import SACAgent, SACConfig
 
-    return {"dqn": (DQNAgent, DQNConfig),
-            "ppo": (PPOAgent, PPOConfig),
-            "a2c": (A2CAgent, A2CConfig),
-            "sac": (SACAgent, SACConfig)}
+    return {
+        "dqn": (DQNAgent, DQNConfig),
+        "ppo": (PPOAgent, PPOConfig),
+        "a2c": (A2CAgent, A2CConfig),
+        "sac": (SACAgent, SACConfig),
+    }
 
 
 @hookimpl
@@ -60,8 +62,10 @@ def rlgraph_memories():
     from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
     from rlgraph_core.memories.settings import PrioritizedReplaySettings, ReplaySettings
 
-    return {"replay": (ReplayMemory, ReplaySettings),
-            "prioritized_replay": (PrioritizedReplay, PrioritizedReplaySettings)}
+    return {
+        "replay": (ReplayMemory, ReplaySettings),
+        "prioritized_replay": (PrioritizedReplay, PrioritizedReplaySettings),
+    }
 
 
 @hookimpl

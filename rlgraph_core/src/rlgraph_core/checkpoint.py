@@ -87,23 +87,32 @@ def read_meta(directory: str | os.PathLike) -> tuple[dict, dict]:
     """Read and check ``meta.json`` and ``config.json``; return ``(meta, config)``."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise CheckpointError(f"Checkpoint directory '{directory}' does not exist; pass the folder "
-                              f"'rlgraph train' wrote (its 'checkpoint' subfolder under --out).")
+        raise CheckpointError(
+            f"Checkpoint directory '{directory}' does not exist; pass the folder "
+            f"'rlgraph train' wrote (its 'checkpoint' subfolder under --out)."
+        )
     for name in ("meta.json", "config.json", "weights.npz"):
         if not (directory / name).is_file():
-            raise CheckpointError(f"Checkpoint '{directory}' lacks '{name}'; it is incomplete or not an "
-                                  f"rlgraph checkpoint (expected meta.json, config.json, weights.npz, state.npz).")
+            raise CheckpointError(
+                f"Checkpoint '{directory}' lacks '{name}'; it is incomplete or not an "
+                f"rlgraph checkpoint (expected meta.json, config.json, weights.npz, state.npz)."
+            )
     try:
         meta = json.loads((directory / "meta.json").read_text())
         config = json.loads((directory / "config.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"Checkpoint '{directory}' has a corrupt JSON file ({exc}); it cannot be loaded.") from None
+        raise CheckpointError(
+            f"Checkpoint '{directory}' has a corrupt JSON file ({exc}); it cannot be loaded."
+        ) from None
     if not isinstance(meta, dict) or not isinstance(config, dict):
-        raise CheckpointError(f"Checkpoint '{directory}' has a meta.json or config.json that is not a JSON "
-                              f"object; it cannot be loaded.")
+        raise CheckpointError(
+            f"Checkpoint '{directory}' has a meta.json or config.json that is not a JSON object; it cannot be loaded."
+        )
     if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"Checkpoint '{directory}' has format version {meta.get('format_version')!r}; "
-                              f"this rlgraph reads version {FORMAT_VERSION}.")
+        raise CheckpointError(
+            f"Checkpoint '{directory}' has format version {meta.get('format_version')!r}; "
+            f"this rlgraph reads version {FORMAT_VERSION}."
+        )
     return meta, config
 
 
@@ -116,18 +125,23 @@ def _load_npz(path: Path, manifest: dict) -> dict[str, np.ndarray]:
     if not isinstance(manifest, dict):
         raise CheckpointError(f"The manifest for '{path}' in meta.json is not a mapping; corrupt checkpoint.")
     if set(arrays) != set(manifest):
-        raise CheckpointError(f"Checkpoint file '{path}' holds arrays {sorted(arrays)[:5]}... but its manifest "
-                              f"lists {sorted(manifest)[:5]}...; the checkpoint is corrupt.")
+        raise CheckpointError(
+            f"Checkpoint file '{path}' holds arrays {sorted(arrays)[:5]}... but its manifest "
+            f"lists {sorted(manifest)[:5]}...; the checkpoint is corrupt."
+        )
     for k, entry in manifest.items():
         try:
             shape, dtype = entry
             matches = list(arrays[k].shape) == list(shape) and str(arrays[k].dtype) == dtype
         except (TypeError, ValueError):
-            raise CheckpointError(f"The manifest entry for '{k}' of '{path}' is {entry!r}, not [shape, dtype]; "
-                                  f"corrupt checkpoint.") from None
+            raise CheckpointError(
+                f"The manifest entry for '{k}' of '{path}' is {entry!r}, not [shape, dtype]; corrupt checkpoint."
+            ) from None
         if not matches:
-            raise CheckpointError(f"Array '{k}' in '{path}' has shape {list(arrays[k].shape)} dtype "
-                                  f"{arrays[k].dtype}, but the manifest says {shape} {dtype}; corrupt checkpoint.")
+            raise CheckpointError(
+                f"Array '{k}' in '{path}' has shape {list(arrays[k].shape)} dtype "
+                f"{arrays[k].dtype}, but the manifest says {shape} {dtype}; corrupt checkpoint."
+            )
     return arrays
 
 
@@ -144,24 +158,32 @@ def load_checkpoint_into(agent, directory: str | os.PathLike) -> dict:
     if lacking:
         raise CheckpointError(f"Checkpoint '{directory}' has a meta.json without {lacking}; corrupt checkpoint.")
     if meta.get("agent_type") != agent.config.type:
-        raise CheckpointError(f"Checkpoint '{directory}' holds a '{meta.get('agent_type')}' agent; it cannot "
-                              f"be loaded into a '{agent.config.type}' agent.")
+        raise CheckpointError(
+            f"Checkpoint '{directory}' holds a '{meta.get('agent_type')}' agent; it cannot "
+            f"be loaded into a '{agent.config.type}' agent."
+        )
     for key, own in (("observation_space", agent.observation_space), ("action_space", agent.action_space)):
         try:
             stored = Space.from_json(meta[key])
         except Exception as exc:  # any malformed space description is a corrupt checkpoint
-            raise CheckpointError(f"Checkpoint '{directory}' has an unreadable {key} in meta.json "
-                                  f"({type(exc).__name__}: {exc}); corrupt checkpoint.") from None
+            raise CheckpointError(
+                f"Checkpoint '{directory}' has an unreadable {key} in meta.json "
+                f"({type(exc).__name__}: {exc}); corrupt checkpoint."
+            ) from None
         if stored != own:
-            raise CheckpointError(f"Checkpoint '{directory}' was written for {key.replace('_', ' ')} {stored!r}, "
-                                  f"but this agent has {own!r}; use the same environment.")
+            raise CheckpointError(
+                f"Checkpoint '{directory}' was written for {key.replace('_', ' ')} {stored!r}, "
+                f"but this agent has {own!r}; use the same environment."
+            )
     weights = _load_npz(directory / "weights.npz", meta["weights"])
     state_manifest = meta.get("state", {})
     if (directory / "state.npz").is_file():
         state = _load_npz(directory / "state.npz", state_manifest)
     elif state_manifest:
-        raise CheckpointError(f"Checkpoint '{directory}' lacks 'state.npz', which its meta.json lists "
-                              f"{len(state_manifest)} arrays of; it is incomplete.")
+        raise CheckpointError(
+            f"Checkpoint '{directory}' lacks 'state.npz', which its meta.json lists "
+            f"{len(state_manifest)} arrays of; it is incomplete."
+        )
     else:
         state = {}
     if meta.get("backend") != agent.backend.name:
@@ -178,6 +200,8 @@ def load_checkpoint_into(agent, directory: str | os.PathLike) -> dict:
         agent.set_state(old_arrays, old_counters)
         if isinstance(exc, CheckpointError):
             raise
-        raise CheckpointError(f"Checkpoint '{directory}' holds state this agent cannot take "
-                              f"({type(exc).__name__}: {exc}); the agent was left unchanged.") from exc
+        raise CheckpointError(
+            f"Checkpoint '{directory}' holds state this agent cannot take "
+            f"({type(exc).__name__}: {exc}); the agent was left unchanged."
+        ) from exc
     return meta

@@ -13,14 +13,25 @@ from rlgraph_core.errors import RLGraphError
 
 
 def _resolve_config(args) -> "RunConfig":  # noqa: F821
-    from rlgraph_core.config.run import (DEFAULT_CONFIG_NAME, apply_overrides, load_config_file, load_shipped_config,
-                                         shipped_configs, validate_config)
+    from rlgraph_core.config.run import (
+        DEFAULT_CONFIG_NAME,
+        apply_overrides,
+        load_config_file,
+        load_shipped_config,
+        shipped_configs,
+        validate_config,
+    )
 
     name = getattr(args, "config", None) or DEFAULT_CONFIG_NAME
     raw = load_shipped_config(name) if name in shipped_configs() and not Path(name).exists() else load_config_file(name)
     overrides = list(args.set or [])
-    for flag, key in (("backend", "train.backend"), ("mode", "train.mode"), ("executor", "train.executor"),
-                      ("device", "train.device"), ("seed", "train.seed")):
+    for flag, key in (
+        ("backend", "train.backend"),
+        ("mode", "train.mode"),
+        ("executor", "train.executor"),
+        ("device", "train.device"),
+        ("seed", "train.seed"),
+    ):
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={value}")
@@ -36,8 +47,10 @@ def cmd_train(args) -> int:
 
     if args.resume:
         if args.config:
-            raise RLGraphError("Pass either a CONFIG or --resume DIR, not both: a resumed run uses the "
-                               "config stored in its checkpoint (override fields with --set).")
+            raise RLGraphError(
+                "Pass either a CONFIG or --resume DIR, not both: a resumed run uses the "
+                "config stored in its checkpoint (override fields with --set)."
+            )
         _, stored = read_meta(args.resume)
         config = validate_config(apply_overrides(stored, list(args.set or [])))
     else:
@@ -46,15 +59,19 @@ def cmd_train(args) -> int:
         config.train.progress_bar = False
     out = Path(args.out or f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}")
     assembly = assemble(config, get_plugin_manager())
-    print(f"rlgraph: training {config.agent.type} on {config.env.id} with backend "
-          f"{config.train.backend} ({config.train.mode}), executor {config.train.executor}; output in {out}")
+    print(
+        f"rlgraph: training {config.agent.type} on {config.env.id} with backend "
+        f"{config.train.backend} ({config.train.mode}), executor {config.train.executor}; output in {out}"
+    )
     summary = assembly.executor_class(config, out, assembly=assembly, resume_dir=args.resume).run()
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     ev = summary.get("eval_return_mean")
-    print(f"done: {summary['timesteps']} steps in {summary['wall_time']:.1f}s "
-          f"({summary['env_steps_per_s']:.0f} env steps/s, {summary['updates_per_s']:.0f} updates/s), "
-          f"last eval return {ev if ev is None else round(ev, 1)}, build {summary['build_seconds'] * 1000:.0f} ms; "
-          f"checkpoint: {summary['checkpoint']}")
+    print(
+        f"done: {summary['timesteps']} steps in {summary['wall_time']:.1f}s "
+        f"({summary['env_steps_per_s']:.0f} env steps/s, {summary['updates_per_s']:.0f} updates/s), "
+        f"last eval return {ev if ev is None else round(ev, 1)}, build {summary['build_seconds'] * 1000:.0f} ms; "
+        f"checkpoint: {summary['checkpoint']}"
+    )
     return 0
 
 
@@ -86,13 +103,16 @@ def cmd_evaluate(args) -> int:
         result = evaluate_policy(lambda o: agent.act(o, explore=False), env, args.episodes, seed, frames)
     except gym.error.DependencyNotInstalled as exc:
         # Rendering needs the env's optional extras (e.g. pygame for classic control).
-        raise RLGraphError(f"--render-to needs rendering support for '{config.env.id}', which is not "
-                           f"installed: {exc}") from None
+        raise RLGraphError(
+            f"--render-to needs rendering support for '{config.env.id}', which is not installed: {exc}"
+        ) from None
     finally:
         env.close()
-    print(f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
-          f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "
-          f"{result['eval_return_std']:.1f} over {args.episodes} episodes")
+    print(
+        f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
+        f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "
+        f"{result['eval_return_std']:.1f} over {args.episodes} episodes"
+    )
     if frames:
         _write_frames(frames, args.render_to)
         print(f"rendered {len(frames)} frames to {args.render_to}")
@@ -136,8 +156,10 @@ def cmd_plugins(args) -> int:
                 note = f"  [contested; entry point '{entry.plugin}']" if len(claims) > 1 else ""
                 print(f"  {name:<22} {entry.distribution} {entry.version}{note}")
             if len(claims) > 1:
-                print(f"    ! '{name}' is claimed by {len(claims)} plugins and cannot be used until "
-                      f"all but one are blocked: {block_hint(claims)}")
+                print(
+                    f"    ! '{name}' is claimed by {len(claims)} plugins and cannot be used until "
+                    f"all but one are blocked: {block_hint(claims)}"
+                )
     print("plugins:")
     for info in pm.plugins():
         print(f"  {info.name:<22} {info.distribution} {info.version}")
@@ -176,22 +198,34 @@ def cmd_graph(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rlgraph`` command."""
     p = argparse.ArgumentParser(prog="rlgraph", description="Design and run deep RL algorithms on any backend.")
-    p.add_argument("--disable-plugins", action="append", metavar="NAMES",
-                   help="comma-separated plugin (entry-point) names not to load, e.g. example-components; "
-                        "added to those in RLGRAPH_DISABLE_PLUGINS ('rlgraph plugins' lists the names)")
+    p.add_argument(
+        "--disable-plugins",
+        action="append",
+        metavar="NAMES",
+        help="comma-separated plugin (entry-point) names not to load, e.g. example-components; "
+        "added to those in RLGRAPH_DISABLE_PLUGINS ('rlgraph plugins' lists the names)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def run_options(sp, with_config=True):
         if with_config:
-            sp.add_argument("config", nargs="?", help="YAML/JSON config file, or the name of a shipped config "
-                            "(dqn_cartpole, ppo_cartpole, ...; default: dqn_cartpole, DQN on CartPole-v1 with torch)")
+            sp.add_argument(
+                "config",
+                nargs="?",
+                help="YAML/JSON config file, or the name of a shipped config "
+                "(dqn_cartpole, ppo_cartpole, ...; default: dqn_cartpole, DQN on CartPole-v1 with torch)",
+            )
         sp.add_argument("--backend", help="backend name, e.g. torch or tf")
         sp.add_argument("--mode", choices=["eager", "static"], help="eager (define-by-run) or static (compiled)")
         sp.add_argument("--executor", help="executor name, e.g. local")
         sp.add_argument("--device", help="cpu, cuda, cuda:0 or auto")
         sp.add_argument("--seed", type=int)
-        sp.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="override a config field, e.g. --set agent.memory.capacity=50000")
+        sp.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override a config field, e.g. --set agent.memory.capacity=50000",
+        )
 
     t = sub.add_parser("train", help="train an agent")
     run_options(t)
@@ -210,8 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--set", action="append", metavar="KEY=VALUE")
     e.set_defaults(func=cmd_evaluate)
 
-    pl = sub.add_parser("plugins", help="list registered backends, executors, components, agents, memories, "
-                                        "loggers, and blocked or failed plugins")
+    pl = sub.add_parser(
+        "plugins",
+        help="list registered backends, executors, components, agents, memories, "
+        "loggers, and blocked or failed plugins",
+    )
     pl.set_defaults(func=cmd_plugins)
 
     c = sub.add_parser("config", help="print a config with every default filled in")

@@ -12,9 +12,13 @@ def make_vector_env(env_cfg, seed: int):
     finished env, and ``info["final_obs"]`` the true last observation, which replay needs.
     """
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
-    envs = gym.make_vec(env_cfg.id, num_envs=env_cfg.num_envs, vectorization_mode=mode,
-                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-                        **env_cfg.kwargs)
+    envs = gym.make_vec(
+        env_cfg.id,
+        num_envs=env_cfg.num_envs,
+        vectorization_mode=mode,
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        **env_cfg.kwargs,
+    )
     envs.action_space.seed(seed)
     return envs
 

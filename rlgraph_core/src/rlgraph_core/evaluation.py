@@ -7,8 +7,13 @@ from typing import Callable
 import numpy as np
 
 
-def evaluate_policy(policy: Callable[[np.ndarray], np.ndarray], env, episodes: int = 10,
-                    seed: int | None = None, render_frames: list | None = None) -> dict[str, float]:
+def evaluate_policy(
+    policy: Callable[[np.ndarray], np.ndarray],
+    env,
+    episodes: int = 10,
+    seed: int | None = None,
+    render_frames: list | None = None,
+) -> dict[str, float]:
     """Play ``episodes`` full episodes with ``policy`` (batch in, batch out) on a single env.
 
     Episode ``i`` is reset with seed ``seed + i`` when a seed is given, so an evaluation is
@@ -28,5 +33,9 @@ def evaluate_policy(policy: Callable[[np.ndarray], np.ndarray], env, episodes: i
             done = terminated or truncated
         returns.append(total)
         lengths.append(length)
-    return {"eval_return_mean": float(np.mean(returns)), "eval_return_std": float(np.std(returns)),
-            "eval_length_mean": float(np.mean(lengths)), "eval_episodes": episodes}
+    return {
+        "eval_return_mean": float(np.mean(returns)),
+        "eval_return_std": float(np.std(returns)),
+        "eval_length_mean": float(np.mean(lengths)),
+        "eval_episodes": episodes,
+    }

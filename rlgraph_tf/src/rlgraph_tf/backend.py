@@ -60,12 +60,15 @@ def _resolve_device(requested: str) -> tuple[str, str]:
         return "/CPU:0", "cpu"
     match = re.fullmatch(r"(?:gpu|cuda)(?::(\d+))?", req)
     if match is None:
-        raise ConfigError(f"Device '{requested}' is not known to the tf backend; use auto, cpu, "
-                          f"gpu, gpu:N, cuda or cuda:N.")
+        raise ConfigError(
+            f"Device '{requested}' is not known to the tf backend; use auto, cpu, gpu, gpu:N, cuda or cuda:N."
+        )
     index = int(match.group(1) or 0)
     if index >= len(gpus):
-        raise ConfigError(f"Device '{requested}' was requested but TensorFlow sees {len(gpus)} GPU(s); "
-                          f"use device=cpu or auto, or install a GPU build of TensorFlow.")
+        raise ConfigError(
+            f"Device '{requested}' was requested but TensorFlow sees {len(gpus)} GPU(s); "
+            f"use device=cpu or auto, or install a GPU build of TensorFlow."
+        )
     _allow_gpu_memory_growth(gpus)
     return f"/GPU:{index}", f"gpu:{index}"
 
@@ -84,8 +87,7 @@ class TFBackend(Backend):
 
     name = "tf"
 
-    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None,
-                 jit_compile: bool = True):
+    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None, jit_compile: bool = True):
         super().__init__(mode, device, seed)
         self._tf_device, self._device_name = _resolve_device(device)
         # Only when a GPU is visible can an op land anywhere but the CPU; then every variable,
@@ -174,8 +176,15 @@ class TFBackend(Backend):
     def train_step(self, loss_fn: Callable, variables: Sequence[Any], optimizer: dict) -> TFTrainStep:
         """A training step (see :class:`~rlgraph_tf.optim.TFTrainStep`): one ``tf.function`` in static mode."""
         with self._scope():
-            return TFTrainStep(loss_fn, variables, optimizer, static=self.mode == "static",
-                               jit_compile=self.jit_compile, device=self._tf_device, pin_device=self._pin)
+            return TFTrainStep(
+                loss_fn,
+                variables,
+                optimizer,
+                static=self.mode == "static",
+                jit_compile=self.jit_compile,
+                device=self._tf_device,
+                pin_device=self._pin,
+            )
 
     def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
         """``(loss, [gradient per variable])`` as numpy; traced with ``tf.function`` in static mode.
@@ -189,8 +198,7 @@ class TFBackend(Backend):
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 tape.watch(watched)
                 outputs = loss_fn(*args)
-            grads = iter(tape.gradient(outputs[0], watched,
-                                       unconnected_gradients=tf.UnconnectedGradients.ZERO))
+            grads = iter(tape.gradient(outputs[0], watched, unconnected_gradients=tf.UnconnectedGradients.ZERO))
             return outputs[0], [next(grads) if self.is_trainable(v) else tf.zeros_like(v) for v in variables]
 
         if self.mode == "static":

@@ -86,12 +86,15 @@ class TorchStyleOptimizer:
             slot_names.append("momentum_buffer")
         self.slot_names = tuple(slot_names)
         with tf.device(device):
-            self.lr = tf.Variable(float(spec["learning_rate"]), dtype=tf.float64, trainable=False,
-                                  name="optimizer/learning_rate")
+            self.lr = tf.Variable(
+                float(spec["learning_rate"]), dtype=tf.float64, trainable=False, name="optimizer/learning_rate"
+            )
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="optimizer/step")
             self.slots: dict[str, list[tf.Variable]] = {
-                name: [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
-                                   name=f"optimizer/{i}/{name}") for i, v in enumerate(self.variables)]
+                name: [
+                    tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"optimizer/{i}/{name}")
+                    for i, v in enumerate(self.variables)
+                ]
                 for name in self.slot_names
             }
 
@@ -159,15 +162,18 @@ class TorchStyleOptimizer:
         for key, value in state.items():
             idx, _, name = key.partition("/")
             if not idx.isdigit() or int(idx) >= len(self.variables):
-                raise ValueError(f"Optimizer state key '{key}' does not name one of the "
-                                 f"{len(self.variables)} optimized variables.")
+                raise ValueError(
+                    f"Optimizer state key '{key}' does not name one of the {len(self.variables)} optimized variables."
+                )
             if name == "step":
                 self.step.assign(int(np.asarray(value).item()))
             elif name in self.slots:
                 self.slots[name][int(idx)].assign(np.asarray(value, np.float32))
             else:
-                raise ValueError(f"Optimizer state key '{key}': '{name}' is not a slot of "
-                                 f"{self.kind} (slots: {', '.join(('step',) + self.slot_names)}).")
+                raise ValueError(
+                    f"Optimizer state key '{key}': '{name}' is not a slot of "
+                    f"{self.kind} (slots: {', '.join(('step',) + self.slot_names)})."
+                )
 
 
 #: Most concrete functions a :class:`CompiledFunction` keeps for fast dispatch.
@@ -242,8 +248,13 @@ class CompiledFunction:
             return out
         try:
             out = self._fn(*args)
-        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError,
-                tf.errors.InternalError, tf.errors.UnknownError, NotImplementedError) as exc:
+        except (
+            tf.errors.InvalidArgumentError,
+            tf.errors.UnimplementedError,
+            tf.errors.InternalError,
+            tf.errors.UnknownError,
+            NotImplementedError,
+        ) as exc:
             failure = exc  # decided below, outside this block, so no exception chain forms
         else:
             self._verified = True
@@ -253,9 +264,12 @@ class CompiledFunction:
         # next call; if it succeeds, XLA was to blame and the plain graph is used from now on.
         plain = tf.function(self.python_function, jit_compile=False, reduce_retracing=True)
         out = plain(*args)
-        warnings.warn(f"XLA compilation of the {self.what} failed ({type(failure).__name__}: "
-                      f"{_first_line(failure)}); using tf.function without jit_compile instead.",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"XLA compilation of the {self.what} failed ({type(failure).__name__}: "
+            f"{_first_line(failure)}); using tf.function without jit_compile instead.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         self.jit_compile = False
         self._fn = plain
         self._concrete.clear()
@@ -287,8 +301,16 @@ class TFTrainStep(TrainStep):
         pin_device: run every step under ``tf.device(device)`` (needed only when TF sees a GPU).
     """
 
-    def __init__(self, loss_fn: Callable, variables: Sequence[tf.Variable], spec: dict, static: bool,
-                 jit_compile: bool = True, device: str = "/CPU:0", pin_device: bool = False):
+    def __init__(
+        self,
+        loss_fn: Callable,
+        variables: Sequence[tf.Variable],
+        spec: dict,
+        static: bool,
+        jit_compile: bool = True,
+        device: str = "/CPU:0",
+        pin_device: bool = False,
+    ):
         self.loss_fn = loss_fn
         self.variables = list(variables)
         self._trainable = [isinstance(v, tf.Variable) and bool(v.trainable) for v in self.variables]
@@ -307,8 +329,9 @@ class TFTrainStep(TrainStep):
         if static:
             self._update = self._clip_and_apply
             self._step = CompiledFunction(self._eager_step, jit_compile, "train step", self._device)
-            self._compute = CompiledFunction(self._flat_loss_and_grads, jit_compile, "gradient computation",
-                                             self._device)
+            self._compute = CompiledFunction(
+                self._flat_loss_and_grads, jit_compile, "gradient computation", self._device
+            )
         else:
             # Eager mode runs the loss and its gradients define-by-run (the user's code, debuggable
             # line by line). Clipping and the optimizer update are backend internals: like torch's
@@ -350,8 +373,10 @@ class TFTrainStep(TrainStep):
         """``(outputs, flat)``: the gradient half of the step (traced as a whole in static mode)."""
         outputs, grads = self._loss_and_grads(inputs)
         self._reached = tuple(g is not None for g in grads)  # Python: runs when traced
-        pieces = [tf.zeros([n], tf.float32) if g is None else tf.reshape(tf.cast(g, tf.float32), [-1])
-                  for g, n in zip(grads, self._sizes)]
+        pieces = [
+            tf.zeros([n], tf.float32) if g is None else tf.reshape(tf.cast(g, tf.float32), [-1])
+            for g, n in zip(grads, self._sizes)
+        ]
         flat = tf.concat(pieces, 0) if pieces else tf.zeros([0], tf.float32)
         return tuple(None if o is None else tf.stop_gradient(o) for o in outputs), flat
 
@@ -370,10 +395,15 @@ class TFTrainStep(TrainStep):
         reached = self._reached
         fn = self._apply_fns.get(reached)
         if fn is None:
+
             def apply_flat(flat):
                 pieces = tf.split(flat, self._sizes) if self._sizes else []
-                self._clip_and_apply([tf.reshape(piece, v.shape) if use else None
-                                      for piece, v, use in zip(pieces, self.variables, reached)])
+                self._clip_and_apply(
+                    [
+                        tf.reshape(piece, v.shape) if use else None
+                        for piece, v, use in zip(pieces, self.variables, reached)
+                    ]
+                )
 
             if self.compiled:
                 fn = CompiledFunction(apply_flat, self._jit_compile, "gradient update", self._device)

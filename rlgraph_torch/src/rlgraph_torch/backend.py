@@ -9,10 +9,15 @@ from rlgraph_core.backend import Backend
 from rlgraph_torch.ops import TorchOps
 from rlgraph_torch.optim import TorchTrainStep, _call_compiled_or_eager, _grads_or_none, _try_compile
 
-_NP_TO_TORCH = {np.dtype("float64"): torch.float32, np.dtype("float32"): torch.float32,
-                np.dtype("int64"): torch.int64, np.dtype("int32"): torch.int64,
-                np.dtype("bool"): torch.bool, np.dtype("uint8"): torch.uint8,
-                np.dtype("int8"): torch.int64}
+_NP_TO_TORCH = {
+    np.dtype("float64"): torch.float32,
+    np.dtype("float32"): torch.float32,
+    np.dtype("int64"): torch.int64,
+    np.dtype("int32"): torch.int64,
+    np.dtype("bool"): torch.bool,
+    np.dtype("uint8"): torch.uint8,
+    np.dtype("int8"): torch.int64,
+}
 #: numpy dtypes that already are the tensor dtype ``to_tensor`` would pick: on the CPU such
 #: arrays become tensors that share their memory (as ``torch.as_tensor`` would), with no copy.
 _SAME_DTYPE = frozenset({np.dtype("float32"), np.dtype("int64"), np.dtype("bool"), np.dtype("uint8")})
@@ -91,9 +96,13 @@ class TorchBackend(Backend):
         variables = list(variables)
         outputs = loss_fn(*inputs)
         grads = _grads_or_none(outputs[0], variables)
-        return (outputs[0].detach().cpu().numpy(),
-                [np.zeros(tuple(v.shape), np.float32) if g is None else g.detach().cpu().numpy()
-                 for v, g in zip(variables, grads)])
+        return (
+            outputs[0].detach().cpu().numpy(),
+            [
+                np.zeros(tuple(v.shape), np.float32) if g is None else g.detach().cpu().numpy()
+                for v, g in zip(variables, grads)
+            ],
+        )
 
 
 def _with_eager_fallback(compiled, eager):

@@ -18,11 +18,18 @@ def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.
     kind = spec["type"]
     lr = spec["learning_rate"]
     if kind == "adam":
-        return torch.optim.Adam(params, lr=lr, eps=spec.get("eps", 1e-8),
-                                betas=tuple(spec.get("betas", (0.9, 0.999))), foreach=True)
+        return torch.optim.Adam(
+            params, lr=lr, eps=spec.get("eps", 1e-8), betas=tuple(spec.get("betas", (0.9, 0.999))), foreach=True
+        )
     if kind == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, eps=spec.get("eps", 1e-8), alpha=spec.get("alpha", 0.99),
-                                   momentum=spec.get("momentum", 0.0), foreach=True)
+        return torch.optim.RMSprop(
+            params,
+            lr=lr,
+            eps=spec.get("eps", 1e-8),
+            alpha=spec.get("alpha", 0.99),
+            momentum=spec.get("momentum", 0.0),
+            foreach=True,
+        )
     if kind == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=spec.get("momentum", 0.0), foreach=True)
     raise ValueError(f"Unknown optimizer type '{kind}'; use adam, rmsprop or sgd.")
@@ -82,8 +89,9 @@ class TorchTrainStep(TrainStep):
             self._compiled_loss = _try_compile(self.loss_fn)
         if self._compiled_loss is self.loss_fn:
             return self.loss_fn(*inputs)
-        outputs, compiled_ok = _call_compiled_or_eager(self._compiled_loss, self.loss_fn, inputs,
-                                                       "the train step's loss")
+        outputs, compiled_ok = _call_compiled_or_eager(
+            self._compiled_loss, self.loss_fn, inputs, "the train step's loss"
+        )
         if not compiled_ok:
             self._compiled_loss = self.loss_fn
             self.compiled = False
@@ -115,15 +123,20 @@ class TorchTrainStep(TrainStep):
         self._reached = [g is not None for g in grads]
         if not self.params:
             return tuple(o.detach() for o in outputs), np.zeros(0, np.float32)
-        flat = torch.cat([torch.zeros(n, dtype=torch.float32, device=self._device) if g is None
-                          else g.detach().reshape(-1).float() for g, n in zip(grads, self._sizes)])
+        flat = torch.cat(
+            [
+                torch.zeros(n, dtype=torch.float32, device=self._device)
+                if g is None
+                else g.detach().reshape(-1).float()
+                for g, n in zip(grads, self._sizes)
+            ]
+        )
         return tuple(o.detach() for o in outputs), flat.cpu().numpy()
 
     def apply_gradients(self, flat: np.ndarray) -> None:
         """Set the parameters' gradients from ``flat``, clip by global norm, step the optimizer."""
         flat = torch.from_numpy(self._checked_flat(flat)).to(self._device)
-        for p, piece, shape, reached in zip(self.params, torch.split(flat, self._sizes), self._shapes,
-                                            self._reached):
+        for p, piece, shape, reached in zip(self.params, torch.split(flat, self._sizes), self._shapes, self._reached):
             p.grad = piece.view(shape) if reached and p.requires_grad else None
         if self.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
@@ -179,11 +192,13 @@ def _fresh_code(fn):
     the ninth compiled function in a process would run uncompiled. A copied code object gives
     each compiled function its own cache.
     """
+
     def call(*args):
         return fn(*args)
 
-    return types.FunctionType(call.__code__.replace(), call.__globals__, call.__name__,
-                              call.__defaults__, call.__closure__)
+    return types.FunctionType(
+        call.__code__.replace(), call.__globals__, call.__name__, call.__defaults__, call.__closure__
+    )
 
 
 def _call_compiled_or_eager(compiled: Callable, eager: Callable, args: tuple, what: str) -> tuple[Any, bool]:
@@ -203,8 +218,11 @@ def _call_compiled_or_eager(compiled: Callable, eager: Callable, args: tuple, wh
         failure = exc
     outputs = eager(*args)
     message = str(failure).splitlines()[0] if str(failure) else ""
-    warnings.warn(f"torch.compile of {what} failed ({type(failure).__name__}: {message}); "
-                  f"running it eagerly from now on.", RuntimeWarning, stacklevel=4)
+    warnings.warn(
+        f"torch.compile of {what} failed ({type(failure).__name__}: {message}); running it eagerly from now on.",
+        RuntimeWarning,
+        stacklevel=4,
+    )
     return outputs, False
 
 
@@ -213,6 +231,7 @@ def _try_compile(fn):
     try:
         return torch.compile(_fresh_code(fn), dynamic=False)
     except Exception as exc:
-        warnings.warn(f"torch.compile is unavailable ({type(exc).__name__}: {exc}); running eager.",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"torch.compile is unavailable ({type(exc).__name__}: {exc}); running eager.", RuntimeWarning, stacklevel=3
+        )
         return fn

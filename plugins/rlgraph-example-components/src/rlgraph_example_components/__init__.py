@@ -12,7 +12,12 @@ import importlib
 __all__ = ["ClipObservation", "CsvLogger", "FifoReplay", "FifoReplaySettings"]
 __version__ = "0.1.0"
 
-_WHERE = {"ClipObservation": "clip_obs", "CsvLogger": "csv_logger", "FifoReplay": "fifo_replay", "FifoReplaySettings": "settings"}
+_WHERE = {
+    "ClipObservation": "clip_obs",
+    "CsvLogger": "csv_logger",
+    "FifoReplay": "fifo_replay",
+    "FifoReplaySettings": "settings",
+}
 
 
 def __getattr__(name: str):

@@ -83,19 +83,24 @@ class FifoReplay:
             if not isinstance(name, str) or name in RESERVED_FIELDS:
                 raise ValueError(f"{what}: field name {name!r} is not allowed (reserved: {sorted(RESERVED_FIELDS)}).")
             if arr.ndim == 0 or arr.dtype.hasobject:
-                raise ValueError(f"{what}: field {name!r} must be a numeric array with a batch dimension, "
-                                 f"got shape {arr.shape} dtype {arr.dtype}.")
+                raise ValueError(
+                    f"{what}: field {name!r} must be a numeric array with a batch dimension, "
+                    f"got shape {arr.shape} dtype {arr.dtype}."
+                )
             arrays[name] = arr
         if len({a.shape[0] for a in arrays.values()}) != 1:
-            raise ValueError(f"{what}: all fields need the same batch size, got "
-                             f"{ {k: a.shape[0] for k, a in arrays.items()} }.")
+            raise ValueError(
+                f"{what}: all fields need the same batch size, got { {k: a.shape[0] for k, a in arrays.items()} }."
+            )
         if self._storage is not None:
             if set(arrays) != set(self._storage):
                 raise ValueError(f"{what} has fields {sorted(arrays)}, but this memory stores {sorted(self._storage)}.")
             for name, store in self._storage.items():
                 if arrays[name].shape[1:] != store.shape[1:] or arrays[name].dtype != store.dtype:
-                    raise ValueError(f"{what}: field {name!r} has record shape {arrays[name].shape[1:]} dtype "
-                                     f"{arrays[name].dtype}, expected {store.shape[1:]} {store.dtype}.")
+                    raise ValueError(
+                        f"{what}: field {name!r} has record shape {arrays[name].shape[1:]} dtype "
+                        f"{arrays[name].dtype}, expected {store.shape[1:]} {store.dtype}."
+                    )
         return arrays
 
     def insert(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -107,7 +112,7 @@ class FifoReplay:
         kept = min(n, self._capacity)  # a batch larger than the memory keeps its newest records
         slots = (self._next + (n - kept) + np.arange(kept, dtype=np.int64)) % self._capacity
         for name, store in self._storage.items():
-            store[slots] = arrays[name][n - kept:]
+            store[slots] = arrays[name][n - kept :]
         self._next = (self._next + n) % self._capacity
         self._size = min(self._size + n, self._capacity)
         return slots
@@ -133,8 +138,10 @@ class FifoReplay:
         Holds the filled rows of every field (``data/<field>``), the counters and the sampling
         generator's state (JSON as uint8 bytes), so a restored memory samples identically.
         """
-        state = {k: np.array(v, dtype=np.int64) for k, v in
-                 zip(_SCALARS, (self._capacity, self._window, self._size, self._next))}
+        state = {
+            k: np.array(v, dtype=np.int64)
+            for k, v in zip(_SCALARS, (self._capacity, self._window, self._size, self._next))
+        }
         rng = json.dumps(self._rng.bit_generator.state).encode()
         state["rng_state"] = np.frombuffer(rng, dtype=np.uint8).copy()
         for name, store in (self._storage or {}).items():
@@ -152,8 +159,10 @@ class FifoReplay:
         expected = set(_SCALARS) | {"rng_state"}
         data_keys = {k for k in keys if k.startswith(_DATA)}
         if expected - keys or keys - expected - data_keys:
-            raise ValueError(f"not a FifoReplay state: missing {sorted(expected - keys)}, "
-                             f"unexpected {sorted(keys - expected - data_keys)}.")
+            raise ValueError(
+                f"not a FifoReplay state: missing {sorted(expected - keys)}, "
+                f"unexpected {sorted(keys - expected - data_keys)}."
+            )
         values = {}
         for key in _SCALARS:
             arr = np.asarray(state[key])
@@ -161,12 +170,15 @@ class FifoReplay:
                 raise ValueError(f"state['{key}'] must be a 0-d integer array, got {arr.shape} {arr.dtype}.")
             values[key] = int(arr)
         if values["capacity"] != self._capacity or values["window"] != self._window:
-            raise ValueError(f"state was saved with capacity {values['capacity']} and window {values['window']}; "
-                             f"this memory has capacity {self._capacity} and window {self._window}.")
+            raise ValueError(
+                f"state was saved with capacity {values['capacity']} and window {values['window']}; "
+                f"this memory has capacity {self._capacity} and window {self._window}."
+            )
         size, nxt = values["size"], values["next_index"]
         if not (0 <= size <= self._capacity and 0 <= nxt < self._capacity) or (size < self._capacity and nxt != size):
-            raise ValueError(f"state counters are inconsistent: size={size}, next_index={nxt}, "
-                             f"capacity={self._capacity}.")
+            raise ValueError(
+                f"state counters are inconsistent: size={size}, next_index={nxt}, capacity={self._capacity}."
+            )
         rng_arr = np.asarray(state["rng_state"])
         try:
             if rng_arr.dtype != np.uint8 or rng_arr.ndim != 1:
@@ -176,7 +188,7 @@ class FifoReplay:
             probe.bit_generator.state = rng_state  # validates the state dict
         except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
             raise ValueError(f"state['rng_state'] is not a generator state saved by FifoReplay ({exc}).") from None
-        data = {k[len(_DATA):]: np.asarray(state[k]) for k in data_keys}
+        data = {k[len(_DATA) :]: np.asarray(state[k]) for k in data_keys}
         if size and not data:
             raise ValueError(f"state claims {size} records but holds no '{_DATA}*' arrays.")
         storage = None
@@ -185,8 +197,10 @@ class FifoReplay:
             checker._storage = self._storage  # also check against fields stored already, if any
             checked = checker._arrays(data, "state")
             if next(iter(checked.values())).shape[0] != size:
-                raise ValueError(f"state data holds {next(iter(checked.values())).shape[0]} records, "
-                                 f"but its size counter says {size}.")
+                raise ValueError(
+                    f"state data holds {next(iter(checked.values())).shape[0]} records, "
+                    f"but its size counter says {size}."
+                )
             storage = {k: np.zeros((self._capacity,) + a.shape[1:], a.dtype) for k, a in checked.items()}
             for k, a in checked.items():
                 storage[k][:size] = a

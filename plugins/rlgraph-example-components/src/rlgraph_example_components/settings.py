@@ -28,7 +28,9 @@ class FifoReplaySettings(MemorySettings):
     @model_validator(mode="after")
     def _window_fits(self) -> "FifoReplaySettings":
         if self.window is not None and self.window > self.capacity:
-            raise PydanticCustomError("window_exceeds_capacity",
-                                      "window ({window}) must not exceed capacity ({capacity})",
-                                      {"window": self.window, "capacity": self.capacity})
+            raise PydanticCustomError(
+                "window_exceeds_capacity",
+                "window ({window}) must not exceed capacity ({capacity})",
+                {"window": self.window, "capacity": self.capacity},
+            )
         return self

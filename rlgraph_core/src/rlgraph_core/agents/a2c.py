@@ -71,8 +71,12 @@ class A2CAgent(OnPolicyAgent):
         """One step over the whole postprocessed rollout (module docstring)."""
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
         advantages, returns = rollout["advantages"], rollout["returns"]
-        out = self.train_step(to_t(self._flat(rollout["obs"])), to_t(self._flat(rollout["actions"])),
-                              to_t(self._flat(advantages)), to_t(self._flat(returns)))
+        out = self.train_step(
+            to_t(self._flat(rollout["obs"])),
+            to_t(self._flat(rollout["actions"])),
+            to_t(self._flat(advantages)),
+            to_t(self._flat(returns)),
+        )
         self.updates += 1
         names = ("loss", "pg_loss", "vf_loss", "entropy")
         return {name: float(to_np(x)) for name, x in zip(names, out)}

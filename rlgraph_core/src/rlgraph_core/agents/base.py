@@ -99,8 +99,18 @@ class Agent(abc.ABC):
             slots (preprocessor ...); None resolves built-in names only.
     """
 
-    def __init__(self, config, observation_space: Space, action_space: Space, backend, *, seed: int = 0,
-                 num_envs: int = 1, memory=None, components: Callable[[str, str], type] | None = None):
+    def __init__(
+        self,
+        config,
+        observation_space: Space,
+        action_space: Space,
+        backend,
+        *,
+        seed: int = 0,
+        num_envs: int = 1,
+        memory=None,
+        components: Callable[[str, str], type] | None = None,
+    ):
         self.config = config
         self.observation_space = observation_space
         self.action_space = action_space
@@ -142,13 +152,16 @@ class Agent(abc.ABC):
         The batch carries ``policy_version`` (one int per record): the weights version that
         acted, from which the learner measures staleness.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not implement the actor role (postprocess); "
-                                  f"it runs only under the local executor.")
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement the actor role (postprocess); "
+            f"it runs only under the local executor."
+        )
 
     def learn(self, batch: Mapping[str, np.ndarray]) -> LearnResult:
         """Learner side: learn from one batch (without the agent's own memory)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement the learner role (learn); "
-                                  f"it runs only under the local executor.")
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement the learner role (learn); it runs only under the local executor."
+        )
 
     def train_steps(self) -> dict[str, Any]:
         """The backend train steps of this agent, by name (``{"q": step}``, SAC has three)."""
@@ -162,8 +175,10 @@ class Agent(abc.ABC):
         """
         steps = self.train_steps()
         if not steps and hook is not None:
-            raise NotImplementedError(f"{type(self).__name__} exposes no train steps, so gradients cannot be "
-                                      f"averaged across processes; implement train_steps().")
+            raise NotImplementedError(
+                f"{type(self).__name__} exposes no train steps, so gradients cannot be "
+                f"averaged across processes; implement train_steps()."
+            )
         for step in steps.values():
             step.gradient_hook = hook
 

@@ -6,7 +6,7 @@ components (Q-network, DQN loss, epsilon-greedy, target sync) and runs on any ba
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -35,25 +35,35 @@ class DQNConfig(OffPolicyConfig):
     loss_type: Literal["huber", "mse"] = "huber"
     exploration: ScheduleOrFloat = Field(
         default_factory=lambda: LinearSchedule(start=1.0, end=0.05, steps=10_000),
-        description="epsilon as a float or a schedule over env steps")
+        description="epsilon as a float or a schedule over env steps",
+    )
     preprocessor: ComponentSlot = Field(None, description="observation preprocessor component (e.g. box_normalize)")
 
 
 class DQNGraph(Component):
     """The root component of DQN: policy and target Q-networks, loss, exploration, sync."""
 
-    def __init__(self, config: DQNConfig, obs_space: FloatBox, num_actions: int, seed: int,
-                 components: ComponentResolver | None = None):
+    def __init__(
+        self,
+        config: DQNConfig,
+        obs_space: FloatBox,
+        num_actions: int,
+        seed: int,
+        components: ComponentResolver | None = None,
+    ):
         super().__init__("dqn")
         self.num_actions = num_actions
         self.double_q = config.double_q
 
         def preprocessor():
-            return make_slot_component(config.preprocessor, obs_space, components,
-                                       field="agent.preprocessor", name="preprocessor")
+            return make_slot_component(
+                config.preprocessor, obs_space, components, field="agent.preprocessor", name="preprocessor"
+            )
 
         self.policy = QNetwork(config.network, num_actions, config.dueling, preprocessor(), seed, name="policy")
-        self.target = QNetwork(config.network, num_actions, config.dueling, preprocessor(), seed, name="target").freeze()
+        self.target = QNetwork(
+            config.network, num_actions, config.dueling, preprocessor(), seed, name="target"
+        ).freeze()
         self.dqn_loss = DQNLoss(config.loss_type, config.double_q)
         self.exploration = EpsilonGreedy()
         self.target_sync = TargetSync(self.policy, self.target, config.tau)
@@ -97,16 +107,36 @@ class DQNAgent(OffPolicyAgent):
     epsilon-greedy acting and the loss step.
     """
 
-    def __init__(self, config: DQNConfig, observation_space, action_space, backend, *, seed: int = 0,
-                 num_envs: int = 1, memory=None, components=None):
+    def __init__(
+        self,
+        config: DQNConfig,
+        observation_space,
+        action_space,
+        backend,
+        *,
+        seed: int = 0,
+        num_envs: int = 1,
+        memory=None,
+        components=None,
+    ):
         if not isinstance(action_space, Discrete):
-            raise ConfigError(f"DQN needs a single Discrete action space (n actions); this environment's is "
-                              f"{action_space!r}. For other action spaces use PPO or A2C (Discrete or Box "
-                              f"actions) or SAC (bounded Box actions).")
+            raise ConfigError(
+                f"DQN needs a single Discrete action space (n actions); this environment's is "
+                f"{action_space!r}. For other action spaces use PPO or A2C (Discrete or Box "
+                f"actions) or SAC (bounded Box actions)."
+            )
         if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
             raise ConfigError(f"DQN's MLP needs a rank-1 float observation space; got {observation_space!r}.")
-        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
-                         memory=memory, components=components)
+        super().__init__(
+            config,
+            observation_space,
+            action_space,
+            backend,
+            seed=seed,
+            num_envs=num_envs,
+            memory=memory,
+            components=components,
+        )
         self.num_actions = int(action_space.n)
         self.action_start = int(action_space.start)
         self.epsilon = as_schedule(config.exploration)
@@ -115,18 +145,31 @@ class DQNAgent(OffPolicyAgent):
         obs_b = observation_space.with_batch_rank()
         act_b = IntBox(0, self.num_actions - 1, shape=()).with_batch_rank()
         float_b = FloatBox(shape=()).with_batch_rank()
-        self.build_report = build(self.graph, {
-            "act": {"obs": obs_b, "random_actions": act_b, "draws": float_b, "epsilon": FloatBox(shape=())},
-            "greedy": {"obs": obs_b},
-            "q_values": {"obs": obs_b},
-            "loss": {"obs": obs_b, "actions": act_b, "rewards": float_b, "next_obs": obs_b,
-                     "terminals": BoolBox(shape=()).with_batch_rank(), "discounts": float_b, "weights": float_b},
-            "sync_target": {},
-        }, backend, compile_apis=("act", "greedy", "q_values"))
+        self.build_report = build(
+            self.graph,
+            {
+                "act": {"obs": obs_b, "random_actions": act_b, "draws": float_b, "epsilon": FloatBox(shape=())},
+                "greedy": {"obs": obs_b},
+                "q_values": {"obs": obs_b},
+                "loss": {
+                    "obs": obs_b,
+                    "actions": act_b,
+                    "rewards": float_b,
+                    "next_obs": obs_b,
+                    "terminals": BoolBox(shape=()).with_batch_rank(),
+                    "discounts": float_b,
+                    "weights": float_b,
+                },
+                "sync_target": {},
+            },
+            backend,
+            compile_apis=("act", "greedy", "q_values"),
+        )
         self.graph.sync_target()
         self._params = list(self.graph.policy.variables(trainable_only=True).values())
-        self.train_step = backend.train_step(self.graph.loss, self._params,
-                                             config.optimizer.backend_spec(self.lr_schedule(0)))
+        self.train_step = backend.train_step(
+            self.graph.loss, self._params, config.optimizer.backend_spec(self.lr_schedule(0))
+        )
         self._eval_loss = None
 
     # --- acting ----------------------------------------------------------------------------
@@ -158,8 +201,15 @@ class DQNAgent(OffPolicyAgent):
     def _loss_inputs(self, sample):
         to_t = self.backend.to_tensor
         weights, discounts = self._defaults(sample)
-        return (to_t(sample["obs"]), to_t(sample["actions"]), to_t(sample["rewards"]), to_t(sample["next_obs"]),
-                to_t(sample["terminals"]), to_t(discounts), to_t(weights))
+        return (
+            to_t(sample["obs"]),
+            to_t(sample["actions"]),
+            to_t(sample["rewards"]),
+            to_t(sample["next_obs"]),
+            to_t(sample["terminals"]),
+            to_t(discounts),
+            to_t(weights),
+        )
 
     def _gradient_step(self, sample):
         loss, td = self.train_step(*self._loss_inputs(sample))

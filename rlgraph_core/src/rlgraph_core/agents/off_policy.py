@@ -51,7 +51,8 @@ class OffPolicyConfig(StrictModel):
     target_update_interval: int = Field(500, gt=0, description="gradient steps between target updates")
     tau: float = Field(1.0, gt=0, le=1, description="target update: 1 = hard copy, < 1 = Polyak factor")
     memory: SerializeAsAny[MemorySettings] = Field(
-        default_factory=ReplaySettings, description="replay memory: its registry type and that memory's settings")
+        default_factory=ReplaySettings, description="replay memory: its registry type and that memory's settings"
+    )
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
 
 
@@ -66,9 +67,11 @@ def builtin_memory(settings: MemorySettings, seed: int):
         return ReplayMemory(kwargs["capacity"], seed=seed)
     if settings.type == "prioritized_replay":
         return PrioritizedReplay(**kwargs, seed=seed)
-    raise ConfigError(f"The memory type '{settings.type}' is not built into rlgraph-core; build the agent "
-                      f"through rlgraph_core.assemble.assemble (which resolves plugin memories) or pass "
-                      f"memory=<instance> to the agent.")
+    raise ConfigError(
+        f"The memory type '{settings.type}' is not built into rlgraph-core; build the agent "
+        f"through rlgraph_core.assemble.assemble (which resolves plugin memories) or pass "
+        f"memory=<instance> to the agent."
+    )
 
 
 class OffPolicyAgent(Agent):
@@ -84,10 +87,28 @@ class OffPolicyAgent(Agent):
         components: resolver for swappable component slots (see :class:`Agent`).
     """
 
-    def __init__(self, config, observation_space, action_space, backend, *, seed: int = 0, num_envs: int = 1,
-                 memory=None, components=None):
-        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
-                         memory=memory, components=components)
+    def __init__(
+        self,
+        config,
+        observation_space,
+        action_space,
+        backend,
+        *,
+        seed: int = 0,
+        num_envs: int = 1,
+        memory=None,
+        components=None,
+    ):
+        super().__init__(
+            config,
+            observation_space,
+            action_space,
+            backend,
+            seed=seed,
+            num_envs=num_envs,
+            memory=memory,
+            components=components,
+        )
         self.lr_schedule = as_schedule(config.optimizer.learning_rate)
         self.memory = memory if memory is not None else builtin_memory(config.memory, seed)
         self.prioritized = bool(getattr(self.memory, "prioritized", False))
@@ -120,8 +141,14 @@ class OffPolicyAgent(Agent):
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
         """Fold one vector-env step into n-step transitions and insert the completed ones."""
         self.timesteps += len(obs)
-        out = self.nstep.add(np.asarray(obs, np.float32), self._stored_actions(actions), rewards,
-                             np.asarray(next_obs, np.float32), terminated, truncated)
+        out = self.nstep.add(
+            np.asarray(obs, np.float32),
+            self._stored_actions(actions),
+            rewards,
+            np.asarray(next_obs, np.float32),
+            terminated,
+            truncated,
+        )
         if out is not None:
             self.memory.insert(out)
 
@@ -137,14 +164,22 @@ class OffPolicyAgent(Agent):
         """
         missing = [k for k in TRAJECTORY_KEYS if k not in trajectory]
         if missing:
-            raise ValueError(f"A trajectory needs the keys {', '.join(TRAJECTORY_KEYS)} (time-major [T, N, ...]); "
-                             f"missing {', '.join(missing)}.")
+            raise ValueError(
+                f"A trajectory needs the keys {', '.join(TRAJECTORY_KEYS)} (time-major [T, N, ...]); "
+                f"missing {', '.join(missing)}."
+            )
         parts = []
         for t in range(len(trajectory["obs"])):
             step = [trajectory[k][t] for k in TRAJECTORY_KEYS]
             self.timesteps += len(step[0])
-            out = self.nstep.add(np.asarray(step[0], np.float32), self._stored_actions(step[1]), step[2],
-                                 np.asarray(step[3], np.float32), step[4], step[5])
+            out = self.nstep.add(
+                np.asarray(step[0], np.float32),
+                self._stored_actions(step[1]),
+                step[2],
+                np.asarray(step[3], np.float32),
+                step[4],
+                step[5],
+            )
             if out is not None:
                 parts.append(out)
         if not parts:
@@ -251,7 +286,7 @@ class OffPolicyAgent(Agent):
 
     def set_state(self, arrays, counters):
         """Restore :meth:`get_state`'s output; the memory is validated and loaded first."""
-        memory_state = {k[len("memory/"):]: v for k, v in arrays.items() if k.startswith("memory/")}
+        memory_state = {k[len("memory/") :]: v for k, v in arrays.items() if k.startswith("memory/")}
         if memory_state:
             try:
                 self.memory.load_state_dict(memory_state)  # validates everything before changing
@@ -268,6 +303,6 @@ class OffPolicyAgent(Agent):
             self.rng.bit_generator.state = counters["rng"]
         for name, step in self.train_steps().items():
             prefix = f"optimizer/{name}/"
-            state = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            state = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
             if state:
                 step.set_state(state)

@@ -19,7 +19,7 @@ keeps the unclipped sample so log-probabilities stay exact.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Optional
 
 import numpy as np
 from pydantic import Field
@@ -57,8 +57,9 @@ class OnPolicyOptimizerConfig(OptimizerConfig):
 class OnPolicyConfig(StrictModel):
     """Fields shared by the on-policy actor-critic agents (PPO, A2C)."""
 
-    network: ActorCriticNetworkSpec = Field(default_factory=ActorCriticNetworkSpec,
-                                            description="each trunk (policy and value)")
+    network: ActorCriticNetworkSpec = Field(
+        default_factory=ActorCriticNetworkSpec, description="each trunk (policy and value)"
+    )
     shared_trunk: bool = Field(False, description="one trunk for policy and value (else one each)")
     n_steps: int = Field(2048, gt=0, description="env steps per env in each rollout")
     gamma: float = Field(0.99, gt=0, le=1)
@@ -68,8 +69,10 @@ class OnPolicyConfig(StrictModel):
     normalize_advantage: bool = Field(True, description="normalise advantages per minibatch")
     log_std_init: float = Field(0.0, description="initial log-std of a Gaussian policy (continuous actions)")
     preprocessor: ComponentSlot = Field(
-        None, description="observation preprocessor component: box_normalize, running_mean_std (a running "
-                          "normaliser updated after every rollout) or any registered slot component")
+        None,
+        description="observation preprocessor component: box_normalize, running_mean_std (a running "
+        "normaliser updated after every rollout) or any registered slot component",
+    )
     obs_clip: float = Field(10.0, gt=0, description="running_mean_std: clip normalised observations to +-obs_clip")
     optimizer: OnPolicyOptimizerConfig = Field(default_factory=OnPolicyOptimizerConfig)
 
@@ -87,19 +90,30 @@ class OnPolicyGraph(Component):
         seed: seeds the initial weights.
     """
 
-    def __init__(self, name: str, config: OnPolicyConfig, observation_space: FloatBox, action_space,
-                 loss: Component, seed: int, components: ComponentResolver | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: OnPolicyConfig,
+        observation_space: FloatBox,
+        action_space,
+        loss: Component,
+        seed: int,
+        components: ComponentResolver | None = None,
+    ):
         super().__init__(name)
         spec = config.preprocessor
         defaults = {"clip": config.obs_clip} if spec is not None and spec.type == "running_mean_std" else None
-        preprocessor = make_slot_component(spec, observation_space, components, field="agent.preprocessor",
-                                           name="preprocessor", defaults=defaults)
+        preprocessor = make_slot_component(
+            spec, observation_space, components, field="agent.preprocessor", name="preprocessor", defaults=defaults
+        )
         # A preprocessor with an ``update`` API learns statistics from the data: it is folded in
         # after every rollout (and its statistics travel with the weights).
-        self.obs_normalizer = preprocessor if preprocessor is not None and "update" in type(
-            preprocessor).api_methods() else None
-        self.policy = ActorCritic(config.network, action_space, config.shared_trunk, preprocessor, seed,
-                                  config.log_std_init, name="policy")
+        self.obs_normalizer = (
+            preprocessor if preprocessor is not None and "update" in type(preprocessor).api_methods() else None
+        )
+        self.policy = ActorCritic(
+            config.network, action_space, config.shared_trunk, preprocessor, seed, config.log_std_init, name="policy"
+        )
         self.gae = GAE(config.gamma, config.gae_lambda)
         self.pg_loss = loss
         self.add_components(self.policy, self.gae, loss)
@@ -157,10 +171,28 @@ class OnPolicyAgent(Agent):
     #: registry name of the algorithm (root component name).
     algorithm: str = "on_policy"
 
-    def __init__(self, config: OnPolicyConfig, observation_space, action_space, backend, *, seed: int = 0,
-                 num_envs: int = 1, memory=None, components=None):
-        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
-                         memory=memory, components=components)
+    def __init__(
+        self,
+        config: OnPolicyConfig,
+        observation_space,
+        action_space,
+        backend,
+        *,
+        seed: int = 0,
+        num_envs: int = 1,
+        memory=None,
+        components=None,
+    ):
+        super().__init__(
+            config,
+            observation_space,
+            action_space,
+            backend,
+            seed=seed,
+            num_envs=num_envs,
+            memory=memory,
+            components=components,
+        )
         name = self.algorithm.upper()
         if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
             raise ConfigError(f"{name}'s MLP needs a rank-1 float observation space; got {observation_space!r}.")
@@ -178,10 +210,12 @@ class OnPolicyAgent(Agent):
             action_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
             noise_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
         else:
-            raise ConfigError(f"{name} needs a Discrete or rank-1 FloatBox action space; this environment's "
-                              f"is {action_space!r}.")
-        self.graph = self.graph_class(self.algorithm, config, observation_space, action_space,
-                                      self._make_loss(config), seed, components)
+            raise ConfigError(
+                f"{name} needs a Discrete or rank-1 FloatBox action space; this environment's is {action_space!r}."
+            )
+        self.graph = self.graph_class(
+            self.algorithm, config, observation_space, action_space, self._make_loss(config), seed, components
+        )
         obs_b = observation_space.with_batch_rank()
         env_f = FloatBox(shape=(self.num_envs,)).with_batch_rank()
         env_b = BoolBox(shape=(self.num_envs,)).with_batch_rank()
@@ -190,8 +224,13 @@ class OnPolicyAgent(Agent):
             "greedy": {"obs": obs_b},
             "value": {"obs": obs_b},
             "evaluate_actions": {"obs": obs_b, "actions": action_b},
-            "advantages": {"rewards": env_f, "values": env_f, "next_values": env_f,
-                           "terminated": env_b, "truncated": env_b},
+            "advantages": {
+                "rewards": env_f,
+                "values": env_f,
+                "next_values": env_f,
+                "terminated": env_b,
+                "truncated": env_b,
+            },
             "update_normalizer": {"obs": obs_b},
             "loss": self._loss_spaces(obs_b, action_b, FloatBox(shape=()).with_batch_rank()),
         }
@@ -202,8 +241,9 @@ class OnPolicyAgent(Agent):
             self.graph.obs_normalizer.reset()  # the build ran update_normalizer on a zero batch
         self.lr_schedule = as_schedule(config.optimizer.learning_rate)
         self._params = list(self.graph.policy.variables(trainable_only=True).values())
-        self.train_step = backend.train_step(self.graph.loss, self._params,
-                                             config.optimizer.backend_spec(self.lr_schedule(0)))
+        self.train_step = backend.train_step(
+            self.graph.loss, self._params, config.optimizer.backend_spec(self.lr_schedule(0))
+        )
         self.buffer = RolloutBuffer(config.n_steps, self.num_envs, seed)
         self.shuffle_rng = np.random.default_rng([seed, 1])
         self._pending = None
@@ -236,8 +276,9 @@ class OnPolicyAgent(Agent):
         if self.discrete:
             return raw.astype(np.int64) + self.action_start
         if self.bounded:
-            return np.clip(scale_action(raw, self.action_low, self.action_high),
-                           self.action_low, self.action_high).astype(np.float32)
+            return np.clip(
+                scale_action(raw, self.action_low, self.action_high), self.action_low, self.action_high
+            ).astype(np.float32)
         return raw.astype(np.float32)
 
     def _from_env(self, actions: np.ndarray) -> np.ndarray:
@@ -270,8 +311,12 @@ class OnPolicyAgent(Agent):
         """
         obs = np.asarray(obs, np.float32)
         pending, self._pending = self._pending, None
-        if (pending is not None and pending[0].shape == obs.shape and np.array_equal(pending[0], obs)
-                and np.array_equal(pending[4], actions)):
+        if (
+            pending is not None
+            and pending[0].shape == obs.shape
+            and np.array_equal(pending[0], obs)
+            and np.array_equal(pending[4], actions)
+        ):
             raw, log_probs, values = pending[1], pending[2], pending[3]
         else:
             raw = self._from_env(actions)
@@ -284,9 +329,16 @@ class OnPolicyAgent(Agent):
         if truncated.any():  # bootstrap a cut episode from V(true final observation)
             v = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs)))
             final_values = np.where(truncated, v, 0.0).astype(np.float32)
-        self.buffer.add(obs=obs, actions=raw, log_probs=log_probs, values=values,
-                        rewards=np.asarray(rewards, np.float32), terminated=terminated,
-                        truncated=truncated, final_values=final_values)
+        self.buffer.add(
+            obs=obs,
+            actions=raw,
+            log_probs=log_probs,
+            values=values,
+            rewards=np.asarray(rewards, np.float32),
+            terminated=terminated,
+            truncated=truncated,
+            final_values=final_values,
+        )
         self.timesteps += len(obs)
         if self.buffer.full:
             self._last_next_obs = next_obs.copy()
@@ -306,8 +358,9 @@ class OnPolicyAgent(Agent):
     def compute_advantages(self, rollout: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """GAE advantages and returns ``[T, N]`` of a rollout (see :class:`~rlgraph_core.components.gae.GAE`)."""
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
-        adv, ret = self.graph.advantages(*(to_t(rollout[k]) for k in
-                                           ("rewards", "values", "next_values", "terminated", "truncated")))
+        adv, ret = self.graph.advantages(
+            *(to_t(rollout[k]) for k in ("rewards", "values", "next_values", "terminated", "truncated"))
+        )
         return to_np(adv), to_np(ret)
 
     def postprocess(self, trajectory: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -384,8 +437,12 @@ class OnPolicyAgent(Agent):
         could never be completed; the next rollout starts afresh.
         """
         arrays = {f"optimizer/{k}": v for k, v in self.train_step.get_state().items()}
-        counters = {"timesteps": self.timesteps, "updates": self.updates,
-                    "rng": self.rng.bit_generator.state, "shuffle_rng": self.shuffle_rng.bit_generator.state}
+        counters = {
+            "timesteps": self.timesteps,
+            "updates": self.updates,
+            "rng": self.rng.bit_generator.state,
+            "shuffle_rng": self.shuffle_rng.bit_generator.state,
+        }
         return arrays, counters
 
     def set_state(self, arrays, counters):
@@ -397,6 +454,6 @@ class OnPolicyAgent(Agent):
             self.shuffle_rng.bit_generator.state = counters["shuffle_rng"]
         self.buffer.reset()
         self._pending = None
-        opt = {k[len("optimizer/"):]: v for k, v in arrays.items() if k.startswith("optimizer/")}
+        opt = {k[len("optimizer/") :]: v for k, v in arrays.items() if k.startswith("optimizer/")}
         if opt:
             self.train_step.set_state(opt)

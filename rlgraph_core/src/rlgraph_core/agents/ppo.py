@@ -59,8 +59,7 @@ class PPOGraph(OnPolicyGraph):
     def loss(self, obs, actions, old_log_probs, old_values, advantages, returns, clip_range):
         """PPO loss of a minibatch (see :class:`~rlgraph_core.components.pg_losses.PPOLoss`)."""
         log_probs, entropy, values = self.policy.evaluate(obs, actions)
-        return self.pg_loss.loss(log_probs, old_log_probs, entropy, values, old_values, advantages, returns,
-                                 clip_range)
+        return self.pg_loss.loss(log_probs, old_log_probs, entropy, values, old_values, advantages, returns, clip_range)
 
 
 class PPOAgent(OnPolicyAgent):
@@ -69,10 +68,28 @@ class PPOAgent(OnPolicyAgent):
     graph_class = PPOGraph
     algorithm = "ppo"
 
-    def __init__(self, config: PPOConfig, observation_space, action_space, backend, *, seed: int = 0,
-                 num_envs: int = 1, memory=None, components=None):
-        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
-                         memory=memory, components=components)
+    def __init__(
+        self,
+        config: PPOConfig,
+        observation_space,
+        action_space,
+        backend,
+        *,
+        seed: int = 0,
+        num_envs: int = 1,
+        memory=None,
+        components=None,
+    ):
+        super().__init__(
+            config,
+            observation_space,
+            action_space,
+            backend,
+            seed=seed,
+            num_envs=num_envs,
+            memory=memory,
+            components=components,
+        )
         self.clip_schedule = as_schedule(config.clip_range)
 
     def _make_loss(self, config):
@@ -81,24 +98,43 @@ class PPOAgent(OnPolicyAgent):
     def _loss_spaces(self, obs_b, action_b, float_b):
         from rlgraph_core.spaces import FloatBox
 
-        return {"obs": obs_b, "actions": action_b, "old_log_probs": float_b, "old_values": float_b,
-                "advantages": float_b, "returns": float_b, "clip_range": FloatBox(shape=())}
+        return {
+            "obs": obs_b,
+            "actions": action_b,
+            "old_log_probs": float_b,
+            "old_values": float_b,
+            "advantages": float_b,
+            "returns": float_b,
+            "clip_range": FloatBox(shape=()),
+        }
 
     def _learn(self, rollout):
         """``n_epochs`` of shuffled minibatch steps on a postprocessed rollout (module docstring)."""
         cfg = self.config
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
         advantages, returns = rollout["advantages"], rollout["returns"]
-        samples = {"obs": self._flat(rollout["obs"]), "actions": self._flat(rollout["actions"]),
-                   "log_probs": self._flat(rollout["log_probs"]), "values": self._flat(rollout["values"]),
-                   "advantages": self._flat(advantages), "returns": self._flat(returns)}
+        samples = {
+            "obs": self._flat(rollout["obs"]),
+            "actions": self._flat(rollout["actions"]),
+            "log_probs": self._flat(rollout["log_probs"]),
+            "values": self._flat(rollout["values"]),
+            "advantages": self._flat(advantages),
+            "returns": self._flat(returns),
+        }
         clip_range = float(self.clip_schedule(self.timesteps))
         clip_t = to_t(np.float32(clip_range))
         batch_size = min(cfg.batch_size, len(samples["obs"]))
         outputs, early_stop = [], False
         for mb in iterate_minibatches(samples, batch_size, cfg.n_epochs, self.shuffle_rng):
-            out = self.train_step(to_t(mb["obs"]), to_t(mb["actions"]), to_t(mb["log_probs"]),
-                                  to_t(mb["values"]), to_t(mb["advantages"]), to_t(mb["returns"]), clip_t)
+            out = self.train_step(
+                to_t(mb["obs"]),
+                to_t(mb["actions"]),
+                to_t(mb["log_probs"]),
+                to_t(mb["values"]),
+                to_t(mb["advantages"]),
+                to_t(mb["returns"]),
+                clip_t,
+            )
             self.updates += 1
             outputs.append(out)
             if cfg.target_kl is not None and float(to_np(out[4])) > 1.5 * cfg.target_kl:

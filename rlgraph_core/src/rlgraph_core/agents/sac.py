@@ -54,15 +54,18 @@ class SACConfig(OffPolicyConfig):
     train_freq: int = Field(1, gt=0, description="env steps between update rounds")
     gradient_steps: int = Field(1, gt=0, description="gradient steps per update round")
     ent_coef: Union[Literal["auto"], PositiveFloat] = Field(
-        "auto", description="entropy temperature alpha: 'auto' learns it, a float fixes it")
+        "auto", description="entropy temperature alpha: 'auto' learns it, a float fixes it"
+    )
     init_ent_coef: PositiveFloat = Field(1.0, description="initial alpha when ent_coef is 'auto'")
     target_entropy: Union[Literal["auto"], float] = Field(
-        "auto", description="entropy the learned temperature aims at; 'auto' = -action_dim")
+        "auto", description="entropy the learned temperature aims at; 'auto' = -action_dim"
+    )
     log_std_bounds: tuple[float, float] = Field((-20.0, 2.0), description="clip range of the policy's log-std")
     memory: SerializeAsAny[MemorySettings] = Field(default_factory=lambda: ReplaySettings(capacity=1_000_000))
     optimizer: OptimizerConfig = Field(
         default_factory=lambda: OptimizerConfig(learning_rate=3e-4, max_grad_norm=None),
-        description="used by each of the three train steps (critic, actor, temperature)")
+        description="used by each of the three train steps (critic, actor, temperature)",
+    )
 
     @field_validator("log_std_bounds")
     @classmethod
@@ -75,13 +78,25 @@ class SACConfig(OffPolicyConfig):
 class SquashedGaussianPolicy(Component):
     """The SAC actor: MLP trunk → tanh-squashed Gaussian head; actions in (-1, 1)."""
 
-    def __init__(self, spec: NetworkSpec, action_space: FloatBox, log_std_bounds: tuple[float, float],
-                 seed: int = 0, name: str = "actor"):
+    def __init__(
+        self,
+        spec: NetworkSpec,
+        action_space: FloatBox,
+        log_std_bounds: tuple[float, float],
+        seed: int = 0,
+        name: str = "actor",
+    ):
         super().__init__(name)
         rng = np.random.default_rng(seed)
         self.trunk = MLP(spec, rng, name="trunk")
-        self.head = DistributionHead(action_space, squashed=True, initializer=spec.initializer, rng=rng,
-                                     log_std_bounds=tuple(log_std_bounds), name="head")
+        self.head = DistributionHead(
+            action_space,
+            squashed=True,
+            initializer=spec.initializer,
+            rng=rng,
+            log_std_bounds=tuple(log_std_bounds),
+            name="head",
+        )
         self.add_components(self.trunk, self.head)
 
     @api
@@ -126,8 +141,9 @@ class SACGraph(Component):
         next_actions, next_log_probs = self.actor.sample(next_obs, next_noise)
         next_q1, next_q2 = self.critic_target.call(next_obs, self.ops.stop_gradient(next_actions))
         q1, q2 = self.critic.call(obs, actions)
-        return self.sac_loss.critic_loss(q1, q2, rewards, terminals, discounts, next_q1, next_q2,
-                                         self.ops.stop_gradient(next_log_probs), weights)
+        return self.sac_loss.critic_loss(
+            q1, q2, rewards, terminals, discounts, next_q1, next_q2, self.ops.stop_gradient(next_log_probs), weights
+        )
 
     @api
     def actor_loss(self, obs, noise):
@@ -164,19 +180,41 @@ class SACAgent(OffPolicyAgent):
         num_envs: number of vector envs feeding :meth:`observe`.
     """
 
-    def __init__(self, config: SACConfig, observation_space, action_space, backend, *, seed: int = 0,
-                 num_envs: int = 1, memory=None, components=None):
+    def __init__(
+        self,
+        config: SACConfig,
+        observation_space,
+        action_space,
+        backend,
+        *,
+        seed: int = 0,
+        num_envs: int = 1,
+        memory=None,
+        components=None,
+    ):
         if not isinstance(action_space, FloatBox) or len(action_space.shape) != 1:
-            raise ConfigError(f"SAC needs a rank-1 continuous (Box) action space; this environment's is "
-                              f"{action_space!r}. Use DQN, PPO or A2C for discrete actions.")
+            raise ConfigError(
+                f"SAC needs a rank-1 continuous (Box) action space; this environment's is "
+                f"{action_space!r}. Use DQN, PPO or A2C for discrete actions."
+            )
         low, high = np.asarray(action_space.low, np.float64), np.asarray(action_space.high, np.float64)
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise ConfigError(f"SAC squashes actions into the action box, so its bounds must be finite; got "
-                              f"{action_space!r}. Wrap the environment with gymnasium's RescaleAction or ClipAction.")
+            raise ConfigError(
+                f"SAC squashes actions into the action box, so its bounds must be finite; got "
+                f"{action_space!r}. Wrap the environment with gymnasium's RescaleAction or ClipAction."
+            )
         if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
             raise ConfigError(f"SAC's MLPs need a rank-1 float observation space; got {observation_space!r}.")
-        super().__init__(config, observation_space, action_space, backend, seed=seed, num_envs=num_envs,
-                         memory=memory, components=components)
+        super().__init__(
+            config,
+            observation_space,
+            action_space,
+            backend,
+            seed=seed,
+            num_envs=num_envs,
+            memory=memory,
+            components=components,
+        )
         self.action_dim = int(action_space.shape[0])
         self.low, self.high = low, high
         self.graph = SACGraph(config, action_space, seed)
@@ -185,28 +223,43 @@ class SACAgent(OffPolicyAgent):
         unit_b = FloatBox(-1.0, 1.0, shape=(self.action_dim,)).with_batch_rank()
         noise_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
         float_b = FloatBox(shape=()).with_batch_rank()
-        self.build_report = build(self.graph, {
-            "act": {"obs": obs_b, "noise": noise_b},
-            "greedy": {"obs": obs_b},
-            "critic_loss": {"obs": obs_b, "actions": unit_b, "rewards": float_b, "next_obs": obs_b,
-                            "terminals": BoolBox(shape=()).with_batch_rank(), "discounts": float_b,
-                            "weights": float_b, "next_noise": noise_b},
-            "actor_loss": {"obs": obs_b, "noise": noise_b},
-            "temperature_loss": {"log_probs": float_b},
-            "alpha": {},
-            "sync_target": {},
-        }, backend, compile_apis=("act", "greedy"))
+        self.build_report = build(
+            self.graph,
+            {
+                "act": {"obs": obs_b, "noise": noise_b},
+                "greedy": {"obs": obs_b},
+                "critic_loss": {
+                    "obs": obs_b,
+                    "actions": unit_b,
+                    "rewards": float_b,
+                    "next_obs": obs_b,
+                    "terminals": BoolBox(shape=()).with_batch_rank(),
+                    "discounts": float_b,
+                    "weights": float_b,
+                    "next_noise": noise_b,
+                },
+                "actor_loss": {"obs": obs_b, "noise": noise_b},
+                "temperature_loss": {"log_probs": float_b},
+                "alpha": {},
+                "sync_target": {},
+            },
+            backend,
+            compile_apis=("act", "greedy"),
+        )
 
         opt = config.optimizer.backend_spec(self.lr_schedule(0))
         graph = self.graph
         self.critic_step = backend.train_step(
-            graph.critic_loss, list(graph.critic.variables(trainable_only=True).values()), opt)
+            graph.critic_loss, list(graph.critic.variables(trainable_only=True).values()), opt
+        )
         self.actor_step = backend.train_step(
-            graph.actor_loss, list(graph.actor.variables(trainable_only=True).values()), opt)
+            graph.actor_loss, list(graph.actor.variables(trainable_only=True).values()), opt
+        )
         self.temperature_step = None
         if graph.sac_loss.learn_alpha:
             self.temperature_step = backend.train_step(
-                graph.temperature_loss, list(graph.sac_loss.variables(trainable_only=True).values()), opt)
+                graph.temperature_loss, list(graph.sac_loss.variables(trainable_only=True).values()), opt
+            )
         self._eval_critic = None
 
     def train_steps(self) -> dict:
@@ -243,8 +296,16 @@ class SACAgent(OffPolicyAgent):
     def _critic_inputs(self, sample, next_noise):
         to_t = self.backend.to_tensor
         weights, discounts = self._defaults(sample)
-        return (to_t(sample["obs"]), to_t(sample["actions"]), to_t(sample["rewards"]), to_t(sample["next_obs"]),
-                to_t(sample["terminals"]), to_t(discounts), to_t(weights), to_t(next_noise))
+        return (
+            to_t(sample["obs"]),
+            to_t(sample["actions"]),
+            to_t(sample["rewards"]),
+            to_t(sample["next_obs"]),
+            to_t(sample["terminals"]),
+            to_t(discounts),
+            to_t(weights),
+            to_t(next_noise),
+        )
 
     def _gradient_step(self, sample):
         """One critic, one actor and (if learned) one temperature update on ``sample``."""

@@ -33,14 +33,23 @@ ComponentResolver = Callable[[str, str], type]
 def builtin_resolver(name: str, field: str) -> type:
     """Resolve ``name`` among :data:`BUILTIN_SLOT_COMPONENTS` only."""
     if name not in BUILTIN_SLOT_COMPONENTS:
-        raise ConfigError(f"'{field}' = '{name}' is not a component built into rlgraph-core (built in: "
-                          f"{', '.join(sorted(BUILTIN_SLOT_COMPONENTS))}); components from plugins are "
-                          f"resolved when the agent is built through rlgraph_core.assemble.")
+        raise ConfigError(
+            f"'{field}' = '{name}' is not a component built into rlgraph-core (built in: "
+            f"{', '.join(sorted(BUILTIN_SLOT_COMPONENTS))}); components from plugins are "
+            f"resolved when the agent is built through rlgraph_core.assemble."
+        )
     return BUILTIN_SLOT_COMPONENTS[name]
 
 
-def make_slot_component(spec: ComponentSpec | None, space: Space, resolve: ComponentResolver | None, *,
-                        field: str, name: str, defaults: dict | None = None) -> Component | None:
+def make_slot_component(
+    spec: ComponentSpec | None,
+    space: Space,
+    resolve: ComponentResolver | None,
+    *,
+    field: str,
+    name: str,
+    defaults: dict | None = None,
+) -> Component | None:
     """Build the component ``spec`` names for input ``space`` (None for an empty slot).
 
     ``defaults`` are settings the algorithm supplies unless the spec sets them.
@@ -50,11 +59,14 @@ def make_slot_component(spec: ComponentSpec | None, space: Space, resolve: Compo
     cls = (resolve or builtin_resolver)(spec.type, f"{field}.type")
     factory = getattr(cls, "from_space", None)
     if factory is None:
-        raise ConfigError(f"'{field}.type' = '{spec.type}' names {cls.__module__}.{cls.__qualname__}, which "
-                          f"cannot fill a component slot: it has no from_space(space, *, name, **settings).")
+        raise ConfigError(
+            f"'{field}.type' = '{spec.type}' names {cls.__module__}.{cls.__qualname__}, which "
+            f"cannot fill a component slot: it has no from_space(space, *, name, **settings)."
+        )
     settings = {**(defaults or {}), **spec.settings()}
     try:
         return factory(space, name=name, **settings)
     except TypeError as exc:
-        raise ConfigError(f"'{field}' = {spec.model_dump()}: the settings do not fit "
-                          f"{cls.__qualname__}.from_space ({exc}).") from None
+        raise ConfigError(
+            f"'{field}' = {spec.model_dump()}: the settings do not fit {cls.__qualname__}.from_space ({exc})."
+        ) from None

@@ -145,7 +145,7 @@ def _op_methods() -> dict[str, Callable]:
 #: :class:`Ops`, on one line each). The parity and contract tests iterate this table, so a
 #: backend cannot silently miss one.
 OPS_CONTRACT: dict[str, str] = {
-    name: " ".join(line.strip() for line in inspect.getdoc(fn).splitlines())
+    name: " ".join(line.strip() for line in (inspect.getdoc(fn) or "").splitlines())
     for name, fn in _op_methods().items()
 }
 
@@ -186,11 +186,14 @@ def ops_contract_problems(ops: object) -> list[str]:
             elif param.default is not inspect.Parameter.empty and have.default is inspect.Parameter.empty:
                 problems.append(f"{name}: parameter '{have.name}' needs the default {param.default!r}")
             elif param.default is not inspect.Parameter.empty and have.default != param.default:
-                problems.append(f"{name}: parameter '{have.name}' defaults to {have.default!r}, "
-                                f"expected {param.default!r}")
-        for extra in got[len(want):]:
+                problems.append(
+                    f"{name}: parameter '{have.name}' defaults to {have.default!r}, expected {param.default!r}"
+                )
+        for extra in got[len(want) :]:
             if extra.default is inspect.Parameter.empty and extra.kind not in (
-                    inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                inspect.Parameter.VAR_POSITIONAL,
+                inspect.Parameter.VAR_KEYWORD,
+            ):
                 problems.append(f"{name}: extra parameter '{extra.name}' needs a default")
     return problems
 
@@ -238,8 +241,9 @@ class TrainStep(abc.ABC):
     @gradient_hook.setter
     def gradient_hook(self, hook: GradientHook | None) -> None:
         if hook is not None and not callable(hook):
-            raise TypeError(f"gradient_hook must be a callable (flat float32 array -> array) or None, "
-                            f"got {type(hook).__name__}.")
+            raise TypeError(
+                f"gradient_hook must be a callable (flat float32 array -> array) or None, got {type(hook).__name__}."
+            )
         self._gradient_hook = hook
 
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
@@ -283,11 +287,12 @@ class TrainStep(abc.ABC):
     def _checked_flat(self, flat: Any, what: str = "apply_gradients got") -> np.ndarray:
         """``flat`` as a fresh, writable, 1-D float32 array of length :attr:`num_parameters`."""
         if not isinstance(flat, np.ndarray):
-            raise TypeError(f"{what} {type(flat).__name__}; expected a numpy array of shape "
-                            f"({self.num_parameters},).")
+            raise TypeError(f"{what} {type(flat).__name__}; expected a numpy array of shape ({self.num_parameters},).")
         if flat.shape != (self.num_parameters,):
-            raise ValueError(f"{what} an array of shape {flat.shape}; expected ({self.num_parameters},) "
-                             f"(all gradients of the step, flattened).")
+            raise ValueError(
+                f"{what} an array of shape {flat.shape}; expected ({self.num_parameters},) "
+                f"(all gradients of the step, flattened)."
+            )
         return np.array(flat, dtype=np.float32, copy=True)
 
     @abc.abstractmethod

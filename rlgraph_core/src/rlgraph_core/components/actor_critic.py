@@ -40,9 +40,16 @@ class ActorCritic(Component):
         name: component name.
     """
 
-    def __init__(self, network: NetworkSpec, action_space, shared_trunk: bool = False,
-                 preprocessor: Component | None = None, seed: int = 0, log_std_init: float = 0.0,
-                 name: str = "actor_critic"):
+    def __init__(
+        self,
+        network: NetworkSpec,
+        action_space,
+        shared_trunk: bool = False,
+        preprocessor: Component | None = None,
+        seed: int = 0,
+        log_std_init: float = 0.0,
+        name: str = "actor_critic",
+    ):
         super().__init__(name)
         rng = np.random.default_rng(seed)
         self.shared_trunk = shared_trunk
@@ -54,11 +61,18 @@ class ActorCritic(Component):
             self.pi_trunk = MLP(network, rng, name="pi_trunk")
             self.vf_trunk = MLP(network, rng, name="vf_trunk")
             trunks = [self.pi_trunk, self.vf_trunk]
-        self.distribution = DistributionHead(action_space, squashed=False, initializer=network.initializer,
-                                             rng=rng, log_std_init=log_std_init, name="distribution")
+        self.distribution = DistributionHead(
+            action_space,
+            squashed=False,
+            initializer=network.initializer,
+            rng=rng,
+            log_std_init=log_std_init,
+            name="distribution",
+        )
         self.value_head = DenseLayer(1, "linear", network.initializer, rng, gain=1.0, name="value_head")
-        self.add_components(*([preprocessor] if preprocessor is not None else []), *trunks,
-                            self.distribution, self.value_head)
+        self.add_components(
+            *([preprocessor] if preprocessor is not None else []), *trunks, self.distribution, self.value_head
+        )
 
     def _features(self, obs):
         """``(policy features, value features)`` of a batch of observations."""
@@ -120,16 +134,16 @@ class RunningObsNormalizer(Component):
         name: component name.
     """
 
-    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, epsilon: float = 1e-8,
-                 name: str = "obs_normalizer"):
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, epsilon: float = 1e-8, name: str = "obs_normalizer"):
         super().__init__(name)
         self.shape = tuple(int(s) for s in shape)
         self.clip = float(clip)
         self.epsilon = float(epsilon)
 
     @classmethod
-    def from_space(cls, space, *, name: str = "obs_normalizer", clip: float = 10.0,
-                   epsilon: float = 1e-8) -> "RunningObsNormalizer":
+    def from_space(
+        cls, space, *, name: str = "obs_normalizer", clip: float = 10.0, epsilon: float = 1e-8
+    ) -> "RunningObsNormalizer":
         """A normaliser for observations of ``space`` (the component-slot constructor)."""
         return cls(space.shape, clip=clip, epsilon=epsilon, name=name)
 
@@ -162,7 +176,7 @@ class RunningObsNormalizer(Component):
         """Fold the batch ``x`` ``[B, *shape]`` into the statistics (in place); returns the new mean."""
         ops = self.ops
         n_b = ops.reduce_sum(ops.zeros_like(x) + 1.0, axis=0)  # the batch size (per dim), even when
-        batch_mean = ops.reduce_mean(x, axis=0)                 # the batch dim is unknown when traced
+        batch_mean = ops.reduce_mean(x, axis=0)  # the batch dim is unknown when traced
         batch_var = ops.reduce_mean(ops.square(x - batch_mean), axis=0)
         total = self.count + n_b
         delta = batch_mean - self.mean

@@ -127,9 +127,16 @@ class DistributionHead(Component):
     spaces and, for squashed boxes, in (-1, 1) — use :func:`scale_action` to map to the env box.
     """
 
-    def __init__(self, action_space, squashed: bool = False, initializer: str = "orthogonal",
-                 rng: np.random.Generator | None = None, log_std_init: float = 0.0,
-                 log_std_bounds: tuple[float, float] = (-20.0, 2.0), name: str = "distribution"):
+    def __init__(
+        self,
+        action_space,
+        squashed: bool = False,
+        initializer: str = "orthogonal",
+        rng: np.random.Generator | None = None,
+        log_std_init: float = 0.0,
+        log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+        name: str = "distribution",
+    ):
         super().__init__(name)
         rng = rng if rng is not None else np.random.default_rng()
         self.discrete = isinstance(action_space, Discrete)
@@ -148,8 +155,10 @@ class DistributionHead(Component):
                 self.log_std_layer = DenseLayer(dim, "linear", initializer, rng, gain=0.01, name="log_std")
                 self.add_components(self.log_std_layer)
         else:
-            raise ConfigError(f"No action distribution for action space {action_space!r}; supported are "
-                              f"Discrete(n) and rank-1 FloatBox.")
+            raise ConfigError(
+                f"No action distribution for action space {action_space!r}; supported are "
+                f"Discrete(n) and rank-1 FloatBox."
+            )
 
     def create_variables(self, input_spaces):
         if not self.discrete and not self.squashed:

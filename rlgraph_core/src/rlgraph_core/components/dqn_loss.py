@@ -23,8 +23,9 @@ class DQNLoss(Component):
 
     LOSSES = ("huber", "mse")
 
-    def __init__(self, loss_type: str = "huber", double_q: bool = True, huber_delta: float = 1.0,
-                 name: str = "dqn_loss"):
+    def __init__(
+        self, loss_type: str = "huber", double_q: bool = True, huber_delta: float = 1.0, name: str = "dqn_loss"
+    ):
         super().__init__(name)
         if loss_type not in self.LOSSES:
             raise ConfigError(f"Unknown DQN loss_type '{loss_type}'; use one of {', '.join(self.LOSSES)}.")

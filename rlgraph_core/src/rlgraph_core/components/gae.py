@@ -57,8 +57,10 @@ class GAE(Component):
         for name, space in spaces.items():
             want = BoolBox if name in ("terminated", "truncated") else FloatBox
             if not isinstance(space, want) or len(space.shape) != 1:
-                raise SpaceError(f"'{name}' must be a time-major [T, N] {want.__name__} (batch rank = time, "
-                                 f"shape (N,)), got {space!r}.")
+                raise SpaceError(
+                    f"'{name}' must be a time-major [T, N] {want.__name__} (batch rank = time, "
+                    f"shape (N,)), got {space!r}."
+                )
             shapes.add(tuple(space.shape))
         if len(shapes) > 1:
             raise SpaceError(f"every input must have the same number of envs N; got shapes {sorted(shapes)}.")

@@ -54,8 +54,15 @@ class DenseLayer(Component):
         gain: optional gain for the orthogonal initializer.
     """
 
-    def __init__(self, units: int, activation: str = "linear", initializer: str = "lecun_uniform",
-                 rng: np.random.Generator | None = None, gain: float | None = None, name: str = "dense"):
+    def __init__(
+        self,
+        units: int,
+        activation: str = "linear",
+        initializer: str = "lecun_uniform",
+        rng: np.random.Generator | None = None,
+        gain: float | None = None,
+        name: str = "dense",
+    ):
         super().__init__(name)
         self.units = units
         self.activation = activation
@@ -89,8 +96,9 @@ class MLP(Component):
     def __init__(self, spec: NetworkSpec, rng: np.random.Generator | None = None, name: str = "mlp"):
         super().__init__(name)
         rng = rng if rng is not None else np.random.default_rng()
-        self.layers = [DenseLayer(h, spec.activation, spec.initializer, rng, name=f"dense_{i}")
-                       for i, h in enumerate(spec.hidden)]
+        self.layers = [
+            DenseLayer(h, spec.activation, spec.initializer, rng, name=f"dense_{i}") for i, h in enumerate(spec.hidden)
+        ]
         self.add_components(*self.layers)
         self.spec = spec
 

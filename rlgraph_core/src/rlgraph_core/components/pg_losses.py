@@ -46,8 +46,14 @@ class PPOLoss(Component):
     Returns (from :meth:`loss`): ``(loss, pg_loss, vf_loss, entropy, approx_kl, clip_fraction)``.
     """
 
-    def __init__(self, vf_coef: float = 0.5, ent_coef: float = 0.0, clip_range_vf: float | None = None,
-                 normalize_advantage: bool = True, name: str = "ppo_loss"):
+    def __init__(
+        self,
+        vf_coef: float = 0.5,
+        ent_coef: float = 0.0,
+        clip_range_vf: float | None = None,
+        normalize_advantage: bool = True,
+        name: str = "ppo_loss",
+    ):
         super().__init__(name)
         if clip_range_vf is not None and clip_range_vf <= 0:
             raise ValueError(f"clip_range_vf must be positive or None, got {clip_range_vf}.")
@@ -103,8 +109,9 @@ class A2CLoss(Component):
     Returns (from :meth:`loss`): ``(loss, pg_loss, vf_loss, entropy)``.
     """
 
-    def __init__(self, vf_coef: float = 0.5, ent_coef: float = 0.0, normalize_advantage: bool = False,
-                 name: str = "a2c_loss"):
+    def __init__(
+        self, vf_coef: float = 0.5, ent_coef: float = 0.0, normalize_advantage: bool = False, name: str = "a2c_loss"
+    ):
         super().__init__(name)
         self.vf_coef = float(vf_coef)
         self.ent_coef = float(ent_coef)

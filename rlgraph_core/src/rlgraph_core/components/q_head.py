@@ -14,8 +14,14 @@ class QValueHead(Component):
     With ``dueling=True``: ``Q = V + A - mean(A)`` from separate value and advantage layers.
     """
 
-    def __init__(self, num_actions: int, dueling: bool = False, initializer: str = "lecun_uniform",
-                 rng: np.random.Generator | None = None, name: str = "q_head"):
+    def __init__(
+        self,
+        num_actions: int,
+        dueling: bool = False,
+        initializer: str = "lecun_uniform",
+        rng: np.random.Generator | None = None,
+        name: str = "q_head",
+    ):
         super().__init__(name)
         rng = rng if rng is not None else np.random.default_rng()
         self.dueling = dueling
@@ -40,8 +46,15 @@ class QValueHead(Component):
 class QNetwork(Component):
     """Preprocessor (optional) → MLP trunk → Q-value head: the whole DQN policy."""
 
-    def __init__(self, spec: NetworkSpec, num_actions: int, dueling: bool = False,
-                 preprocessor: Component | None = None, seed: int = 0, name: str = "q_network"):
+    def __init__(
+        self,
+        spec: NetworkSpec,
+        num_actions: int,
+        dueling: bool = False,
+        preprocessor: Component | None = None,
+        seed: int = 0,
+        name: str = "q_network",
+    ):
         super().__init__(name)
         rng = np.random.default_rng(seed)
         self.preprocessor = preprocessor

@@ -44,8 +44,14 @@ class SACLoss(Component):
         name: component name.
     """
 
-    def __init__(self, action_dim: int, ent_coef: float | str = "auto", init_ent_coef: float = 1.0,
-                 target_entropy: float | str = "auto", name: str = "sac_loss"):
+    def __init__(
+        self,
+        action_dim: int,
+        ent_coef: float | str = "auto",
+        init_ent_coef: float = 1.0,
+        target_entropy: float | str = "auto",
+        name: str = "sac_loss",
+    ):
         super().__init__(name)
         if ent_coef != "auto" and not (isinstance(ent_coef, (int, float)) and ent_coef > 0):
             raise ConfigError(f"SAC ent_coef must be 'auto' or a positive float, got {ent_coef!r}.")
@@ -58,16 +64,18 @@ class SACLoss(Component):
         self.target_entropy = float(-action_dim if target_entropy == "auto" else target_entropy)
 
     def create_variables(self, input_spaces):
-        self.log_alpha = self.make_variable("log_alpha", np.asarray(math.log(self.initial_alpha), np.float32),
-                                            trainable=self.learn_alpha)
+        self.log_alpha = self.make_variable(
+            "log_alpha", np.asarray(math.log(self.initial_alpha), np.float32), trainable=self.learn_alpha
+        )
 
     def _alpha(self):
         """``exp(log_alpha)`` as a constant (no gradient into the temperature)."""
         return self.ops.stop_gradient(self.ops.exp(self.log_alpha))
 
     @api
-    def critic_loss(self, q1, q2, rewards, terminals, discounts, next_q1_target, next_q2_target,
-                    next_log_probs, weights):
+    def critic_loss(
+        self, q1, q2, rewards, terminals, discounts, next_q1_target, next_q2_target, next_log_probs, weights
+    ):
         """Loss 1: ``(loss, |TD|)``; ``|TD|`` is the mean over both critics (for prioritized replay).
 
         Args (all ``[B]``): ``q1, q2`` = ``Q1(s, a), Q2(s, a)``; ``next_q*_target`` = target

@@ -19,8 +19,7 @@ from rlgraph_core.spaces import FloatBox, SpaceError
 def _check_rank1_float(name: str, space) -> None:
     """Raise SpaceError unless ``space`` is a float box of rank 1 (a batch of vectors)."""
     if not isinstance(space, FloatBox) or len(space.shape) != 1:
-        raise SpaceError(f"expected '{name}' to be a float box of rank 1, e.g. FloatBox(shape=(n,)), "
-                         f"got {space!r}.")
+        raise SpaceError(f"expected '{name}' to be a float box of rank 1, e.g. FloatBox(shape=(n,)), got {space!r}.")
 
 
 class ContinuousQNetwork(Component):

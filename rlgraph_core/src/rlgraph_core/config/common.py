@@ -51,7 +51,8 @@ class TrainConfig(StrictModel):
     mode: Literal["eager", "static"] = "eager"
     device: str = "auto"
     num_threads: Optional[int] = Field(
-        1, gt=0, description="CPU threads of the backend; 1 suits small networks, null keeps the framework default")
+        1, gt=0, description="CPU threads of the backend; 1 suits small networks, null keeps the framework default"
+    )
     executor: str = "local"
     seed: int = 0
     total_timesteps: int = Field(100_000, gt=0)

@@ -32,8 +32,9 @@ def _manager(plugin_manager):
     return get_plugin_manager()
 
 
-def validate_memory_settings(plugin_manager, raw: Mapping[str, Any] | MemorySettings,
-                             field: str = "agent.memory") -> MemorySettings:
+def validate_memory_settings(
+    plugin_manager, raw: Mapping[str, Any] | MemorySettings, field: str = "agent.memory"
+) -> MemorySettings:
     """Validate a memory's settings against the settings model registered for its ``type``.
 
     Args:
@@ -55,13 +56,17 @@ def validate_memory_settings(plugin_manager, raw: Mapping[str, Any] | MemorySett
     if isinstance(raw, MemorySettings):
         raw = raw.model_dump()
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"'{field}' = {json.dumps(raw, default=str)}: a memory is a mapping of settings, "
-                          f"e.g. {{type: replay, capacity: 100000}}.")
+        raise ConfigError(
+            f"'{field}' = {json.dumps(raw, default=str)}: a memory is a mapping of settings, "
+            f"e.g. {{type: replay, capacity: 100000}}."
+        )
     raw = dict(raw)
     name = raw.setdefault("type", DEFAULT_MEMORY_TYPE)
     if not isinstance(name, str):
-        raise ConfigError(f"'{field}.type' = {json.dumps(name, default=str)}: it must be a memory name; known "
-                          f"memories: {', '.join(sorted(pm.names('memories'))) or '(none installed)'}.")
+        raise ConfigError(
+            f"'{field}.type' = {json.dumps(name, default=str)}: it must be a memory name; known "
+            f"memories: {', '.join(sorted(pm.names('memories'))) or '(none installed)'}."
+        )
     try:
         _, model = pm.get("memories", name, field=f"{field}.type")
     except PluginError as exc:
@@ -72,12 +77,14 @@ def validate_memory_settings(plugin_manager, raw: Mapping[str, Any] | MemorySett
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"Invalid {name} memory settings: "
-                          f"{_format_validation_error(exc, field, raw, model)}.") from None
+        raise ConfigError(
+            f"Invalid {name} memory settings: {_format_validation_error(exc, field, raw, model)}."
+        ) from None
 
 
-def make_memory(plugin_manager, settings: MemorySettings | Mapping[str, Any], seed: int | None = 0,
-                field: str = "agent.memory") -> Memory:
+def make_memory(
+    plugin_manager, settings: MemorySettings | Mapping[str, Any], seed: int | None = 0, field: str = "agent.memory"
+) -> Memory:
     """Build the memory that ``settings`` name, through the plugin manager's ``memories`` kind.
 
     The class registered for ``settings.type`` is called as
@@ -110,16 +117,23 @@ def make_memory(plugin_manager, settings: MemorySettings | Mapping[str, Any], se
     except (PluginError, ConfigError):
         raise
     except TypeError as exc:
-        raise PluginError(f"{origin} does not take its settings as keyword arguments "
-                          f"({', '.join(kwargs)}, seed): {exc}. A memory class must accept "
-                          f"memory_class(**settings.model_dump(exclude={{'type'}}), seed=seed).") from exc
+        raise PluginError(
+            f"{origin} does not take its settings as keyword arguments "
+            f"({', '.join(kwargs)}, seed): {exc}. A memory class must accept "
+            f"memory_class(**settings.model_dump(exclude={{'type'}}), seed=seed)."
+        ) from exc
     except ValueError as exc:
         raise ConfigError(f"'{field}': {origin} refused its settings {kwargs}: {exc}") from None
-    missing = [m for m in ("prioritized", "__len__", "insert", "sample", "state_dict", "load_state_dict")
-               if not hasattr(memory, m)]
+    missing = [
+        m
+        for m in ("prioritized", "__len__", "insert", "sample", "state_dict", "load_state_dict")
+        if not hasattr(memory, m)
+    ]
     if getattr(memory, "prioritized", False) and not callable(getattr(memory, "update_priorities", None)):
         missing.append("update_priorities (it says prioritized = True)")
     if missing:
-        raise PluginError(f"{origin} built a {type(memory).__name__}, which lacks {', '.join(missing)} of the "
-                          f"memory protocol (rlgraph_core.memories.protocol.Memory).")
+        raise PluginError(
+            f"{origin} built a {type(memory).__name__}, which lacks {', '.join(missing)} of the "
+            f"memory protocol (rlgraph_core.memories.protocol.Memory)."
+        )
     return memory

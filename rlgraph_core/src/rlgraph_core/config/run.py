@@ -46,8 +46,10 @@ def shipped_configs() -> list[str]:
 def load_shipped_config(name: str) -> dict:
     """The shipped config ``name`` (e.g. ``dqn_cartpole``) as a raw dict."""
     if name not in shipped_configs():
-        raise ConfigError(f"There is no shipped config named '{name}'; shipped configs: "
-                          f"{', '.join(shipped_configs())} (or pass a path to a YAML/JSON file).")
+        raise ConfigError(
+            f"There is no shipped config named '{name}'; shipped configs: "
+            f"{', '.join(shipped_configs())} (or pass a path to a YAML/JSON file)."
+        )
     text = (resources.files("rlgraph_core") / "configs" / f"{name}.yaml").read_text()
     return yaml.safe_load(text)
 
@@ -115,8 +117,9 @@ def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model
                 known = list(owner.model_fields)
                 close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
                 section = ".".join(str(p) for p in (prefix, *err["loc"][:-1]) if p != "")
-                msg += (f"; did you mean '{close[0]}'?" if close else ";") + \
-                    f" Known fields of '{section}': {', '.join(known)}"
+                msg += (
+                    f"; did you mean '{close[0]}'?" if close else ";"
+                ) + f" Known fields of '{section}': {', '.join(known)}"
             parts.append(msg)
         else:
             parts.append(f"'{path}' = {shown}: {err['msg']}")
@@ -142,13 +145,17 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         raise ConfigError(f"Unknown top-level config keys {unknown}; a config has agent, env and train.")
     for section in ("agent", "env", "train"):
         if raw.get(section) is not None and not isinstance(raw[section], dict):
-            raise ConfigError(f"'{section}' = {json.dumps(raw[section], default=str)}: the {section} section "
-                              f"must be a mapping of fields, e.g. {section}: {{...}}.")
+            raise ConfigError(
+                f"'{section}' = {json.dumps(raw[section], default=str)}: the {section} section "
+                f"must be a mapping of fields, e.g. {section}: {{...}}."
+            )
     agent_raw = dict(raw.get("agent") or {})
     agent_type = agent_raw.get("type", "dqn")
     if not isinstance(agent_type, str):
-        raise ConfigError(f"'agent.type' = {json.dumps(agent_type, default=str)}: it must be an agent name; "
-                          f"known agents: {', '.join(sorted(pm.names('agents')))}.")
+        raise ConfigError(
+            f"'agent.type' = {json.dumps(agent_type, default=str)}: it must be an agent name; "
+            f"known agents: {', '.join(sorted(pm.names('agents')))}."
+        )
     try:
         _, model = pm.get("agents", agent_type, field="agent.type")
     except PluginError as exc:
@@ -175,8 +182,10 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         errors.append(_format_validation_error(exc, "train", raw.get("train"), TrainConfig))
     if errors:
         raise ConfigError("Invalid config: " + "; ".join(errors) + ".")
-    for kind, name, field in (("backends", train.backend, "train.backend"),
-                              ("executors", train.executor, "train.executor")):
+    for kind, name, field in (
+        ("backends", train.backend, "train.backend"),
+        ("executors", train.executor, "train.executor"),
+    ):
         try:
             pm.get(kind, name, field=field)
         except PluginError as exc:
@@ -222,8 +231,9 @@ def load_config_file(path: str | Path) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"Config file '{path}' holds a {type(data).__name__}, not a mapping with keys "
-                          f"agent, env and train.")
+        raise ConfigError(
+            f"Config file '{path}' holds a {type(data).__name__}, not a mapping with keys agent, env and train."
+        )
     return data
 
 
@@ -233,8 +243,10 @@ def _parse_override_value(item: str, value: str):
         parsed = yaml.safe_load(value)
     except yaml.YAMLError as exc:
         problem = str(exc).splitlines()[0]
-        raise ConfigError(f"Override '{item}': the value {value!r} is not valid YAML ({problem}); "
-                          f"quote strings, write lists as [a, b] and mappings as {{k: v}}.") from None
+        raise ConfigError(
+            f"Override '{item}': the value {value!r} is not valid YAML ({problem}); "
+            f"quote strings, write lists as [a, b] and mappings as {{k: v}}."
+        ) from None
     if isinstance(parsed, str) and parsed == value.strip():
         try:
             number = float(parsed)

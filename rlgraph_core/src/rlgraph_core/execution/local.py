@@ -44,8 +44,11 @@ class LocalExecutor(Executor):
         if self.resume_dir is not None:
             agent.load(self.resume_dir)
         loggers = parts.make_loggers(self.out_dir)
-        run_info = {"config": cfg.to_dict(), "out_dir": str(self.out_dir),
-                    "build_seconds": agent.build_report.build_seconds}
+        run_info = {
+            "config": cfg.to_dict(),
+            "out_dir": str(self.out_dir),
+            "build_seconds": agent.build_report.build_seconds,
+        }
         parts.hook.rlgraph_on_train_start(run_info=run_info)
         try:
             summary = self._loop(agent, envs, eval_env, loggers)
@@ -55,8 +58,11 @@ class LocalExecutor(Executor):
             for lg in loggers:
                 lg.close()
         if (self.out_dir / "metrics.jsonl").is_file():
-            plot_learning_curve(self.out_dir / "metrics.jsonl", self.out_dir / "learning_curve.png",
-                                f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})")
+            plot_learning_curve(
+                self.out_dir / "metrics.jsonl",
+                self.out_dir / "learning_curve.png",
+                f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})",
+            )
         parts.hook.rlgraph_on_train_end(summary=summary)
         return summary
 
@@ -110,11 +116,14 @@ class LocalExecutor(Executor):
                 next_log += tc.log_interval
             if log_now or metrics is not None:
                 now = time.perf_counter()
-                row = {"timesteps": agent.timesteps, "wall_time": now - t0,
-                       "episode_return_mean": float(np.mean(recent)) if recent else None,
-                       "eval_return_mean": None,
-                       "env_steps_per_s": (agent.timesteps - last_steps) / max(now - last_t, 1e-9),
-                       "updates_per_s": (agent.updates - last_updates) / max(now - last_t, 1e-9)}
+                row = {
+                    "timesteps": agent.timesteps,
+                    "wall_time": now - t0,
+                    "episode_return_mean": float(np.mean(recent)) if recent else None,
+                    "eval_return_mean": None,
+                    "env_steps_per_s": (agent.timesteps - last_steps) / max(now - last_t, 1e-9),
+                    "updates_per_s": (agent.updates - last_updates) / max(now - last_t, 1e-9),
+                }
                 row.update(agent.metrics())
                 row.update(metrics or {})
                 last_t, last_steps, last_updates = now, agent.timesteps, agent.updates
@@ -125,9 +134,15 @@ class LocalExecutor(Executor):
             bar.close()
         elapsed = time.perf_counter() - t0
         agent.save(checkpoint_dir, {"config": cfg.to_dict(), "eval_return_mean": last_eval})
-        return {"timesteps": agent.timesteps, "updates": agent.updates, "wall_time": elapsed,
-                "env_steps_per_s": (agent.timesteps - start_steps) / max(elapsed, 1e-9),
-                "updates_per_s": (agent.updates - start_updates) / max(elapsed, 1e-9),
-                "eval_return_mean": last_eval, "best_eval_return": None if best_eval == -np.inf else best_eval,
-                "target_reached": reached, "checkpoint": str(checkpoint_dir),
-                "build_seconds": agent.build_report.build_seconds}
+        return {
+            "timesteps": agent.timesteps,
+            "updates": agent.updates,
+            "wall_time": elapsed,
+            "env_steps_per_s": (agent.timesteps - start_steps) / max(elapsed, 1e-9),
+            "updates_per_s": (agent.updates - start_updates) / max(elapsed, 1e-9),
+            "eval_return_mean": last_eval,
+            "best_eval_return": None if best_eval == -np.inf else best_eval,
+            "target_reached": reached,
+            "checkpoint": str(checkpoint_dir),
+            "build_seconds": agent.build_report.build_seconds,
+        }

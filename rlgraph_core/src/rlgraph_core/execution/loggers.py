@@ -22,10 +22,15 @@ class MetricLogger:
 class ConsoleLogger(MetricLogger):
     """Prints one compact line per iteration (through tqdm so the progress bar stays intact)."""
 
-    KEYS = (("timesteps", "steps", "{:d}"), ("episode_return_mean", "return", "{:.1f}"),
-            ("eval_return_mean", "eval", "{:.1f}"), ("loss", "loss", "{:.4f}"),
-            ("env_steps_per_s", "env/s", "{:.0f}"), ("updates_per_s", "upd/s", "{:.0f}"),
-            ("wall_time", "time", "{:.1f}s"))
+    KEYS = (
+        ("timesteps", "steps", "{:d}"),
+        ("episode_return_mean", "return", "{:.1f}"),
+        ("eval_return_mean", "eval", "{:.1f}"),
+        ("loss", "loss", "{:.4f}"),
+        ("env_steps_per_s", "env/s", "{:.0f}"),
+        ("updates_per_s", "upd/s", "{:.0f}"),
+        ("wall_time", "time", "{:.1f}s"),
+    )
 
     def log(self, metrics):
         from tqdm import tqdm

@@ -49,9 +49,11 @@ class BuildReport:
 
     def render(self) -> str:
         """A readable text rendering of the component graph (tree, spaces, API edges)."""
-        lines = [f"component graph of '{self.root.scope}' on {self.backend} "
-                 f"({self.num_variables} variables, {self.num_parameters} parameters, "
-                 f"built in {self.build_seconds * 1000:.1f} ms)"]
+        lines = [
+            f"component graph of '{self.root.scope}' on {self.backend} "
+            f"({self.num_variables} variables, {self.num_parameters} parameters, "
+            f"built in {self.build_seconds * 1000:.1f} ms)"
+        ]
         called: dict[str, list[CallRecord]] = {}
         for rec in self.calls:
             called.setdefault(rec.callee, []).append(rec)
@@ -140,8 +142,9 @@ def _zeros_for(space: Space, backend) -> Any:
     return backend.to_tensor(value)
 
 
-def build(root: Component, input_spaces: dict[str, dict[str, Space]], backend,
-          compile_apis: tuple[str, ...] | None = None) -> BuildReport:
+def build(
+    root: Component, input_spaces: dict[str, dict[str, Space]], backend, compile_apis: tuple[str, ...] | None = None
+) -> BuildReport:
     """Build ``root`` and its sub-components on ``backend``.
 
     Args:

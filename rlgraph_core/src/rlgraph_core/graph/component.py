@@ -148,8 +148,9 @@ class Component:
     def is_trainable(self, name: str) -> bool:
         """Whether this component's own variable ``name`` is trainable (False when frozen)."""
         if name not in self._variables:
-            raise KeyError(f"Component '{self.scope}' has no variable '{name}'; its variables are "
-                           f"{sorted(self._variables)}.")
+            raise KeyError(
+                f"Component '{self.scope}' has no variable '{name}'; its variables are {sorted(self._variables)}."
+            )
         return name not in self._non_trainable_variables and not self._is_frozen()
 
     def variables(self, trainable_only: bool = False) -> dict[str, Any]:

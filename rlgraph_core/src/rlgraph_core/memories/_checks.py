@@ -16,26 +16,20 @@ def check_int(name: str, value: object, minimum: int) -> int:
     always a mistake.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(
-            f"{name} must be an integer >= {minimum}, got {value!r} of type {type(value).__name__}."
-        )
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r} of type {type(value).__name__}.")
     if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}.")
     return int(value)
 
 
-def check_float(
-    name: str, value: object, low: float, high: float | None = None, low_inclusive: bool = True
-) -> float:
+def check_float(name: str, value: object, low: float, high: float | None = None, low_inclusive: bool = True) -> float:
     """Return ``value`` as a float, or raise ValueError if it is not a real number in range.
 
     The range is ``[low, high]`` (``(low, high]`` when ``low_inclusive`` is false); ``high=None``
     means unbounded above.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(
-            f"{name} must be a real number, got {value!r} of type {type(value).__name__}."
-        )
+        raise ValueError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}.")
     value = float(value)
     lower_ok = value >= low if low_inclusive else value > low
     upper_ok = high is None or value <= high
@@ -60,9 +54,7 @@ def as_index_array(name: str, indices: object, limit: int, limit_name: str) -> n
     arr = np.atleast_1d(arr).astype(np.int64, copy=False)
     if arr.size and (arr.min() < 0 or arr.max() >= limit):
         bad = arr[(arr < 0) | (arr >= limit)][0]
-        raise ValueError(
-            f"{name} must lie in [0, {limit}) where {limit} is {limit_name}; found {bad}."
-        )
+        raise ValueError(f"{name} must lie in [0, {limit}) where {limit} is {limit_name}; found {bad}.")
     return arr
 
 
@@ -75,7 +67,6 @@ def state_scalar(d: Mapping[str, Any], key: str, kind: str) -> Any:
     if arr.ndim != 0 or arr.dtype.kind not in kind:
         want = "an integer" if kind == "iu" else "a float"
         raise ValueError(
-            f"state_dict[{key!r}] must be a 0-d array holding {want}, "
-            f"got shape {arr.shape} and dtype {arr.dtype}."
+            f"state_dict[{key!r}] must be a 0-d array holding {want}, got shape {arr.shape} and dtype {arr.dtype}."
         )
     return arr.item()

@@ -73,28 +73,26 @@ class NStepAssembler:
         self._head[:] = 0
         self._count[:] = 0
 
-    def _as_batch(
-        self, name: str, value: np.ndarray, record_shape: tuple[int, ...] | None
-    ) -> np.ndarray:
+    def _as_batch(self, name: str, value: np.ndarray, record_shape: tuple[int, ...] | None) -> np.ndarray:
         """Return ``value`` as an array with leading dim ``num_envs`` (and ``record_shape``)."""
         arr = np.asarray(value)
         if arr.ndim == 0 or arr.shape[0] != self._num_envs:
-            raise ValueError(
-                f"{name} must have leading dimension num_envs={self._num_envs}, got shape "
-                f"{arr.shape}."
-            )
+            raise ValueError(f"{name} must have leading dimension num_envs={self._num_envs}, got shape {arr.shape}.")
         if record_shape is not None and arr.shape[1:] != record_shape:
-            raise ValueError(
-                f"{name} must have shape ({self._num_envs}, *{record_shape}), got {arr.shape}."
-            )
+            raise ValueError(f"{name} must have shape ({self._num_envs}, *{record_shape}), got {arr.shape}.")
         return arr
 
     def _one_step(self, obs, actions, rewards, next_obs, terminated) -> dict[str, np.ndarray]:
         """With ``n_step == 1`` every step is a finished transition: no buffering is needed."""
         obs = np.asarray(obs)
-        return {"obs": obs, "actions": np.asarray(actions), "rewards": np.asarray(rewards, np.float32),
-                "next_obs": np.asarray(next_obs, obs.dtype), "terminals": np.asarray(terminated, bool),
-                "discounts": np.full(len(obs), self._gamma, np.float32)}
+        return {
+            "obs": obs,
+            "actions": np.asarray(actions),
+            "rewards": np.asarray(rewards, np.float32),
+            "next_obs": np.asarray(next_obs, obs.dtype),
+            "terminals": np.asarray(terminated, bool),
+            "discounts": np.full(len(obs), self._gamma, np.float32),
+        }
 
     def add(
         self,

@@ -131,10 +131,7 @@ class PrioritizedReplay(ReplayMemory):
         idx = as_index_array("indices", indices, len(self), "the number of stored records")
         raw = np.atleast_1d(np.asarray(priorities, dtype=np.float64))
         if raw.shape != idx.shape:
-            raise ValueError(
-                f"indices and priorities must have the same 1-d shape, got {idx.shape} and "
-                f"{raw.shape}."
-            )
+            raise ValueError(f"indices and priorities must have the same 1-d shape, got {idx.shape} and {raw.shape}.")
         if not (np.all(np.isfinite(raw)) and np.all(raw >= 0.0)):
             raise ValueError(
                 "priorities must be finite and non-negative (pass |td error|); got "

@@ -96,9 +96,7 @@ class ReplayMemory:
                     f"{sorted(RESERVED_FIELDS)}."
                 )
             if arr.ndim == 0:
-                raise ValueError(
-                    f"field {name!r} must have a leading batch dimension, got a 0-d array."
-                )
+                raise ValueError(f"field {name!r} must have a leading batch dimension, got a 0-d array.")
             if arr.dtype.hasobject:
                 raise ValueError(
                     f"field {name!r} has object dtype; only numeric and bool arrays can be "
@@ -139,8 +137,7 @@ class ReplayMemory:
         n = next(iter(arrays.values())).shape[0]
         if self._storage is None:
             self._storage = {
-                name: np.zeros((self._capacity,) + arr.shape[1:], dtype=arr.dtype)
-                for name, arr in arrays.items()
+                name: np.zeros((self._capacity,) + arr.shape[1:], dtype=arr.dtype) for name, arr in arrays.items()
             }
         if n == 0:
             return np.zeros(0, dtype=np.int64)
@@ -148,9 +145,9 @@ class ReplayMemory:
         start = (self._next_index + n - kept) % self._capacity
         first = min(kept, self._capacity - start)  # records before the ring wraps around
         for name, store in self._storage.items():
-            src = arrays[name][n - kept:]
-            store[start:start + first] = src[:first]
-            store[:kept - first] = src[first:]
+            src = arrays[name][n - kept :]
+            store[start : start + first] = src[:first]
+            store[: kept - first] = src[first:]
         self._next_index = (self._next_index + n) % self._capacity
         self._size = min(self._size + n, self._capacity)
         return (start + np.arange(kept, dtype=np.int64)) % self._capacity
@@ -206,9 +203,7 @@ class ReplayMemory:
     def _parse_state(self, d: Mapping[str, Any]) -> dict[str, Any]:
         """Validate a state dict completely, raising ValueError, and return its parsed contents."""
         if not isinstance(d, Mapping):
-            raise ValueError(
-                f"load_state_dict expects a mapping of arrays, got {type(d).__name__}."
-            )
+            raise ValueError(f"load_state_dict expects a mapping of arrays, got {type(d).__name__}.")
         keys = set(d.keys())
         expected = self._state_keys()
         data_keys = {k for k in keys if k.startswith(_DATA_PREFIX)}
@@ -242,7 +237,7 @@ class ReplayMemory:
                 "state_dict['rng_state'] must be a uint64 array of shape (6,), got shape "
                 f"{rng_state.shape} and dtype {rng_state.dtype}."
             )
-        data = {k[len(_DATA_PREFIX):]: np.asarray(d[k]) for k in d.keys() if k in data_keys}
+        data = {k[len(_DATA_PREFIX) :]: np.asarray(d[k]) for k in d.keys() if k in data_keys}
         for name, arr in data.items():
             if arr.dtype.hasobject:
                 raise ValueError(f"state_dict['{_DATA_PREFIX}{name}'] must not have object dtype.")
@@ -252,9 +247,7 @@ class ReplayMemory:
                     f"size), got shape {arr.shape}."
                 )
         if size > 0 and not data:
-            raise ValueError(
-                f"state dict claims {size} records but holds no '{_DATA_PREFIX}*' fields."
-            )
+            raise ValueError(f"state dict claims {size} records but holds no '{_DATA_PREFIX}*' fields.")
         if self._storage is not None and data:
             self._check_schema(data, what="state dict")
         return {"size": size, "next_index": next_index, "rng_state": rng_state, "data": data}

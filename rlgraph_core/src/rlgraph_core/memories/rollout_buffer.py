@@ -12,9 +12,13 @@ from typing import Iterator
 import numpy as np
 
 
-def iterate_minibatches(data: dict[str, np.ndarray], batch_size: int, n_epochs: int = 1,
-                        rng: np.random.Generator | None = None,
-                        shuffle: bool = True) -> Iterator[dict[str, np.ndarray]]:
+def iterate_minibatches(
+    data: dict[str, np.ndarray],
+    batch_size: int,
+    n_epochs: int = 1,
+    rng: np.random.Generator | None = None,
+    shuffle: bool = True,
+) -> Iterator[dict[str, np.ndarray]]:
     """Yield minibatches of ``data`` (equal leading dims) for ``n_epochs`` epochs.
 
     Each epoch draws a fresh permutation and cuts it into consecutive chunks of ``batch_size``;
@@ -38,7 +42,7 @@ def iterate_minibatches(data: dict[str, np.ndarray], batch_size: int, n_epochs: 
     for _ in range(n_epochs):
         order = rng.permutation(total) if shuffle else np.arange(total)
         for start in range(0, total, batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             batch = {k: v[idx] for k, v in data.items()}
             batch["indices"] = idx
             yield batch
@@ -85,8 +89,9 @@ class RolloutBuffer:
     def add(self, **fields: np.ndarray) -> None:
         """Append one vector step; every field has leading dimension ``num_envs``."""
         if self.full:
-            raise RuntimeError(f"The rollout buffer is full ({self.n_steps} steps); learn from it and "
-                               f"reset() it before adding more.")
+            raise RuntimeError(
+                f"The rollout buffer is full ({self.n_steps} steps); learn from it and reset() it before adding more."
+            )
         if not self._store:
             for name, value in fields.items():
                 value = np.asarray(value)
@@ -102,8 +107,10 @@ class RolloutBuffer:
 
     def _check(self, name: str, value: np.ndarray) -> None:
         if value.ndim == 0 or value.shape[0] != self.num_envs:
-            raise ValueError(f"Field '{name}' has shape {value.shape}; its leading dimension must be the "
-                             f"number of envs ({self.num_envs}).")
+            raise ValueError(
+                f"Field '{name}' has shape {value.shape}; its leading dimension must be the "
+                f"number of envs ({self.num_envs})."
+            )
         stored = self._store.get(name)
         if stored is not None and stored.shape[1:] != value.shape:
             raise ValueError(f"Field '{name}' has shape {value.shape} but earlier steps had {stored.shape[1:]}.")
@@ -112,20 +119,23 @@ class RolloutBuffer:
         """Store a whole time-major field ``[T, N, ...]`` computed after the rollout (e.g. advantages)."""
         values = np.asarray(values)
         if values.shape[:2] != (self.n_steps, self.num_envs):
-            raise ValueError(f"Field '{name}' must be [n_steps, num_envs, ...] = "
-                             f"[{self.n_steps}, {self.num_envs}, ...]; got {values.shape}.")
+            raise ValueError(
+                f"Field '{name}' must be [n_steps, num_envs, ...] = "
+                f"[{self.n_steps}, {self.num_envs}, ...]; got {values.shape}."
+            )
         self._store[name] = values
 
     def data(self) -> dict[str, np.ndarray]:
         """The stored steps, time-major ``[T, N, ...]`` (views, valid until the next add)."""
-        return {k: v[:self._pos] for k, v in self._store.items()}
+        return {k: v[: self._pos] for k, v in self._store.items()}
 
     def flat(self) -> dict[str, np.ndarray]:
         """The stored samples flattened to ``[T * N, ...]`` (time-major order)."""
         return {k: v.reshape(-1, *v.shape[2:]) for k, v in self.data().items()}
 
-    def minibatches(self, batch_size: int, n_epochs: int = 1, fields: list[str] | None = None,
-                    shuffle: bool = True) -> Iterator[dict[str, np.ndarray]]:
+    def minibatches(
+        self, batch_size: int, n_epochs: int = 1, fields: list[str] | None = None, shuffle: bool = True
+    ) -> Iterator[dict[str, np.ndarray]]:
         """Shuffled minibatches of the flattened samples, every sample once per epoch.
 
         Args:

@@ -61,10 +61,7 @@ class _SegmentTree:
         idx = as_index_array("indices", indices, self._capacity, "the tree capacity")
         vals = np.atleast_1d(np.asarray(values, dtype=np.float64))
         if vals.shape != idx.shape:
-            raise ValueError(
-                "indices and values must have the same 1-d shape, got "
-                f"{idx.shape} and {vals.shape}."
-            )
+            raise ValueError(f"indices and values must have the same 1-d shape, got {idx.shape} and {vals.shape}.")
         self._check_values(vals)
         if idx.size == 0:
             return
@@ -120,9 +117,7 @@ class SumSegmentTree(_SegmentTree):
     def _check_values(self, values: np.ndarray) -> None:
         super()._check_values(values)
         if np.any(values < 0):
-            raise ValueError(
-                f"SumSegmentTree values must be non-negative; got {values[values < 0][0]}."
-            )
+            raise ValueError(f"SumSegmentTree values must be non-negative; got {values[values < 0][0]}.")
 
     def total(self) -> float:
         """Return the sum of all leaves."""
@@ -142,10 +137,7 @@ class SumSegmentTree(_SegmentTree):
         if total <= 0.0:
             raise ValueError("find_prefixsum_index needs a positive total, but all leaves are 0.")
         if p.size and not (np.all(np.isfinite(p)) and p.min() >= 0.0 and p.max() <= total):
-            raise ValueError(
-                f"prefixes must lie in [0, total] = [0, {total}]; "
-                f"got values from {p.min()} to {p.max()}."
-            )
+            raise ValueError(f"prefixes must lie in [0, total] = [0, {total}]; got values from {p.min()} to {p.max()}.")
         found = self._descend(p.copy(), avoid_empty=False)
         # With exact arithmetic the plain descent never ends on an empty leaf; when round-off
         # pushed a prefix past a subtree's sum it does, and those few are redone carefully.

@@ -11,5 +11,14 @@ from rlgraph_core.plugins.manager import (
     get_plugin_manager,
 )
 
-__all__ = ["LazyObject", "hookimpl", "hookspec", "KINDS", "FailedPlugin", "PluginInfo", "PluginManager", "RegisteredName",
-           "get_plugin_manager"]
+__all__ = [
+    "LazyObject",
+    "hookimpl",
+    "hookspec",
+    "KINDS",
+    "FailedPlugin",
+    "PluginInfo",
+    "PluginManager",
+    "RegisteredName",
+    "get_plugin_manager",
+]

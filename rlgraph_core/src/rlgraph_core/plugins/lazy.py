@@ -28,8 +28,10 @@ class LazyObject:
             try:
                 self._obj = getattr(importlib.import_module(module), attr)
             except Exception as exc:
-                raise PluginError(f"Plugin object '{self.target}' failed to import: "
-                                  f"{type(exc).__name__}: {exc}. Reinstall the package that provides it.") from exc
+                raise PluginError(
+                    f"Plugin object '{self.target}' failed to import: "
+                    f"{type(exc).__name__}: {exc}. Reinstall the package that provides it."
+                ) from exc
         return self._obj
 
     def __call__(self, *args, **kwargs):

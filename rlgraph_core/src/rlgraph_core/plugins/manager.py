@@ -37,8 +37,14 @@ CORE_DISTRIBUTION = "rlgraph-core"
 #: Plugin name of rlgraph-core's built-ins (their entry-point name).
 CORE_PLUGIN = "core"
 
-_SINGULAR = {"backends": "backend", "executors": "executor", "components": "component",
-             "agents": "agent", "memories": "memory", "loggers": "logger"}
+_SINGULAR = {
+    "backends": "backend",
+    "executors": "executor",
+    "components": "component",
+    "agents": "agent",
+    "memories": "memory",
+    "loggers": "logger",
+}
 
 
 def parse_plugin_names(text: str | None) -> frozenset[str]:
@@ -108,9 +114,12 @@ class PluginManager:
         self._hook_results: dict[tuple[str, str], dict] = {}
         self._registry: dict[str, dict[str, list[RegisteredName]]] | None = None
         if self.disabled & {CORE_PLUGIN, CORE_DISTRIBUTION}:
-            warnings.warn(f"rlgraph-core's built-ins cannot be blocked; ignoring "
-                          f"{sorted(self.disabled & {CORE_PLUGIN, CORE_DISTRIBUTION})} in the disabled plugins.",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"rlgraph-core's built-ins cannot be blocked; ignoring "
+                f"{sorted(self.disabled & {CORE_PLUGIN, CORE_DISTRIBUTION})} in the disabled plugins.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         if load_entry_points:
             self._load_entry_points()
         if not any(info.distribution == CORE_DISTRIBUTION for info in self._info.values()):
@@ -124,8 +133,11 @@ class PluginManager:
 
     def _fail(self, name: str, distribution: str, error: str, what: str) -> None:
         self.failed.append(FailedPlugin(name, distribution, error))
-        warnings.warn(f"rlgraph plugin '{name}' from distribution '{distribution}' {what} and was skipped "
-                      f"({error}).", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"rlgraph plugin '{name}' from distribution '{distribution}' {what} and was skipped ({error}).",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     def _load_entry_points(self) -> None:
         seen = set()
@@ -147,10 +159,14 @@ class PluginManager:
         matched = {n for p in self.blocked for n in (p.name, p.distribution)} | {CORE_PLUGIN, CORE_DISTRIBUTION}
         unmatched = sorted(self.disabled - matched)
         if unmatched:
-            known = sorted({p.name for p in [*self._info.values(), *self.blocked, *self.failed]})
-            warnings.warn(f"{DISABLE_ENV} / --disable-plugins names {', '.join(repr(n) for n in unmatched)}, "
-                          f"which matches no installed rlgraph plugin; installed plugins: {', '.join(known)}.",
-                          RuntimeWarning, stacklevel=3)
+            listed: list[PluginInfo | FailedPlugin] = [*self._info.values(), *self.blocked, *self.failed]
+            known = sorted({p.name for p in listed})
+            warnings.warn(
+                f"{DISABLE_ENV} / --disable-plugins names {', '.join(repr(n) for n in unmatched)}, "
+                f"which matches no installed rlgraph plugin; installed plugins: {', '.join(known)}.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def register(self, plugin: Any, distribution: str, version: str = "?", name: str | None = None) -> bool:
         """Register a plugin object (module or instance holding hook implementations).
@@ -172,8 +188,13 @@ class PluginManager:
             return False
         if name in self._info:
             other = self._info[name].distribution
-            self._fail(name, distribution, f"the plugin name '{name}' is already used by distribution '{other}'; "
-                       f"block one by distribution name with {DISABLE_ENV}", "could not be registered")
+            self._fail(
+                name,
+                distribution,
+                f"the plugin name '{name}' is already used by distribution '{other}'; "
+                f"block one by distribution name with {DISABLE_ENV}",
+                "could not be registered",
+            )
             return False
         try:
             self.pm.register(plugin, name=name)
@@ -197,9 +218,12 @@ class PluginManager:
                 plugin = exc.plugin
                 name = self.pm.get_name(plugin) or repr(plugin)
                 unknown = sorted(
-                    hook for hook, caller in vars(self.pm.hook).items()
-                    if not hook.startswith("_") and not caller.has_spec()
-                    and any(impl.plugin is plugin and not impl.optionalhook for impl in caller.get_hookimpls()))
+                    hook
+                    for hook, caller in vars(self.pm.hook).items()
+                    if not hook.startswith("_")
+                    and not caller.has_spec()
+                    and any(impl.plugin is plugin and not impl.optionalhook for impl in caller.get_hookimpls())
+                )
                 problems = []
                 for hook in unknown:
                     close = difflib.get_close_matches(hook, known, n=1)
@@ -207,9 +231,12 @@ class PluginManager:
                 self.pm.unregister(plugin)
                 info = self._info.pop(name, PluginInfo(name, "unknown", "?"))
                 self._registry = None
-                self._fail(name, info.distribution,
-                           f"{', '.join(problems) or 'unknown hook'}; the rlgraph hooks are {', '.join(known)}",
-                           "implements a hook rlgraph does not define")
+                self._fail(
+                    name,
+                    info.distribution,
+                    f"{', '.join(problems) or 'unknown hook'}; the rlgraph hooks are {', '.join(known)}",
+                    "implements a hook rlgraph does not define",
+                )
 
     # ------------------------------------------------------------------ queries
     @property
@@ -231,16 +258,25 @@ class PluginManager:
                 if not isinstance(result, Mapping) or not all(isinstance(k, str) for k in result):
                     raise TypeError(f"it returned {type(result).__name__}, not a dict of names")
                 result = dict(result)
-                problems = [f"{_SINGULAR[kind]} '{n}': {p}" for n, obj in result.items()
-                            if (p := _entry_problem(kind, obj))]
+                problems = [
+                    f"{_SINGULAR[kind]} '{n}': {p}" for n, obj in result.items() if (p := _entry_problem(kind, obj))
+                ]
                 if problems:
                     result = {n: obj for n, obj in result.items() if not _entry_problem(kind, obj)}
-                    self._fail(info.name, info.distribution, f"rlgraph_{kind}() registered "
-                               + "; ".join(problems), "registered invalid entries, which")
+                    self._fail(
+                        info.name,
+                        info.distribution,
+                        f"rlgraph_{kind}() registered " + "; ".join(problems),
+                        "registered invalid entries, which",
+                    )
             except Exception as exc:  # a broken hook must never break the core
                 result = {}
-                self._fail(info.name, info.distribution, f"rlgraph_{kind}() raised {type(exc).__name__}: {exc}",
-                           f"could not register its {kind}")
+                self._fail(
+                    info.name,
+                    info.distribution,
+                    f"rlgraph_{kind}() raised {type(exc).__name__}: {exc}",
+                    f"could not register its {kind}",
+                )
             self._hook_results[key] = result
         return self._hook_results[key]
 
@@ -252,7 +288,8 @@ class PluginManager:
                 info = self._info.get(impl.plugin_name, PluginInfo(impl.plugin_name, impl.plugin_name, "?"))
                 for name, obj in self._call_registration_hook(kind, impl).items():
                     registry[kind].setdefault(name, []).append(
-                        RegisteredName(kind, name, obj, info.distribution, info.version, info.name))
+                        RegisteredName(kind, name, obj, info.distribution, info.version, info.name)
+                    )
         return registry
 
     def _claims(self, kind: str) -> dict[str, list[RegisteredName]]:
@@ -293,19 +330,31 @@ class PluginManager:
         close = difflib.get_close_matches(name, list(entries), n=1) if isinstance(name, str) else []
         if close:
             hint += f" Did you mean '{close[0]}'?"
-        missing = {"torch": "rlgraph-torch", "tf": "rlgraph-tf", "ray-apex": "rlgraph-ray",
-                   "ray-sync": "rlgraph-ray", "ray-impala": "rlgraph-ray", "horovod": "rlgraph-horovod"}
+        missing = {
+            "torch": "rlgraph-torch",
+            "tf": "rlgraph-tf",
+            "ray-apex": "rlgraph-ray",
+            "ray-sync": "rlgraph-ray",
+            "ray-impala": "rlgraph-ray",
+            "horovod": "rlgraph-horovod",
+        }
         if name in missing:
             if missing[name] in {b.distribution for b in self.blocked}:
                 hint += f" It is provided by '{missing[name]}', which is blocked."
             else:
                 hint += f" It is provided by '{missing[name]}': pip install \"rlgraph-core[{name.split('-')[0]}]\"."
         if self.failed:
-            hint += " Plugins that failed to load: " + "; ".join(
-                f"{f.name} ({f.distribution}): {f.error}" for f in self.failed) + "."
+            hint += (
+                " Plugins that failed to load: "
+                + "; ".join(f"{f.name} ({f.distribution}): {f.error}" for f in self.failed)
+                + "."
+            )
         if self.blocked:
-            hint += " Blocked plugins (not loaded): " + ", ".join(
-                f"{b.name} ({b.distribution})" for b in self.blocked) + f" (see {DISABLE_ENV} / --disable-plugins)."
+            hint += (
+                " Blocked plugins (not loaded): "
+                + ", ".join(f"{b.name} ({b.distribution})" for b in self.blocked)
+                + f" (see {DISABLE_ENV} / --disable-plugins)."
+            )
         raise PluginError(
             f"Unknown {_SINGULAR[kind]} '{name}'{where}. Known {kind}: "
             f"{', '.join(sorted(entries)) or '(none installed)'}.{hint}"
@@ -323,23 +372,26 @@ def _entry_problem(kind: str, obj: Any) -> str | None:
         if not callable(cls):
             return f"the memory class {cls!r} is not callable"
         if not (isinstance(model, type) and issubclass(model, MemorySettings)):
-            return (f"the settings model {model!r} is not a subclass of "
-                    "rlgraph_core.memories.settings.MemorySettings")
+            return f"the settings model {model!r} is not a subclass of rlgraph_core.memories.settings.MemorySettings"
     return None
 
 
 def block_hint(claims: list[RegisteredName]) -> str:
     """How to block all but one claimant of a contested name (core's built-ins cannot be blocked)."""
     blockable = [c.plugin for c in claims if c.distribution != CORE_DISTRIBUTION] or [claims[-1].plugin]
-    return (f"block all but one with `rlgraph --disable-plugins <entry-point name>` or "
-            f"{DISABLE_ENV}=<entry-point name> (e.g. --disable-plugins {blockable[-1]})")
+    return (
+        f"block all but one with `rlgraph --disable-plugins <entry-point name>` or "
+        f"{DISABLE_ENV}=<entry-point name> (e.g. --disable-plugins {blockable[-1]})"
+    )
 
 
 def contested_message(kind: str, name: str, claims: list[RegisteredName], where: str = "") -> str:
     """The explanation for a name of ``kind`` that several plugins registered."""
     who = ", and ".join(f"entry point '{c.plugin}' of distribution '{c.distribution}' {c.version}" for c in claims)
-    return (f"The {_SINGULAR[kind]} name '{name}'{where} is registered by {len(claims)} plugins: {who}. "
-            f"rlgraph does not pick one: {block_hint(claims)}, or uninstall one of the distributions.")
+    return (
+        f"The {_SINGULAR[kind]} name '{name}'{where} is registered by {len(claims)} plugins: {who}. "
+        f"rlgraph does not pick one: {block_hint(claims)}, or uninstall one of the distributions."
+    )
 
 
 _DEFAULT: PluginManager | None = None

@@ -132,9 +132,7 @@ class Space:
     def _apply_json_flags(self, d: dict) -> "Space":
         """Return a copy of this space with the rank flags stored in ``d``."""
         out = self.with_batch_rank(bool(d.get("has_batch_rank", False)))
-        return out.with_time_rank(
-            bool(d.get("has_time_rank", False)), bool(d.get("time_major", False))
-        )
+        return out.with_time_rank(bool(d.get("has_time_rank", False)), bool(d.get("time_major", False)))
 
     # ------------------------------------------------------- abstract API
     @property
@@ -274,8 +272,7 @@ class Space:
         target = _SPACE_TYPES.get(type_name)
         if target is None:
             raise SpaceError(
-                f"Cannot rebuild a space of unknown type {type_name!r}: expected one "
-                f"of {sorted(_SPACE_TYPES)}."
+                f"Cannot rebuild a space of unknown type {type_name!r}: expected one of {sorted(_SPACE_TYPES)}."
             )
         if not issubclass(target, cls):
             raise SpaceError(
@@ -319,15 +316,11 @@ def normalize_size(size: Any) -> tuple[int, ...]:
     elif isinstance(size, (tuple, list)):
         dims = tuple(size)
     else:
-        raise SpaceError(
-            f"Invalid size {size!r}: expected None, a non-negative int, or a tuple "
-            f"of non-negative ints."
-        )
+        raise SpaceError(f"Invalid size {size!r}: expected None, a non-negative int, or a tuple of non-negative ints.")
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
             raise SpaceError(
-                f"Invalid size {size!r}: expected None, a non-negative int, or a "
-                f"tuple of non-negative ints."
+                f"Invalid size {size!r}: expected None, a non-negative int, or a tuple of non-negative ints."
             )
     return tuple(int(d) for d in dims)
 

@@ -290,8 +290,7 @@ def _int_bound(x: Any, name: str, dtype: np.dtype, cls_name: str) -> np.ndarray:
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise SpaceError(
-                f"{cls_name} {name}={x!r} is not integral: expected finite integers "
-                f"(bounds are inclusive)."
+                f"{cls_name} {name}={x!r} is not integral: expected finite integers (bounds are inclusive)."
             )
     elif arr.dtype.kind not in "iuO":
         raise SpaceError(f"{cls_name} {name}={x!r} has dtype {arr.dtype}: expected integers.")

@@ -27,10 +27,7 @@ def _as_space(x: Any, where: str) -> Space:
         return Dict(x)
     if isinstance(x, builtins.tuple):
         return Tuple(x)
-    raise SpaceError(
-        f"{where} is a {type(x).__name__} ({x!r}): expected a Space (or a dict/tuple "
-        f"of spaces)."
-    )
+    raise SpaceError(f"{where} is a {type(x).__name__} ({x!r}): expected a Space (or a dict/tuple of spaces).")
 
 
 class ContainerSpace(Space):
@@ -214,9 +211,7 @@ class Dict(ContainerSpace):
                     f"Invalid Dict key {key!r}: expected a non-empty string without '/' "
                     f"('/' separates levels of flat keys)."
                 )
-        self._spaces: dict[str, Space] = {
-            k: _as_space(merged[k], f"Dict entry {k!r}") for k in sorted(merged)
-        }
+        self._spaces: dict[str, Space] = {k: _as_space(merged[k], f"Dict entry {k!r}") for k in sorted(merged)}
         self._finish_init()
 
     def _items(self) -> list[tuple[str, Space]]:

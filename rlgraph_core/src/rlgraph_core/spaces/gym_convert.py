@@ -91,8 +91,7 @@ def _from_gym_box(box: Any) -> Space:
             f"boxes (low=False, high=True) map to rlgraph's BoolBox."
         )
     raise SpaceError(  # pragma: no cover - gymnasium rejects other dtypes itself
-        f"Cannot convert a gymnasium Box with dtype {box.dtype}: expected a float, "
-        f"integer or bool dtype."
+        f"Cannot convert a gymnasium Box with dtype {box.dtype}: expected a float, integer or bool dtype."
     )
 
 

@@ -17,16 +17,10 @@ def normalize_shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
-        raise SpaceError(
-            f"Invalid {what} {shape!r}: expected a tuple of non-negative ints "
-            f"(or a single int)."
-        )
+        raise SpaceError(f"Invalid {what} {shape!r}: expected a tuple of non-negative ints (or a single int).")
     for d in shape:
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
-            raise SpaceError(
-                f"Invalid {what} {shape!r}: expected a tuple of non-negative ints "
-                f"(or a single int)."
-            )
+            raise SpaceError(f"Invalid {what} {shape!r}: expected a tuple of non-negative ints (or a single int).")
     return tuple(int(d) for d in shape)
 
 
@@ -119,14 +113,11 @@ class LeafSpace(Space):
                 f"{self._kind_description} dtype (such as {self._dtype})."
             )
         lead = self._leading_dims("batch", "time")
-        if arr.ndim != len(lead) + self.rank or arr.shape[len(lead):] != self._shape:
+        if arr.ndim != len(lead) + self.rank or arr.shape[len(lead) :] != self._shape:
             note = ""
             if lead:
                 note = " where " + " and ".join(f"'{d}' may be any size" for d in lead)
-            return (
-                f"{path} has shape {arr.shape}, but {self!r} expects shape "
-                f"{format_shape(lead + self._shape)}{note}."
-            )
+            return f"{path} has shape {arr.shape}, but {self!r} expects shape {format_shape(lead + self._shape)}{note}."
         return self._bounds_problem(arr, path)
 
     # ----------------------------------------------------------- flattening
@@ -138,18 +129,14 @@ class LeafSpace(Space):
         """Store ``value`` as an array under ``prefix``."""
         if isinstance(value, (Mapping, tuple)):
             raise SpaceError(
-                f"Cannot flatten {_where(prefix)}: got a {type(value).__name__}, but "
-                f"{self!r} expects a single array."
+                f"Cannot flatten {_where(prefix)}: got a {type(value).__name__}, but {self!r} expects a single array."
             )
         out[prefix] = np.asarray(value)
 
     def _unflatten_from(self, flat: Any, prefix: str) -> Any:
         """Fetch the array stored under ``prefix``."""
         if prefix not in flat:
-            raise SpaceError(
-                f"Cannot unflatten: flat key {prefix!r} for {self!r} is missing; got "
-                f"keys {list(flat)}."
-            )
+            raise SpaceError(f"Cannot unflatten: flat key {prefix!r} for {self!r} is missing; got keys {list(flat)}.")
         return flat[prefix]
 
     # ------------------------------------------------------------ misc

@@ -93,8 +93,11 @@ def backend_params(modes: Iterable[str] = ("eager", "static")) -> list:
     import pytest
 
     modes = tuple(modes)
-    return [pytest.param(pair, id=f"{pair[0]}-{pair[1]}") for pair in backend_pairs()
-            if pair[0] == "numpy" or pair[1] in modes]
+    return [
+        pytest.param(pair, id=f"{pair[0]}-{pair[1]}")
+        for pair in backend_pairs()
+        if pair[0] == "numpy" or pair[1] in modes
+    ]
 
 
 def make_test_backend(name: str, mode: str = "eager", device: str = "cpu", seed: int | None = 0) -> Backend:
@@ -130,29 +133,33 @@ class ComponentTest:
         report: the :class:`~rlgraph_core.graph.BuildReport` of the build.
     """
 
-    def __init__(self, component: Component, input_spaces: dict[str, dict[str, Space]],
-                 backend: Backend | str | tuple[str, str], compile_apis: tuple[str, ...] | None = None):
+    def __init__(
+        self,
+        component: Component,
+        input_spaces: dict[str, dict[str, Space]],
+        backend: Backend | str | tuple[str, str],
+        compile_apis: tuple[str, ...] | None = None,
+    ):
         self.component = component
         self.backend = _as_backend(backend)
         self.input_spaces = input_spaces
         self.report = build(component, input_spaces, self.backend, compile_apis)
         # The undecorated API methods: used for gradients and train steps, which must not run
         # inside the no-gradient wrapper that ``build`` puts around (compiled) root methods.
-        self._raw = {name: types.MethodType(raw, component)
-                     for name, raw in type(component).api_methods().items()}
+        self._raw = {name: types.MethodType(raw, component) for name, raw in type(component).api_methods().items()}
 
     # --- conversions -----------------------------------------------------------------------
     def _inputs(self, method: str, args: tuple) -> list:
         """Check ``args`` against the method's input spaces and convert them to tensors."""
         if method not in self.input_spaces:
             raise BuildError(
-                f"'{method}' was not built on '{self.component.scope}'; built API methods: "
-                f"{sorted(self.input_spaces)}."
+                f"'{method}' was not built on '{self.component.scope}'; built API methods: {sorted(self.input_spaces)}."
             )
         spaces = self.input_spaces[method]
         if len(args) != len(spaces):
-            raise TypeError(f"'{self.component.scope}.{method}' takes {len(spaces)} inputs "
-                            f"({', '.join(spaces)}), got {len(args)}.")
+            raise TypeError(
+                f"'{self.component.scope}.{method}' takes {len(spaces)} inputs ({', '.join(spaces)}), got {len(args)}."
+            )
         out = []
         for (arg_name, space), value in zip(spaces.items(), args):
             arr = np.asarray(value)
@@ -197,8 +204,10 @@ class ComponentTest:
         unknown = sorted(set(weights) - set(own))
         missing = sorted(set(own) - set(weights)) if strict else []
         if unknown or missing:
-            raise KeyError(f"Weights do not match '{self.component.scope}': unknown {unknown}, "
-                           f"missing {missing}; its variables are {sorted(own)}.")
+            raise KeyError(
+                f"Weights do not match '{self.component.scope}': unknown {unknown}, "
+                f"missing {missing}; its variables are {sorted(own)}."
+            )
         for name, value in weights.items():
             current = self.backend.to_numpy(own[name])
             value = np.asarray(value)
@@ -221,11 +230,13 @@ class ComponentTest:
 
     def _require_autodiff(self, what: str) -> None:
         if not getattr(self.backend, "supports_autodiff", True):
-            raise NotImplementedError(f"Backend '{self.backend.name}' has no automatic differentiation, "
-                                      f"so {what} is not available on it.")
+            raise NotImplementedError(
+                f"Backend '{self.backend.name}' has no automatic differentiation, so {what} is not available on it."
+            )
 
-    def gradients(self, method: str, *args: Any, objective: Objective | None = None,
-                  wrt_inputs: Iterable[str] = ()) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def gradients(
+        self, method: str, *args: Any, objective: Objective | None = None, wrt_inputs: Iterable[str] = ()
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Loss and gradients of the component's trainable variables, as numpy.
 
         The loss is ``objective(ops, outputs)`` if given, else the method's first output (which
