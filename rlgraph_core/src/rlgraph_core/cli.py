@@ -12,6 +12,26 @@ from pathlib import Path
 from rlgraph_core.errors import RLGraphError
 
 
+#: Flags that override a config field (on a new run and on a resumed one alike).
+FLAG_FIELDS = (
+    ("backend", "train.backend"),
+    ("mode", "train.mode"),
+    ("executor", "train.executor"),
+    ("device", "train.device"),
+    ("seed", "train.seed"),
+)
+
+
+def _overrides(args) -> list[str]:
+    """``--set`` items plus the shortcut flags, as ``key=value`` overrides."""
+    overrides = list(args.set or [])
+    for flag, key in FLAG_FIELDS:
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    return overrides
+
+
 def _resolve_config(args) -> "RunConfig":  # noqa: F821
     from rlgraph_core.config.run import (
         DEFAULT_CONFIG_NAME,
@@ -24,55 +44,101 @@ def _resolve_config(args) -> "RunConfig":  # noqa: F821
 
     name = getattr(args, "config", None) or DEFAULT_CONFIG_NAME
     raw = load_shipped_config(name) if name in shipped_configs() and not Path(name).exists() else load_config_file(name)
-    overrides = list(args.set or [])
-    for flag, key in (
-        ("backend", "train.backend"),
-        ("mode", "train.mode"),
-        ("executor", "train.executor"),
-        ("device", "train.device"),
-        ("seed", "train.seed"),
-    ):
-        value = getattr(args, flag, None)
-        if value is not None:
-            overrides.append(f"{key}={value}")
-    return validate_config(apply_overrides(raw, overrides))
+    return validate_config(apply_overrides(raw, _overrides(args)))
+
+
+def resolve_resume(path: str | Path) -> Path:
+    """The checkpoint ``--resume PATH`` means: PATH itself, or the newest checkpoint of run folder PATH.
+
+    A run folder holds its final ``checkpoint`` and periodic ``checkpoints/``; after a crash the
+    periodic one may be newer, so the one with the most env steps is taken.
+    """
+    from rlgraph_core.checkpoint import latest_checkpoint, read_meta
+
+    path = Path(path)
+    if (path / "meta.json").is_file():
+        return path
+    candidates = [c for c in (path / "checkpoint", latest_checkpoint(path)) if c is not None and c.exists()]
+    best, best_steps = None, -1
+    for candidate in candidates:
+        with contextlib.suppress(RLGraphError):
+            steps = int(read_meta(candidate)[0].get("counters", {}).get("timesteps", 0))
+            if steps > best_steps:
+                best, best_steps = candidate, steps
+    if best is None:
+        raise RLGraphError(
+            f"--resume '{path}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
+            f"(checkpoint/ or checkpoints/); pass a run's --out folder or one of its checkpoints."
+        )
+    return best
 
 
 def cmd_train(args) -> int:
-    """Train an agent; the default (no CONFIG) is DQN on CartPole-v1 with torch."""
+    """Train an agent; the default (no CONFIG) is DQN on CartPole-v1 with torch.
+
+    Exit codes: 0 when the run used its budget or reached its target, 130 after Ctrl-C, 143
+    after SIGTERM (both after a final checkpoint), 1 when the environment, the agent or a plugin
+    raised (after a final checkpoint), 2 for a user mistake (nothing run).
+    """
     from rlgraph_core.assemble import assemble
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
+    from rlgraph_core.execution.run_dir import claim_run_dir, run_dir_of, trim_metrics
+    from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed
     from rlgraph_core.plugins import get_plugin_manager
 
+    resume = None
     if args.resume:
         if args.config:
             raise RLGraphError(
-                "Pass either a CONFIG or --resume DIR, not both: a resumed run uses the "
-                "config stored in its checkpoint (override fields with --set)."
+                "Pass either a CONFIG or --resume DIR, not both: a resumed run uses the config stored in its "
+                "checkpoint (change fields with --set, --backend, --mode, --seed ...)."
             )
-        _, stored = read_meta(args.resume)
-        config = validate_config(apply_overrides(stored, list(args.set or [])))
+        resume = resolve_resume(args.resume)
+        meta, stored = read_meta(resume)
+        config = validate_config(apply_overrides(stored, _overrides(args)))
     else:
         config = _resolve_config(args)
     if args.no_progress:
         config.train.progress_bar = False
-    out = Path(args.out or f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}")
+    default_out = f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}"
+    if resume is not None and args.out is None:
+        out = run_dir_of(resume) or Path(default_out)
+    else:
+        out = Path(args.out or default_out)
+    continuing = resume is not None and run_dir_of(resume) is not None and run_dir_of(resume).resolve() == out.resolve()
     assembly = assemble(config, get_plugin_manager())
-    print(
-        f"rlgraph: training {config.agent.type} on {config.env.id} with backend "
-        f"{config.train.backend} ({config.train.mode}), executor {config.train.executor}; output in {out}"
-    )
-    summary = assembly.executor_class(config, out, assembly=assembly, resume_dir=args.resume).run()
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    with claim_run_dir(out, resume=continuing, overwrite=args.overwrite):
+        if continuing:
+            # Rows logged after the checkpoint would be logged again by the resumed run.
+            trim_metrics(out / "metrics.jsonl", int(meta.get("counters", {}).get("timesteps", 0)))
+        what = f"resuming {resume} ({meta.get('counters', {}).get('timesteps', '?')} steps)" if resume else "training"
+        print(
+            f"rlgraph: {what}: {config.agent.type} on {config.env.id} with backend {config.train.backend} "
+            f"({config.train.mode}), executor {config.train.executor}; output in {out}"
+        )
+        try:
+            summary = assembly.executor_class(config, out, assembly=assembly, resume_dir=resume).run()
+        except RunFailed as exc:
+            summary = exc.summary
+            print(
+                f"rlgraph: the run failed: {summary['error']} (at {summary['timesteps']} env steps). The work so far "
+                f"is saved: checkpoint {summary['checkpoint']}, summary.json in {out} (with the traceback). "
+                f"Resume with: rlgraph train --resume {out}",
+                file=sys.stderr,
+            )
+            return EXIT_CODES["error"]
     ev = summary.get("eval_return_mean")
+    ended = summary.get("ended_by", "total_timesteps")
     print(
-        f"done: {summary['timesteps']} steps in {summary['wall_time']:.1f}s "
-        f"({summary['env_steps_per_s']:.0f} env steps/s, {summary['updates_per_s']:.0f} updates/s), "
-        f"last eval return {ev if ev is None else round(ev, 1)}, build {summary['build_seconds'] * 1000:.0f} ms; "
-        f"checkpoint: {summary['checkpoint']}"
+        f"{'done' if EXIT_CODES.get(ended, 0) == 0 else 'stopped (' + ended + ')'}: {summary['timesteps']} steps in "
+        f"{summary['wall_time']:.1f}s ({summary['env_steps_per_s']:.0f} env steps/s, "
+        f"{summary['updates_per_s']:.0f} updates/s), last eval return {ev if ev is None else round(ev, 1)}, "
+        f"build {summary['build_seconds'] * 1000:.0f} ms; checkpoint: {summary['checkpoint']}"
     )
-    return 0
+    if EXIT_CODES.get(ended, 0):
+        print(f"rlgraph: resume with: rlgraph train --resume {out}", file=sys.stderr)
+    return EXIT_CODES.get(ended, 0)
 
 
 def cmd_evaluate(args) -> int:
@@ -230,7 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train an agent")
     run_options(t)
     t.add_argument("--out", help="output folder (metrics.jsonl, learning_curve.png, checkpoint/)")
-    t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint folder")
+    t.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue a run: its --out folder (newest checkpoint) or a checkpoint folder; flags and --set apply",
+    )
+    t.add_argument("--overwrite", action="store_true", help="replace the previous run in a non-empty --out folder")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.set_defaults(func=cmd_train)
 

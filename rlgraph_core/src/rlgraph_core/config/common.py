@@ -60,6 +60,10 @@ class TrainConfig(StrictModel):
     eval_interval: int = Field(5_000, gt=0, description="env steps between evaluations")
     eval_episodes: int = Field(10, gt=0)
     log_interval: int = Field(2_000, gt=0, description="env steps between metric lines")
+    checkpoint_interval: Optional[int] = Field(
+        None, gt=0, description="env steps between periodic checkpoints; null = every eval_interval"
+    )
+    keep_checkpoints: int = Field(3, ge=1, description="periodic checkpoints kept (the newest)")
     loggers: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
     progress_bar: bool = True
 

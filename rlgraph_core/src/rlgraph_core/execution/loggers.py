@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from rlgraph_core.execution.run_dir import json_line
 
 
 class MetricLogger:
@@ -44,7 +45,7 @@ class ConsoleLogger(MetricLogger):
 
 
 class JsonlLogger(MetricLogger):
-    """Appends each iteration's metrics as one JSON object per line to ``metrics.jsonl``."""
+    """Appends each iteration's metrics as one JSON object per line to ``metrics.jsonl`` (NaN -> null)."""
 
     def __init__(self, out_dir):
         super().__init__(out_dir)
@@ -52,7 +53,7 @@ class JsonlLogger(MetricLogger):
         self._file = open(self.out_dir / "metrics.jsonl", "a")
 
     def log(self, metrics):
-        self._file.write(json.dumps(metrics) + "\n")
+        self._file.write(json_line(metrics) + "\n")
         self._file.flush()
 
     def close(self):

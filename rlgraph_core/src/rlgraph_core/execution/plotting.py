@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from rlgraph_core.execution.run_dir import read_metrics
 
 
 def plot_learning_curve(metrics_file: str | Path, out_png: str | Path, title: str = "") -> bool:
     """Plot training and evaluation returns against timesteps; False if nothing to plot."""
-    rows = [json.loads(line) for line in Path(metrics_file).read_text().splitlines() if line.strip()]
+    rows = read_metrics(metrics_file)  # a torn last line (after a crash) is skipped with a warning
     if not rows:
         return False
     import matplotlib

@@ -1,0 +1,67 @@
+"""How a run ends: stop requests from signals, the reasons a run ends, and their exit codes."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+#: Why a run ended, and the exit code ``rlgraph train`` returns for it (128 + signal number
+#: for signals, as shells report them).
+EXIT_CODES = {
+    "total_timesteps": 0,  # the step budget is used up
+    "target_return": 0,  # the evaluation reached train.target_return
+    "sigint": 130,  # Ctrl-C
+    "sigterm": 143,  # SIGTERM (e.g. a scheduler or `kill`)
+    "error": 1,  # the environment, the agent or a plugin raised
+}
+
+
+class RunFailed(Exception):
+    """A run ended because the environment, the agent or a plugin raised.
+
+    Raised after the final checkpoint, ``summary.json`` and the plot were written; ``summary``
+    holds them (``summary["error"]`` names the exception) and ``__cause__`` is the original error.
+    """
+
+    def __init__(self, summary: dict):
+        self.summary = summary
+        super().__init__(summary.get("error", "the run failed"))
+
+
+class StopRequest:
+    """Turns SIGINT and SIGTERM into a request to stop at the next safe point of the loop.
+
+    Use as a context manager around a training loop and check :attr:`reason` once per step:
+    the loop then ends cleanly (final checkpoint, summary, plot). A second Ctrl-C while
+    stopping raises KeyboardInterrupt at once (checkpoint saves are atomic, so that loses at
+    most the checkpoint being written). Outside the main thread signals cannot be handled and
+    the request only ever comes from :meth:`request`.
+    """
+
+    SIGNALS = {signal.SIGINT: "sigint", signal.SIGTERM: "sigterm"}
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._previous: dict[int, object] = {}
+
+    def request(self, reason: str) -> None:
+        """Ask the loop to stop (the first reason given is kept)."""
+        if self.reason is None:
+            self.reason = reason
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.reason is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.request(self.SIGNALS[signum])
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
