@@ -17,6 +17,7 @@ from rlgraph_core.components.exploration import EpsilonGreedy
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.q_head import QNetwork
 from rlgraph_core.components.schedules import LinearSchedule, as_schedule, check_schedule_range
+from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.agents.slots import ComponentResolver, make_slot_component
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.config.common import ComponentSlot, ScheduleOrFloat
@@ -127,9 +128,8 @@ class DQNAgent(OffPolicyAgent):
     ):
         if not isinstance(action_space, Discrete):
             raise ConfigError(
-                f"DQN needs a single Discrete action space (n actions); this environment's is "
-                f"{action_space!r}. For other action spaces use PPO or A2C (Discrete or Box "
-                f"actions) or SAC (bounded Box actions)."
+                f"DQN supports only a single Discrete action space (n actions, like CartPole's); this "
+                f"environment's is {action_space!r}. {action_space_hint(action_space)}"
             )
         if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
             raise ConfigError(f"DQN's MLP needs a rank-1 float observation space; got {observation_space!r}.")
