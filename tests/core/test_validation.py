@@ -176,3 +176,170 @@ def test_an_unknown_device_name_is_refused_before_anything_is_built(device):
 @pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:1", "gpu", "gpu:0", "CUDA:0"])
 def test_known_device_names_validate(device):
     assert validate_config(apply_overrides(DEFAULT_CONFIG, [f"train.device={device}"])).train.device == device
+
+
+# --------------------------------------------------------------------------- replay memory size
+def test_replay_size_estimate_counts_obs_twice_action_reward_terminal_discount():
+    import gymnasium as gym
+
+    from rlgraph_core.memories.sizing import estimate_replay_bytes, record_bytes
+
+    obs, act = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    # 2 x 4 float32 + int64 action + float32 reward + bool terminal + float32 discount
+    assert record_bytes(obs, act) == 2 * 16 + 8 + 4 + 1 + 4 == 49
+    assert record_bytes(gym.spaces.Box(0, 255, (84, 84, 4), dtype="uint8"), gym.spaces.Box(-1, 1, (3,))) == (
+        2 * 84 * 84 * 4 * 4 + 12 + 9
+    )
+    assert estimate_replay_bytes(1000, obs, act) == 49_000
+    # two float64 trees of 2 x 1024 nodes for 1000 leaves
+    assert estimate_replay_bytes(1000, obs, act, prioritized=True) == 49_000 + 2 * 2 * 1024 * 8
+
+
+def test_a_replay_memory_that_cannot_fit_is_refused_naming_size_and_available_memory():
+    import gymnasium as gym
+
+    from rlgraph_core.memories.sizing import available_memory_bytes, check_replay_fits
+
+    obs, act = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    assert check_replay_fits(1000, obs, act, available=10**6) == 49_000
+    with pytest.raises(ConfigError) as info:
+        check_replay_fits(10**13, obs, act, available=8 * 2**30)
+    msg = str(info.value)
+    assert "'agent.memory.capacity' = 10000000000000" in msg
+    assert "445.7 TiB" in msg and "8.0 GiB" in msg and "49 bytes per record" in msg
+    available = available_memory_bytes()
+    assert available is None or available > 0
+
+
+# --------------------------------------------------------------------------- --out
+def test_check_out_dir_accepts_new_and_existing_writable_folders_and_creates_nothing(tmp_path):
+    from rlgraph_core.execution.out_dir import check_out_dir
+
+    assert check_out_dir(tmp_path) == tmp_path
+    assert check_out_dir(str(tmp_path / "a" / "b")) == tmp_path / "a" / "b"
+    assert list(tmp_path.iterdir()) == []  # the write probe leaves nothing behind
+
+
+@pytest.mark.parametrize(
+    "make, fragment",
+    [
+        (lambda d: (d / "file").write_text("x") and d / "file", "is an existing file"),
+        (lambda d: (d / "file").write_text("x") and d / "file" / "sub", "is not a folder"),
+        (lambda d: d / ("x" * 300), "longer than"),
+        (lambda d: f"{d}/a\0b", "NUL"),
+        (lambda d: "", "empty"),
+    ],
+)
+def test_check_out_dir_refuses_impossible_paths(tmp_path, make, fragment):
+    from rlgraph_core.execution.out_dir import check_out_dir
+
+    with pytest.raises(ConfigError, match="--out") as info:
+        check_out_dir(make(tmp_path))
+    assert fragment in str(info.value)
+
+
+def test_check_out_dir_refuses_a_folder_it_cannot_write(tmp_path):
+    import os
+
+    from rlgraph_core.execution.out_dir import check_out_dir
+
+    targets = [p for p in ("/proc/rlgraph-out", "/sys/rlgraph-out") if os.path.isdir(os.path.dirname(p))]
+    if hasattr(os, "geteuid") and os.geteuid() != 0:  # permissions do not stop root
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        targets += [str(locked), str(locked / "new")]
+    if not targets:
+        pytest.skip("no unwritable folder to try (root, and no /proc or /sys)")
+    for target in targets:
+        with pytest.raises(ConfigError, match="not writable"):
+            check_out_dir(target)
+
+
+# --------------------------------------------------------------------------- env ids
+EXAMPLE_ENV_DIR = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "custom_env"
+
+
+@pytest.fixture
+def example_env_on_path(monkeypatch):
+    """``examples/custom_env`` importable; its module and registration are removed afterwards."""
+    import sys
+
+    import gymnasium as gym
+
+    monkeypatch.syspath_prepend(str(EXAMPLE_ENV_DIR))
+    sys.modules.pop("my_env", None)
+    gym.registry.pop("Corridor-v0", None)
+    yield
+    sys.modules.pop("my_env", None)
+    gym.registry.pop("Corridor-v0", None)
+
+
+def test_custom_env_ids_resolve_as_class_and_as_registered_id(example_env_on_path):
+    import gymnasium as gym
+
+    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.envs import make_eval_env, make_vector_env, resolve_env_id
+
+    spec = resolve_env_id("my_env:Corridor")
+    assert isinstance(spec, gym.envs.registration.EnvSpec) and spec.entry_point == "my_env:Corridor"
+    assert resolve_env_id("my_env:Corridor-v0") == "my_env:Corridor-v0"
+    assert resolve_env_id("CartPole-v1") == "CartPole-v1"
+    for env_id in ("my_env:Corridor", "my_env:Corridor-v0"):
+        cfg = EnvConfig(id=env_id, num_envs=2, kwargs={"length": 3})
+        env = make_eval_env(cfg)
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (3,) and env.action_space == gym.spaces.Discrete(2)
+        env.close()
+        envs = make_vector_env(cfg, seed=0)
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (2, 3)
+        envs.step([1, 1])
+        envs.close()
+
+
+@pytest.mark.parametrize(
+    "env_id, fragments",
+    [
+        ("no_such_module_xyz:Env", ["no module named 'no_such_module_xyz'", "PYTHONPATH"]),
+        ("my_env:Corridr", ["no attribute 'Corridr'", "did you mean 'my_env:Corridor'", "Corridor-v0"]),
+        ("collections:OrderedDict", ["not a subclass of gymnasium.Env"]),
+        ("os:getcwd", ["not a subclass of gymnasium.Env"]),
+        ("a:b:c", ["one colon"]),
+        ("CartPol-v1", ["not a registered gymnasium environment", "CartPole-v1", "module.path:ClassName"]),
+    ],
+)
+def test_bad_custom_env_ids_are_clear_config_errors(example_env_on_path, env_id, fragments):
+    from rlgraph_core.envs import resolve_env_id
+
+    with pytest.raises(ConfigError) as info:
+        resolve_env_id(env_id)
+    msg = str(info.value)
+    assert msg.startswith(f"'env.id' = '{env_id}'")
+    for fragment in fragments:
+        assert fragment in msg, msg
+
+
+def test_a_module_that_fails_to_import_is_named(tmp_path, monkeypatch):
+    from rlgraph_core.envs import resolve_env_id
+
+    (tmp_path / "broken_env_mod.py").write_text("import not_installed_dependency_xyz\n")
+    (tmp_path / "raising_env_mod.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match="needs 'not_installed_dependency_xyz'"):
+        resolve_env_id("broken_env_mod:Env")
+    with pytest.raises(ConfigError, match="RuntimeError: boom"):
+        resolve_env_id("raising_env_mod:Env")
+
+
+def test_bad_env_kwargs_are_a_config_error_naming_the_env_and_the_kwargs():
+    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.envs import make_eval_env, make_vector_env
+
+    for vectorization in ("sync", "async"):
+        cfg = EnvConfig(id="CartPole-v1", num_envs=2, vectorization=vectorization, kwargs={"foo": 1})
+        with pytest.raises(ConfigError) as info:
+            make_vector_env(cfg, seed=0)
+        assert "'env.id' = 'CartPole-v1'" in str(info.value) and "{'foo': 1}" in str(info.value)
+    with pytest.raises(ConfigError, match="unexpected keyword argument 'foo'"):
+        make_eval_env(EnvConfig(id="CartPole-v1", kwargs={"foo": 1}))

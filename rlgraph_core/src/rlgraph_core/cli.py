@@ -43,8 +43,11 @@ def cmd_train(args) -> int:
     from rlgraph_core.assemble import assemble
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
+    from rlgraph_core.execution.out_dir import check_out_dir
     from rlgraph_core.plugins import get_plugin_manager
 
+    if args.out is not None:
+        check_out_dir(args.out)
     if args.resume:
         if args.config:
             raise RLGraphError(
@@ -59,6 +62,11 @@ def cmd_train(args) -> int:
         config.train.progress_bar = False
     out = Path(args.out or f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}")
     assembly = assemble(config, get_plugin_manager())
+    if args.dry_run:
+        from rlgraph_core.execution.dry_run import dry_run
+
+        print(dry_run(assembly, out, resume_dir=args.resume))
+        return 0
     print(
         f"rlgraph: training {config.agent.type} on {config.env.id} with backend "
         f"{config.train.backend} ({config.train.mode}), executor {config.train.executor}; output in {out}"
@@ -195,6 +203,17 @@ def cmd_graph(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse reports anything else as a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rlgraph`` command."""
     p = argparse.ArgumentParser(prog="rlgraph", description="Design and run deep RL algorithms on any backend.")
@@ -232,11 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", help="output folder (metrics.jsonl, learning_curve.png, checkpoint/)")
     t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint folder")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate, build the agent and the envs, print the plan and exit without training or writing --out",
+    )
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="evaluate a checkpoint")
     e.add_argument("checkpoint", help="checkpoint folder written by 'rlgraph train'")
-    e.add_argument("--episodes", type=int, default=10)
+    e.add_argument("--episodes", type=_positive_int, default=10, help="number of episodes (>= 1; default 10)")
     e.add_argument("--render-to", metavar="FILE", help="write frames to a .gif (or last frame to .png)")
     e.add_argument("--backend", help="evaluate on another backend than the one that trained")
     e.add_argument("--mode", choices=["eager", "static"])

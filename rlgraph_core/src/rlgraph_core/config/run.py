@@ -248,15 +248,11 @@ def _non_finite_values(value: Any, path: str):
 
 
 def _check_env_id(env_id: str) -> None:
-    import difflib
+    """Check that ``env.id`` names an environment gymnasium can make: a registered id,
+    ``module:EnvId`` or ``module.path:ClassName`` (see :func:`rlgraph_core.envs.resolve_env_id`)."""
+    from rlgraph_core.envs import resolve_env_id
 
-    import gymnasium as gym
-
-    if env_id in gym.registry:
-        return
-    close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise ConfigError(f"'env.id' = '{env_id}' is not a registered gymnasium environment.{hint}")
+    resolve_env_id(env_id)
 
 
 def load_config_file(path: str | Path) -> dict:
