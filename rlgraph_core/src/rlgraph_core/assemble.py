@@ -28,6 +28,7 @@ from rlgraph_core.config.memory import make_memory
 from rlgraph_core.envs import make_eval_env, make_vector_env
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
+from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
 from rlgraph_core.spaces import from_gym
 
@@ -87,6 +88,8 @@ class Assembly:
         actor or learner copies whose replay lives elsewhere.
         """
         seed = self.config.train.seed if seed is None else seed
+        if with_memory:
+            self.check_memory_fits(observation_space, action_space)
         memory = self.make_memory(seed) if with_memory else self._placeholder_memory(seed)
         return self.agent_class(
             self.config.agent,
@@ -98,6 +101,36 @@ class Assembly:
             memory=memory,
             components=self.resolve_component,
         )
+
+    def memory_bytes(self, observation_space, action_space) -> int | None:
+        """Estimated bytes of the configured replay memory when full (None without one).
+
+        See :mod:`rlgraph_core.memories.sizing`: the observation twice, action, reward, terminal
+        and discount per record, plus segment trees for a prioritized memory.
+        """
+        settings = getattr(self.config.agent, "memory", None)
+        if settings is None or self.memory_class is None:
+            return None
+        return estimate_replay_bytes(
+            settings.capacity, _as_space(observation_space), _as_space(action_space), self._memory_prioritized()
+        )
+
+    def check_memory_fits(self, observation_space, action_space) -> int | None:
+        """Refuse (ConfigError naming ``agent.memory.capacity``, the estimated size and the memory
+        available) a replay memory that cannot fit in this machine's memory; return its estimate."""
+        settings = getattr(self.config.agent, "memory", None)
+        if settings is None or self.memory_class is None:
+            return None
+        return check_replay_fits(
+            settings.capacity,
+            _as_space(observation_space),
+            _as_space(action_space),
+            prioritized=self._memory_prioritized(),
+        )
+
+    def _memory_prioritized(self) -> bool:
+        cls = self.memory_class.resolve() if hasattr(self.memory_class, "resolve") else self.memory_class
+        return bool(getattr(cls, "prioritized", False))
 
     def _placeholder_memory(self, seed: int):
         """A one-record memory of the same kind (prioritized or not) for actor/learner copies."""

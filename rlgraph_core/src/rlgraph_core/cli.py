@@ -83,10 +83,13 @@ def cmd_train(args) -> int:
     from rlgraph_core.assemble import assemble
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
+    from rlgraph_core.execution.out_dir import check_out_dir
     from rlgraph_core.execution.run_dir import claim_run_dir, run_dir_of, trim_metrics
     from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed
     from rlgraph_core.plugins import get_plugin_manager
 
+    if args.out is not None:
+        check_out_dir(args.out)
     resume = None
     if args.resume:
         if args.config:
@@ -108,6 +111,11 @@ def cmd_train(args) -> int:
         out = Path(args.out or default_out)
     continuing = resume is not None and run_dir_of(resume) is not None and run_dir_of(resume).resolve() == out.resolve()
     assembly = assemble(config, get_plugin_manager())
+    if args.dry_run:
+        from rlgraph_core.execution.dry_run import dry_run
+
+        print(dry_run(assembly, out, resume_dir=resume))
+        return 0
     with claim_run_dir(out, resume=continuing, overwrite=args.overwrite):
         if continuing:
             # Rows logged after the checkpoint would be logged again by the resumed run.
@@ -261,6 +269,17 @@ def cmd_graph(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse reports anything else as a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rlgraph`` command."""
     p = argparse.ArgumentParser(prog="rlgraph", description="Design and run deep RL algorithms on any backend.")
@@ -303,11 +322,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--overwrite", action="store_true", help="replace the previous run in a non-empty --out folder")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate, build the agent and the envs, print the plan and exit without training or writing --out",
+    )
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="evaluate a checkpoint")
     e.add_argument("checkpoint", help="checkpoint folder written by 'rlgraph train'")
-    e.add_argument("--episodes", type=int, default=10)
+    e.add_argument("--episodes", type=_positive_int, default=10, help="number of episodes (>= 1; default 10)")
     e.add_argument("--render-to", metavar="FILE", help="write frames to a .gif (or last frame to .png)")
     e.add_argument("--backend", help="evaluate on another backend than the one that trained")
     e.add_argument("--mode", choices=["eager", "static"])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
 from rlgraph_core.backend import Backend
+from rlgraph_core.errors import ConfigError
 from rlgraph_torch.ops import TorchOps
 from rlgraph_torch.optim import TorchTrainStep, _call_compiled_or_eager, _grads_or_none, _try_compile
 
@@ -23,6 +26,45 @@ _NP_TO_TORCH = {
 _SAME_DTYPE = frozenset({np.dtype("float32"), np.dtype("int64"), np.dtype("bool"), np.dtype("uint8")})
 
 
+def _resolve_device(requested: str | None) -> torch.device:
+    """Map a config device name to a ``torch.device`` that exists on this machine.
+
+    ``auto`` picks the first CUDA device when one is available, else the CPU; ``cpu``,
+    ``cuda`` and ``cuda:N`` are taken as is (``gpu[:N]`` is an alias of ``cuda[:N]``, so one config
+    works for the torch and tf backends).
+
+    Raises:
+        ConfigError: an unknown name, CUDA requested where torch sees no CUDA device, or an index
+            beyond the devices there are.
+    """
+    req = (requested or "auto").strip().lower()
+    if req == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    if req in ("cpu", "cpu:0"):
+        return torch.device("cpu")
+    match = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", req)
+    if match is None:
+        raise ConfigError(
+            f"'train.device' = '{requested}' is not known to the torch backend; use auto (CUDA when "
+            f"available, else the CPU), cpu, cuda or cuda:N."
+        )
+    index = int(match.group(1) or 0)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "without CUDA support"
+        raise ConfigError(
+            f"'train.device' = '{requested}' asks for a CUDA GPU, but torch sees none (torch "
+            f"{torch.__version__}, built {build}); use device=cpu or auto, or run on a machine "
+            f"with an NVIDIA GPU and a CUDA build of torch."
+        )
+    if index >= count:
+        raise ConfigError(
+            f"'train.device' = '{requested}' names CUDA device {index}, but torch sees {count} "
+            f"(cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}); use one of those, or auto."
+        )
+    return torch.device(f"cuda:{index}")
+
+
 class TorchBackend(Backend):
     """PyTorch, eager (define-by-run) or static (``torch.compile``)."""
 
@@ -30,9 +72,7 @@ class TorchBackend(Backend):
 
     def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None):
         super().__init__(mode, device, seed)
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self._device = torch.device(device)
+        self._device = _resolve_device(device)
         self._on_cpu = self._device.type == "cpu"
         self._ops = TorchOps(self._device)
         if seed is not None:

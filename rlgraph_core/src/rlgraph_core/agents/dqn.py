@@ -9,14 +9,15 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
 from rlgraph_core.components.dqn_loss import DQNLoss
 from rlgraph_core.components.exploration import EpsilonGreedy
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.q_head import QNetwork
-from rlgraph_core.components.schedules import LinearSchedule, as_schedule
+from rlgraph_core.components.schedules import LinearSchedule, as_schedule, check_schedule_range
+from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.agents.slots import ComponentResolver, make_slot_component
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.config.common import ComponentSlot, ScheduleOrFloat
@@ -38,6 +39,12 @@ class DQNConfig(OffPolicyConfig):
         description="epsilon as a float or a schedule over env steps",
     )
     preprocessor: ComponentSlot = Field(None, description="observation preprocessor component (e.g. box_normalize)")
+
+    @field_validator("exploration")
+    @classmethod
+    def _epsilon_is_a_probability(cls, v: ScheduleOrFloat) -> ScheduleOrFloat:
+        """Epsilon is the probability of a random action: every value in [0, 1]."""
+        return check_schedule_range(v, "epsilon (the probability of a random action)", low=0.0, high=1.0)
 
 
 class DQNGraph(Component):
@@ -121,9 +128,8 @@ class DQNAgent(OffPolicyAgent):
     ):
         if not isinstance(action_space, Discrete):
             raise ConfigError(
-                f"DQN needs a single Discrete action space (n actions); this environment's is "
-                f"{action_space!r}. For other action spaces use PPO or A2C (Discrete or Box "
-                f"actions) or SAC (bounded Box actions)."
+                f"DQN supports only a single Discrete action space (n actions, like CartPole's); this "
+                f"environment's is {action_space!r}. {action_space_hint(action_space)}"
             )
         if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
             raise ConfigError(f"DQN's MLP needs a rank-1 float observation space; got {observation_space!r}.")

@@ -26,7 +26,7 @@ import abc
 from typing import Any, Mapping
 
 import numpy as np
-from pydantic import Field, SerializeAsAny
+from pydantic import Field, SerializeAsAny, model_validator
 
 from rlgraph_core.agents.base import Agent, LearnResult
 from rlgraph_core.components.schedules import as_schedule
@@ -54,6 +54,19 @@ class OffPolicyConfig(StrictModel):
         default_factory=ReplaySettings, description="replay memory: its registry type and that memory's settings"
     )
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+
+    @model_validator(mode="after")
+    def _memory_holds_a_batch(self) -> "OffPolicyConfig":
+        """A memory smaller than a batch never holds one, so no update would ever run."""
+        capacity = getattr(self.memory, "capacity", None)
+        if isinstance(capacity, int) and capacity < self.batch_size:
+            raise ValueError(
+                f"'agent.memory.capacity' = {capacity} is smaller than 'agent.batch_size' = {self.batch_size}: "
+                f"the replay memory could never hold a batch, so no update would run; raise "
+                f"agent.memory.capacity to at least {self.batch_size} (typically 10^4 to 10^6) or "
+                f"lower agent.batch_size"
+            )
+        return self
 
 
 def builtin_memory(settings: MemorySettings, seed: int):

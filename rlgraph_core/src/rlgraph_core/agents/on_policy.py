@@ -30,6 +30,7 @@ from rlgraph_core.components.distributions import scale_action, unscale_action
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.schedules import as_schedule
+from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.agents.slots import ComponentResolver, make_slot_component
 from rlgraph_core.config.common import ComponentSlot, OptimizerConfig, ScheduleOrFloat, StrictModel
 from rlgraph_core.errors import ConfigError
@@ -211,7 +212,8 @@ class OnPolicyAgent(Agent):
             noise_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
         else:
             raise ConfigError(
-                f"{name} needs a Discrete or rank-1 FloatBox action space; this environment's is {action_space!r}."
+                f"{name} supports a single Discrete action space or a rank-1 Box of floats; this "
+                f"environment's is {action_space!r}. {action_space_hint(action_space)}"
             )
         self.graph = self.graph_class(
             self.algorithm, config, observation_space, action_space, self._make_loss(config), seed, components

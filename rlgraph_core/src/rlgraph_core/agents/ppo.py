@@ -25,8 +25,9 @@ from pydantic import Field, field_validator
 
 from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph
 from rlgraph_core.components.pg_losses import PPOLoss
-from rlgraph_core.components.schedules import as_schedule
+from rlgraph_core.components.schedules import as_schedule, check_schedule_range
 from rlgraph_core.config.common import ScheduleOrFloat
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import api
 from rlgraph_core.memories.rollout_buffer import iterate_minibatches
 
@@ -43,13 +44,24 @@ class PPOConfig(OnPolicyConfig):
 
     @field_validator("clip_range")
     @classmethod
-    def _clip_range_positive(cls, v):
-        if isinstance(v, (int, float)):
-            if v <= 0:
-                raise ValueError(f"clip_range must be positive, got {v}")
-        elif min(getattr(v, "start", 1.0), getattr(v, "end", 1.0), getattr(v, "value", 1.0)) < 0:
-            raise ValueError("a clip_range schedule must stay non-negative")
-        return v
+    def _clip_range_positive(cls, v: ScheduleOrFloat) -> ScheduleOrFloat:
+        """A float clip range is > 0; a schedule may decay to 0 but never goes negative."""
+        return check_schedule_range(v, "clip_range", low=0.0, positive_float=True)
+
+    def validate_run(self, env, train) -> None:
+        """A minibatch cannot be larger than a rollout (``n_steps x env.num_envs`` samples).
+
+        Raises:
+            ConfigError: naming ``agent.batch_size``, ``agent.n_steps`` and ``env.num_envs``.
+        """
+        rollout = self.n_steps * env.num_envs
+        if self.batch_size > rollout:
+            raise ConfigError(
+                f"'agent.batch_size' = {self.batch_size} is larger than a PPO rollout, which holds "
+                f"agent.n_steps x env.num_envs = {self.n_steps} x {env.num_envs} = {rollout} samples; "
+                f"set batch_size to at most {rollout} ({rollout} learns from the whole rollout at once) "
+                f"or raise n_steps or num_envs."
+            )
 
 
 class PPOGraph(OnPolicyGraph):

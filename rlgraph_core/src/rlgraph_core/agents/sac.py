@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import Field, SerializeAsAny, field_validator
 
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
+from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
 from rlgraph_core.components.network import MLP, NetworkSpec
 from rlgraph_core.components.sac_loss import SACLoss
@@ -194,8 +195,8 @@ class SACAgent(OffPolicyAgent):
     ):
         if not isinstance(action_space, FloatBox) or len(action_space.shape) != 1:
             raise ConfigError(
-                f"SAC needs a rank-1 continuous (Box) action space; this environment's is "
-                f"{action_space!r}. Use DQN, PPO or A2C for discrete actions."
+                f"SAC supports only a rank-1 continuous (Box) action space with finite bounds; this "
+                f"environment's is {action_space!r}. {action_space_hint(action_space)}"
             )
         low, high = np.asarray(action_space.low, np.float64), np.asarray(action_space.high, np.float64)
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):

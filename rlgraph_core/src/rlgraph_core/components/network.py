@@ -15,7 +15,7 @@ ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "softplus", "leaky_relu", "line
 class NetworkSpec(BaseModel):
     """A multilayer perceptron: hidden sizes, activation, and initializers."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     hidden: list[int] = Field(default_factory=lambda: [64, 64], description="hidden layer sizes")
     activation: str = Field("relu", description=f"one of {', '.join(ACTIVATIONS)}")

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+import math
+import re
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from rlgraph_core.components.schedules import ConstantSchedule, ExponentialSchedule, LinearSchedule
+from rlgraph_core.components.schedules import (
+    ConstantSchedule,
+    ExponentialSchedule,
+    LinearSchedule,
+    check_schedule_range,
+)
 
 ScheduleOrFloat = Union[float, ConstantSchedule, LinearSchedule, ExponentialSchedule]
 
 
 class StrictModel(BaseModel):
-    """Base of every config model: unknown fields are errors, assignments are validated."""
+    """Base of every config model: unknown fields are errors, assignments are validated, and
+    every float field must be finite (NaN and infinity are refused)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class OptimizerConfig(StrictModel):
@@ -27,6 +35,12 @@ class OptimizerConfig(StrictModel):
     betas: tuple[float, float] = (0.9, 0.999)
     alpha: float = Field(0.99, gt=0, lt=1, description="RMSprop smoothing")
     momentum: float = Field(0.0, ge=0)
+
+    @field_validator("learning_rate")
+    @classmethod
+    def _learning_rate_positive(cls, v: ScheduleOrFloat) -> ScheduleOrFloat:
+        """A float learning rate is > 0; a schedule may decay to 0 but never goes negative."""
+        return check_schedule_range(v, "the learning rate", low=0.0, positive_float=True)
 
     def backend_spec(self, learning_rate: float) -> dict:
         """The plain dict handed to ``Backend.train_step``."""
@@ -44,12 +58,16 @@ class EnvConfig(StrictModel):
     kwargs: dict = Field(default_factory=dict, description="passed to gymnasium.make")
 
 
+#: The device names a config may hold (backends resolve them and check they exist).
+DEVICE_PATTERN = re.compile(r"auto|cpu(?::0)?|(?:cuda|gpu)(?::\d+)?")
+
+
 class TrainConfig(StrictModel):
     """How a run is executed: backend, mode, executor, budget, evaluation and logging."""
 
     backend: str = "torch"
     mode: Literal["eager", "static"] = "eager"
-    device: str = "auto"
+    device: str = Field("auto", description="auto, cpu, cuda, cuda:N (gpu and gpu:N are aliases of cuda)")
     num_threads: Optional[int] = Field(
         1, gt=0, description="CPU threads of the backend; 1 suits small networks, null keeps the framework default"
     )
@@ -67,6 +85,17 @@ class TrainConfig(StrictModel):
     loggers: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
     progress_bar: bool = True
 
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, v: str) -> str:
+        """The backend checks availability; the form is checked here, before anything is built."""
+        if not DEVICE_PATTERN.fullmatch(v.strip().lower()):
+            raise ValueError(
+                f"unknown device {v!r}; use auto (an accelerator when present, else the CPU), cpu, "
+                f"cuda or cuda:N (gpu and gpu:N are aliases)"
+            )
+        return v
+
 
 class ComponentSpec(BaseModel):
     """A swappable component chosen by registry name: ``{type: name, <its settings>...}``.
@@ -76,12 +105,31 @@ class ComponentSpec(BaseModel):
     that ``type`` names a registered component.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     type: str
+
+    @model_validator(mode="after")
+    def _finite_settings(self) -> "ComponentSpec":
+        """Settings are untyped here (the component checks them), but NaN and infinity never fit."""
+        for key, value in (self.model_extra or {}).items():
+            if _has_non_finite(value):
+                raise ValueError(f"setting {key!r} = {value!r} of component '{self.type}' must be finite (no NaN/inf)")
+        return self
 
     def settings(self) -> dict:
         """The settings beyond ``type``, as keyword arguments."""
         return dict(self.model_extra or {})
+
+
+def _has_non_finite(value: Any) -> bool:
+    """Whether a (nested) setting holds a NaN or infinite float."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 def _component_slot(value):

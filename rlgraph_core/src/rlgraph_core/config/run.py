@@ -22,7 +22,7 @@ class RunConfig(BaseModel):
     field is the discriminated union (on ``type``) of every registered agent's config model.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     agent: Any
     env: EnvConfig = Field(default_factory=EnvConfig)
@@ -121,9 +121,20 @@ def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model
                     f"; did you mean '{close[0]}'?" if close else ";"
                 ) + f" Known fields of '{section}': {', '.join(known)}"
             parts.append(msg)
+        elif err["type"] == "value_error" and isinstance(value, dict):
+            # a model-level check (e.g. capacity vs batch_size): its message names the fields
+            text = _value_error_text(err)
+            parts.append(text if text.startswith("'") else f"'{path}': {text}")
         else:
-            parts.append(f"'{path}' = {shown}: {err['msg']}")
+            msg = _value_error_text(err) if err["type"] == "value_error" else err["msg"]
+            parts.append(f"'{path}' = {shown}: {msg}")
     return "; ".join(parts)
+
+
+def _value_error_text(err: dict) -> str:
+    """The message of a validator's ValueError, without pydantic's 'Value error, ' prefix."""
+    ctx = err.get("ctx") or {}
+    return str(ctx["error"]) if "error" in ctx else err["msg"]
 
 
 def _known_fields(model) -> str:
@@ -149,6 +160,18 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
                 f"'{section}' = {json.dumps(raw[section], default=str)}: the {section} section "
                 f"must be a mapping of fields, e.g. {section}: {{...}}."
             )
+    non_finite = [
+        f"'{path}' = {value}"
+        for section in ("agent", "env", "train")
+        for path, value in _non_finite_values(raw.get(section), section)
+        if not path.startswith("env.kwargs")  # the environment checks its own arguments
+    ]
+    if non_finite:
+        raise ConfigError(
+            f"Invalid config: {', '.join(non_finite)}: config values must be finite numbers; NaN and "
+            f"infinity are not allowed (a learning rate, epsilon, gamma ... of NaN or inf would "
+            f"silently ruin training)."
+        )
     agent_raw = dict(raw.get("agent") or {})
     agent_type = agent_raw.get("type", "dqn")
     if not isinstance(agent_type, str):
@@ -202,19 +225,34 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             except PluginError as exc:
                 raise ConfigError(str(exc)) from None
     _check_env_id(env.id)
+    # Checks that need more than the agent section (e.g. PPO: a minibatch fits in a rollout of
+    # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run.
+    validate_run = getattr(agent, "validate_run", None)
+    if callable(validate_run):
+        validate_run(env, train)
     return run_config_model(pm)(agent=agent, env=env, train=train)
 
 
+def _non_finite_values(value: Any, path: str):
+    """Yield ``(path, value)`` for every NaN or infinite float in a raw config section."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _non_finite_values(v, f"{path}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _non_finite_values(v, f"{path}.{i}")
+
+
 def _check_env_id(env_id: str) -> None:
-    import difflib
+    """Check that ``env.id`` names an environment gymnasium can make: a registered id,
+    ``module:EnvId`` or ``module.path:ClassName`` (see :func:`rlgraph_core.envs.resolve_env_id`)."""
+    from rlgraph_core.envs import resolve_env_id
 
-    import gymnasium as gym
-
-    if env_id in gym.registry:
-        return
-    close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise ConfigError(f"'env.id' = '{env_id}' is not a registered gymnasium environment.{hint}")
+    resolve_env_id(env_id)
 
 
 def load_config_file(path: str | Path) -> dict:

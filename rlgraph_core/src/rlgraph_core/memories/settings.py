@@ -20,7 +20,7 @@ class MemorySettings(BaseModel):
     errors.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     type: str = Field(description="registry name of the memory, e.g. replay")
     capacity: int = Field(100_000, gt=0, description="maximum number of records held")

@@ -1,0 +1,44 @@
+"""Which built-in agent fits which action space: the hint agents add to a space mismatch error."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlgraph_core.spaces import Discrete, FloatBox, MultiBinary, MultiDiscrete
+
+__all__ = ["SUPPORTED_ACTIONS", "action_space_hint"]
+
+#: What each built-in agent acts in.
+SUPPORTED_ACTIONS = {
+    "dqn": "a single Discrete space (n actions)",
+    "ppo": "a single Discrete space or a rank-1 Box of floats",
+    "a2c": "a single Discrete space or a rank-1 Box of floats",
+    "sac": "a rank-1 Box of floats with finite bounds",
+}
+
+
+def action_space_hint(action_space) -> str:
+    """One or two sentences naming the built-in agents that take ``action_space`` (an rlgraph space),
+    or, when none does, how to make the environment fit one."""
+    if isinstance(action_space, Discrete):
+        return "For Discrete actions use dqn, ppo or a2c."
+    if isinstance(action_space, FloatBox) and len(action_space.shape) == 1:
+        bounded = bool(np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high)))
+        if bounded:
+            return "For continuous (Box) actions use sac, ppo or a2c."
+        return "For unbounded continuous (Box) actions use ppo or a2c (sac needs finite bounds)."
+    if isinstance(action_space, MultiDiscrete):
+        n = int(np.prod(np.asarray(action_space.nvec, dtype=np.int64)))
+        how = (
+            f"wrap the environment so that its actions are one Discrete({n}) enumerating the "
+            f"combinations of {action_space!r}"
+        )
+    elif isinstance(action_space, MultiBinary):
+        how = "wrap the environment so that its actions are one Discrete space enumerating the bit patterns"
+    else:
+        how = "wrap the environment so that its actions are one Discrete space or a rank-1 float Box"
+    supported = "; ".join(f"{name}: {what}" for name, what in SUPPORTED_ACTIONS.items())
+    return (
+        f"No built-in agent acts in this space ({supported}): {how} (a gymnasium.ActionWrapper), or use "
+        f"an agent from a plugin ('rlgraph plugins' lists the agents installed)."
+    )
