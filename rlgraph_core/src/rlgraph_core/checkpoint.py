@@ -314,8 +314,10 @@ def _legacy_leftovers(link: Path) -> list[Path]:
 
 
 def _remove_legacy_leftovers(link: Path) -> None:
+    """Delete legacy leftovers that hold nothing but checkpoint files (never a folder of anything else)."""
+    names = {"meta.json", "config.json", "weights.npz", "state.npz"}
     for path in _legacy_leftovers(link):
-        if path.is_dir() and not path.is_symlink():
+        if path.is_dir() and not path.is_symlink() and set(_listdir(path)) <= names:
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -701,7 +703,10 @@ def load_checkpoint_into(agent, directory: str | os.PathLike, *, for_training: b
         state = {}
     problem = agent.state_problem(state, counters)
     if problem:
-        raise CheckpointError(f"Checkpoint '{shown}' holds state this agent cannot take: {problem} Nothing was loaded.")
+        raise CheckpointError(
+            f"Checkpoint '{shown}' (state.npz and the counters in meta.json) holds state this agent cannot "
+            f"take: {problem} Nothing was loaded."
+        )
     old_weights = agent.get_weights()
     old_arrays, old_counters = agent.get_state()
     try:

@@ -374,7 +374,7 @@ class Agent(abc.ABC):
             try:
                 space.with_batch_rank().check(data[key], name=f"replay field 'memory/data/{key}'")
             except SpaceError as exc:
-                return f"{exc} (the records must be what this agent inserts)."
+                return f"{str(exc).rstrip('.')}; replay records must be values this agent could have inserted."
         return None
 
     def save(self, directory: str, extra: dict | None = None) -> str:
