@@ -1002,3 +1002,14 @@ def test_evaluation_only_load_does_not_read_the_state(make, saved):
     fresh = make(seed=5)
     fresh.load(path, for_training=False)
     assert_same_weights(fresh.get_weights(), agent.get_weights())
+
+
+def test_remove_checkpoint_deletes_the_link_and_its_versions(tmp_path):
+    agent = make_numpy_agent()
+    agent.save(tmp_path / "ckpt")
+    (tmp_path / "other").mkdir()
+    checkpoint.remove_checkpoint(tmp_path / "ckpt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other"]
+    checkpoint.remove_checkpoint(tmp_path / "ckpt")  # nothing there: no error
+    with pytest.raises(CheckpointError, match="does not exist"):
+        make_numpy_agent().load(tmp_path / "ckpt")

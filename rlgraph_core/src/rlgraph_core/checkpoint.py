@@ -299,6 +299,25 @@ def save_checkpoint(agent, directory: str | os.PathLike, extra: dict) -> str:
     return str(link)
 
 
+def remove_checkpoint(directory: str | os.PathLike) -> None:
+    """Delete the checkpoint ``directory`` names: its versions store, then the link (or folder) itself.
+
+    Also removes what interrupted saves left next to it. Use this (or delete the whole run
+    folder) rather than ``shutil.rmtree(directory)``, which refuses a symbolic link. A missing
+    checkpoint is no error.
+    """
+    link = Path(directory)
+    store = _store_of(link)
+    _clean_temporaries(store, link)
+    if store.is_dir() and not store.is_symlink():
+        shutil.rmtree(store)  # first: a link without its store recovers nothing afterwards
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    _remove_legacy_leftovers(link)
+
+
 def _listdir(folder: Path) -> list[str]:
     try:
         return os.listdir(folder)
