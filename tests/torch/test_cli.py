@@ -214,6 +214,22 @@ def test_evaluate_prints_the_mean_return_of_the_checkpoint(trained):
     assert rows[-1]["eval_return_mean"] == pytest.approx(expected["eval_return_mean"])
 
 
+def test_a_checkpoint_without_counters_evaluates_with_a_warning_but_is_not_resumed(trained, tmp_path):
+    """Issue 8 item 7: such a checkpoint resumed silently from step 0."""
+    out, _ = trained
+    ck = tmp_path / "ck"
+    shutil.copytree(out / "checkpoint", ck)  # follows the link: a plain folder
+    meta = json.loads((ck / "meta.json").read_text())
+    del meta["counters"]
+    (ck / "meta.json").write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="evaluation only"):
+        code, stdout, stderr = run_cli("evaluate", str(ck), "--episodes", "1")
+    assert code == 0, stderr
+    assert "mean return" in stdout
+    code, _, stderr = run_cli("train", "--resume", str(ck), "--no-progress", "--out", str(tmp_path / "o"))
+    assert_user_error(code, stderr, "cannot be resumed from", "no 'counters'")
+
+
 def test_evaluate_render_to_png(trained, tmp_path):
     out, _ = trained
     png = tmp_path / "x.png"

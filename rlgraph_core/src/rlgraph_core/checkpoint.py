@@ -1,76 +1,134 @@
-"""Checkpoints: arrays in ``.npz`` (never pickled) plus JSON, written atomically, validated on load.
+"""Checkpoints: arrays in ``.npz`` (never pickled) plus JSON, committed atomically, checked against the agent.
 
-Layout of a checkpoint directory::
+A checkpoint is a folder of four files::
 
     meta.json       format version, agent type, backend it was written on, spaces, counters,
                     and a manifest {array name: [shape, dtype]} for every stored array
     config.json     the full run config
     weights.npz     agent variables, backend-neutral names and layout
-    state.npz       optimizer state and other arrays needed to resume
+    state.npz       optimizer state, replay memory and other arrays needed to resume
 
-The directory is written under a temporary name and renamed into place, so a crash never
-leaves a half-written checkpoint where a good one was.
+**Atomic at every instant.** A folder is never modified once it carries a checkpoint's name:
+every save writes a complete new folder under a temporary name (each file fsynced), renames it
+to a fresh name, and only then switches what the user's path means, with one atomic
+``os.replace``. For a fixed path (:func:`save_checkpoint`, ``runs/x/checkpoint``) the path is a
+symbolic link into a hidden sibling store::
+
+    runs/x/checkpoint -> .checkpoint.versions/v7
+    runs/x/.checkpoint.versions/v7/{meta.json, config.json, weights.npz, state.npz}
+
+Periodic checkpoints (:func:`save_periodic`) live side by side, with a ``latest`` link::
+
+    runs/x/checkpoints/step-20000/...
+    runs/x/checkpoints/step-30000/...
+    runs/x/checkpoints/latest -> step-30000
+
+Old folders are deleted only after the switch (renamed to a temporary name first, so a folder
+with a checkpoint's name is always complete). Whatever instant a save is interrupted at, the
+path names either the complete old or the complete new checkpoint; a loader that finds the
+path missing (an interrupted first save over a pre-link checkpoint, or a file system without
+symbolic links, where the new folder is renamed into place instead) recovers the newest
+complete folder of the store. Leftovers of an interrupted save are removed by the next save.
+One process writes a given path at a time (the run-folder lock sees to that).
+
+**Checked against the agent, all or nothing.** Loading reads every ``.npy`` header first (no
+data), checks names, shapes and dtypes against the manifest and against the agent (weights:
+exactly the agent's variables, same dtype family; state: optimizer slots of the optimized
+variables' shapes, replay records of the agent's spaces and at most the memory's capacity, a
+size cap for the rest), then reads the data, checks values (actions within the action space,
+counters, generator states), and only then changes the agent.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
+import re
+import secrets
 import shutil
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from rlgraph_core.errors import CheckpointError
 
 FORMAT_VERSION = 1
 
+#: The files every checkpoint folder has (``state.npz`` too, but older ones may lack it when empty).
+REQUIRED_FILES = ("meta.json", "config.json", "weights.npz")
 
-def _manifest(arrays: dict[str, np.ndarray]) -> dict:
-    return {k: [list(np.shape(v)), str(np.asarray(v).dtype)] for k, v in arrays.items()}
+#: Subfolder of a run folder that holds the periodic checkpoints, and the name of its pointer.
+PERIODIC_DIR = "checkpoints"
+LATEST = "latest"
+
+#: Counters a checkpoint must carry to be resumed from.
+TRAINING_COUNTERS = ("timesteps", "updates")
+
+_FAMILIES = {"f": "float", "i": "integer", "u": "integer", "b": "bool"}
 
 
-def save_checkpoint(agent, directory: str | os.PathLike, extra: dict) -> str:
-    """Write ``agent``'s weights, state and config into ``directory`` (replaced atomically)."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    weights = agent.get_weights()
-    state_arrays, counters = agent.get_state()
-    meta = {
-        "format_version": FORMAT_VERSION,
-        "agent_type": agent.config.type,
-        "backend": agent.backend.name,
-        "observation_space": agent.observation_space.to_json(),
-        "action_space": agent.action_space.to_json(),
-        "counters": counters,
-        "weights": _manifest(weights),
-        "state": _manifest(state_arrays),
-    }
-    meta.update({k: v for k, v in extra.items() if k != "config"})
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    old = None
+def dtype_family(dtype: Any) -> str | None:
+    """``"float"``, ``"integer"`` or ``"bool"`` for numeric dtypes; None for any other (strings, objects ...)."""
+    return _FAMILIES.get(np.dtype(dtype).kind)
+
+
+def weight_problem(
+    name: str, shape: tuple[int, ...], dtype: Any, want_shape: tuple[int, ...], want_dtype: Any
+) -> str | None:
+    """Why an array of ``shape``/``dtype`` cannot be the weight ``name`` of ``want_shape``/``want_dtype``, or None.
+
+    The dtype must be of the variable's family (a float variable takes float16/32/64, never
+    integers or strings); the shape must be exactly the variable's.
+    """
+    family, want_family = dtype_family(dtype), dtype_family(want_dtype)
+    if family is None or family != want_family:
+        return (
+            f"Weight '{name}' is stored as {np.dtype(dtype)}, but this agent's variable is {np.dtype(want_dtype)}: "
+            f"a {want_family} weight must be stored with a {want_family} dtype. The weights are corrupt or "
+            f"were not written by rlgraph."
+        )
+    if tuple(shape) != tuple(want_shape):
+        return (
+            f"Weight '{name}' has shape {tuple(shape)} but this agent expects {tuple(want_shape)}; the weights "
+            f"come from a different network spec or environment."
+        )
+    return None
+
+
+_TMP_PREFIX = ".tmp-"
+_VERSION_RE = re.compile(r"^v(\d+)$")
+_STEP_RE = re.compile(r"^step-(\d+)(?:\.(\d+))?$")
+
+
+# --------------------------------------------------------------------------- file-system steps
+def _fsync_dir(path: Path) -> None:
+    """Make the entries of directory ``path`` durable (a no-op where directories cannot be opened)."""
     try:
-        np.savez(tmp / "weights.npz", **weights)
-        np.savez(tmp / "state.npz", **state_arrays)
-        (tmp / "config.json").write_text(json.dumps(extra.get("config", {}), indent=2))
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=_json_default))
-        old = None
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(directory, old)
-        os.replace(tmp, directory)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and old.exists() and not directory.exists():
-            os.replace(old, directory)  # the swap failed half-way: put the previous checkpoint back
-        raise
-    return str(directory)
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # e.g. Windows: directories cannot be opened; rename durability is the FS's
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, write: Callable[[Any], None]) -> None:
+    """Create ``path``, let ``write`` fill the binary file object, and fsync it."""
+    with open(path, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _json_default(obj):
@@ -83,83 +141,529 @@ def _json_default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def read_meta(directory: str | os.PathLike) -> tuple[dict, dict]:
-    """Read and check ``meta.json`` and ``config.json``; return ``(meta, config)``."""
-    directory = Path(directory)
-    if not directory.is_dir():
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, indent=2, default=_json_default).encode()
+
+
+def _manifest(arrays: dict[str, np.ndarray]) -> dict:
+    return {k: [list(np.shape(v)), str(np.asarray(v).dtype)] for k, v in arrays.items()}
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete the folder ``path``: first renamed to a temporary name (atomic), then removed.
+
+    A folder that carries a checkpoint's name is therefore always complete, even when the
+    deletion is interrupted. Errors are ignored (the save that calls this has committed already;
+    a leftover is removed by the next save).
+    """
+    trash = path.parent / f"{_TMP_PREFIX}del-{secrets.token_hex(4)}"
+    try:
+        os.rename(path, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _clean_temporaries(store: Path, link: Path) -> None:
+    """Remove what interrupted saves left: temporary folders in ``store``, temporary links next to ``link``."""
+    if store.is_dir():
+        for entry in store.iterdir():
+            if entry.name.startswith(_TMP_PREFIX):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    _unlink_quietly(entry)
+    prefix = f".{link.name}.link-"
+    if link.parent.is_dir():
+        for entry in link.parent.iterdir():
+            if entry.name.startswith(prefix) and entry.is_symlink():
+                _unlink_quietly(entry)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _store_of(link: Path) -> Path:
+    """The hidden folder holding the versions a fixed checkpoint path links to."""
+    return link.parent / f".{link.name}.versions"
+
+
+def _complete(folder: Path) -> bool:
+    return folder.is_dir() and all((folder / name).is_file() for name in REQUIRED_FILES)
+
+
+def _write_version(agent, store: Path, name: str, extra: Mapping, more_meta: Mapping) -> Path:
+    """Write a complete checkpoint of ``agent`` as ``store/name``: temp folder, fsync, rename."""
+    weights = agent.get_weights()
+    state_arrays, counters = agent.get_state()
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "agent_type": agent.config.type,
+        "backend": agent.backend.name,
+        "observation_space": agent.observation_space.to_json(),
+        "action_space": agent.action_space.to_json(),
+        "counters": counters,
+        "weights": _manifest(weights),
+        "state": _manifest(state_arrays),
+        **more_meta,
+    }
+    meta.update({k: v for k, v in extra.items() if k != "config"})
+    store.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=store))
+    try:
+        _write_file(tmp / "weights.npz", lambda f: np.savez(f, **weights))
+        _write_file(tmp / "state.npz", lambda f: np.savez(f, **state_arrays))
+        config = _json_bytes(extra.get("config", {}))
+        _write_file(tmp / "config.json", lambda f: f.write(config))
+        meta_bytes = _json_bytes(meta)
+        _write_file(tmp / "meta.json", lambda f: f.write(meta_bytes))
+        _fsync_dir(tmp)
+        final = store / name
+        os.rename(tmp, final)
+        _fsync_dir(store)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _switch_link(link: Path, target: Path) -> bool:
+    """Atomically make ``link`` a symbolic link to ``target``; False where symlinks are unsupported."""
+    tmp_link = link.parent / f".{link.name}.link-{secrets.token_hex(4)}"
+    try:
+        os.symlink(os.path.relpath(target, link.parent), tmp_link, target_is_directory=True)
+    except (OSError, NotImplementedError):
+        return False
+    try:
+        os.replace(tmp_link, link)
+    except BaseException:
+        _unlink_quietly(tmp_link)
+        raise
+    _fsync_dir(link.parent)
+    return True
+
+
+# --------------------------------------------------------------------------- saving
+def save_checkpoint(agent, directory: str | os.PathLike, extra: dict) -> str:
+    """Write ``agent``'s weights, state and config as the checkpoint ``directory``, atomically.
+
+    ``directory`` becomes a symbolic link to a complete folder in the hidden sibling store
+    ``.<name>.versions/``; the previous checkpoint is switched away in one ``os.replace`` and
+    deleted afterwards. ``extra["config"]`` becomes ``config.json``; every other key of
+    ``extra`` is added to ``meta.json``. Returns ``str(directory)``.
+
+    Raises:
+        CheckpointError: ``directory`` exists but is a file, or a folder that is not a checkpoint
+            (it is never replaced then).
+    """
+    link = Path(directory)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    is_real_dir = link.is_dir() and not link.is_symlink()
+    if link.exists() and not link.is_dir():
+        raise CheckpointError(f"Cannot save a checkpoint as '{link}': a file of that name exists; choose another path.")
+    if is_real_dir and any(link.iterdir()) and not (link / "meta.json").is_file():
         raise CheckpointError(
-            f"Checkpoint directory '{directory}' does not exist; pass the folder "
+            f"Cannot save a checkpoint as '{link}': that folder exists and is not an rlgraph checkpoint "
+            f"(it has no meta.json), so it is left untouched; choose another path."
+        )
+    store = _store_of(link)
+    _clean_temporaries(store, link)
+    numbers = [int(m.group(1)) for m in map(_VERSION_RE.match, _listdir(store)) if m]
+    top = max(numbers, default=0)
+    # A real folder at ``link`` (written before links were used, or where symlinks are not
+    # supported) is moved into the store under the number below the new one.
+    new = _write_version(agent, store, f"v{top + 2 if is_real_dir else top + 1}", extra, {})
+    if is_real_dir:
+        os.rename(link, store / f"v{top + 1}")  # now ``link`` is missing: loaders recover ``new``
+        _fsync_dir(link.parent)
+    if not _switch_link(link, new):
+        if link.is_symlink():
+            os.unlink(link)
+        os.rename(new, link)  # no symlinks here: the complete folder itself moves into place
+        _fsync_dir(link.parent)
+        _fsync_dir(store)
+        new = link
+    for name in _listdir(store):
+        if _VERSION_RE.match(name) and store / name != new:
+            _remove_tree(store / name)
+    _remove_legacy_leftovers(link)
+    if store.is_dir() and not any(store.iterdir()):
+        try:
+            store.rmdir()
+        except OSError:
+            pass
+    return str(link)
+
+
+def remove_checkpoint(directory: str | os.PathLike) -> None:
+    """Delete the checkpoint ``directory`` names: its versions store, then the link (or folder) itself.
+
+    Also removes what interrupted saves left next to it. Use this (or delete the whole run
+    folder) rather than ``shutil.rmtree(directory)``, which refuses a symbolic link. A missing
+    checkpoint is no error.
+    """
+    link = Path(directory)
+    store = _store_of(link)
+    _clean_temporaries(store, link)
+    if store.is_dir() and not store.is_symlink():
+        shutil.rmtree(store)  # first: a link without its store recovers nothing afterwards
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    _remove_legacy_leftovers(link)
+
+
+def _listdir(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _legacy_leftovers(link: Path) -> list[Path]:
+    """What saves of rlgraph before the link layout left after an interruption."""
+    pattern = re.compile(rf"^\.{re.escape(link.name)}\.(?:old|[a-z0-9_]{{8}})$")
+    keep = _store_of(link).name
+    return [link.parent / n for n in _listdir(link.parent) if pattern.match(n) and n != keep]
+
+
+def _remove_legacy_leftovers(link: Path) -> None:
+    """Delete legacy leftovers that hold nothing but checkpoint files (never a folder of anything else)."""
+    names = {"meta.json", "config.json", "weights.npz", "state.npz"}
+    for path in _legacy_leftovers(link):
+        if path.is_dir() and not path.is_symlink() and set(_listdir(path)) <= names:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def save_periodic(agent, run_dir: str | os.PathLike, step: int, extra: dict, keep: int = 3) -> Path:
+    """Write a periodic checkpoint ``run_dir/checkpoints/step-<step>`` atomically; keep the newest ``keep``.
+
+    The folder is written under a temporary name, fsynced and renamed into place (an existing
+    ``step-<step>`` is never touched: the new one is then ``step-<step>.1``, ``.2`` ...); then
+    the link ``run_dir/checkpoints/latest`` is switched to it with one ``os.replace``, and all but
+    the ``keep`` newest periodic checkpoints (by step) are deleted, never the one just written.
+    ``extra`` is as for :func:`save_checkpoint`; ``meta.json`` also records ``periodic_step``.
+    Returns the new folder (a complete checkpoint that ``agent.load`` takes directly).
+    """
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"keep must be an integer >= 1, got {keep!r}.")
+    step = int(step)
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}.")
+    store = Path(run_dir) / PERIODIC_DIR
+    store.mkdir(parents=True, exist_ok=True)
+    link = store / LATEST
+    _clean_temporaries(store, link)
+    name, k = f"step-{step}", 0
+    while os.path.lexists(store / name):
+        k += 1
+        name = f"step-{step}.{k}"
+    path = _write_version(agent, store, name, extra, {"periodic_step": step})
+    if not link.is_dir() or link.is_symlink():
+        _switch_link(link, path)  # without symlink support, latest_checkpoint finds the newest by step
+    ordered = _periodic_folders(store)
+    for old in ordered[keep:]:
+        if old != path:
+            _remove_tree(old)
+    return path
+
+
+def _periodic_folders(store: Path) -> list[Path]:
+    """The ``step-*`` folders of ``store``, newest (highest step, then highest suffix) first."""
+    found = []
+    for name in _listdir(store):
+        m = _STEP_RE.match(name)
+        if m:
+            found.append(((int(m.group(1)), int(m.group(2) or 0)), store / name))
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint of a run folder, or None if it has none.
+
+    Candidates are the periodic checkpoint ``run_dir/checkpoints/latest`` names (or, if that
+    link is missing or broken, the complete ``step-*`` folder with the highest step) and the
+    final checkpoint ``run_dir/checkpoint``. Of these, the one whose counters show more env
+    steps wins; on a tie, ``run_dir/checkpoint``. Returns ``run_dir/checkpoint`` itself or the
+    ``run_dir/checkpoints/step-*`` folder.
+    """
+    run_dir = Path(run_dir)
+    candidates: list[Path] = []
+    periodic = _latest_periodic(run_dir / PERIODIC_DIR)
+    if periodic is not None:
+        candidates.append(periodic)
+    final = run_dir / "checkpoint"
+    if _complete(final) or (not final.is_dir() and _recovery_candidate(final) is not None):
+        candidates.append(final)
+    best, best_key = None, None
+    for i, path in enumerate(candidates):
+        try:
+            meta, _ = read_meta(path)
+        except CheckpointError:
+            continue
+        counters = meta.get("counters")
+        steps = counters.get("timesteps") if isinstance(counters, dict) else None
+        key = (steps if is_count(steps) else -1, i)
+        if best_key is None or key > best_key:
+            best, best_key = path, key
+    return best
+
+
+def _latest_periodic(store: Path) -> Path | None:
+    link = store / LATEST
+    if link.is_symlink():
+        target = Path(os.path.realpath(link))
+        if target.parent == Path(os.path.realpath(store)) and _STEP_RE.match(target.name) and _complete(target):
+            return store / target.name
+    for folder in _periodic_folders(store):
+        if _complete(folder):
+            return folder
+    return None
+
+
+# --------------------------------------------------------------------------- resolving and reading
+def _recovery_candidate(link: Path) -> Path | None:
+    """The newest complete folder a missing or broken checkpoint path can be recovered from."""
+    ordered = []
+    store = _store_of(link)
+    numbered = [(int(m.group(1)), store / n) for n in _listdir(store) if (m := _VERSION_RE.match(n))]
+    ordered += [p for _, p in sorted(numbered, reverse=True)]
+    if link.name == LATEST:
+        ordered += _periodic_folders(link.parent)
+    ordered += [p for p in _legacy_leftovers(link) if p.name.endswith(".old")]
+    return next((p for p in ordered if _complete(p)), None)
+
+
+def resolve_checkpoint(directory: str | os.PathLike) -> Path:
+    """The folder that holds the checkpoint ``directory`` names right now.
+
+    A link is followed (once: read every file from the folder returned, so that a concurrent
+    save cannot mix two checkpoints). A missing or broken path whose store holds a complete
+    checkpoint (an interrupted save) is recovered with a warning.
+
+    Raises:
+        CheckpointError: nothing to load there.
+    """
+    path = Path(directory)
+    if path.is_dir():
+        return Path(os.path.realpath(path)) if path.is_symlink() else path
+    if path.exists():
+        raise CheckpointError(f"Checkpoint '{path}' is a file, not a checkpoint folder; pass the folder.")
+    found = _recovery_candidate(path)
+    if found is None:
+        raise CheckpointError(
+            f"Checkpoint directory '{path}' does not exist; pass the folder "
             f"'rlgraph train' wrote (its 'checkpoint' subfolder under --out)."
         )
-    for name in ("meta.json", "config.json", "weights.npz"):
-        if not (directory / name).is_file():
+    warnings.warn(
+        f"Checkpoint '{path}' is missing: a save was interrupted. Loading the newest complete "
+        f"checkpoint found, '{found}'; the next save to '{path}' repairs it.",
+        stacklevel=3,
+    )
+    return found
+
+
+def _read_meta_at(folder: Path, shown: Path) -> tuple[dict, dict]:
+    for name in REQUIRED_FILES:
+        if not (folder / name).is_file():
             raise CheckpointError(
-                f"Checkpoint '{directory}' lacks '{name}'; it is incomplete or not an "
+                f"Checkpoint '{shown}' lacks '{name}'; it is incomplete or not an "
                 f"rlgraph checkpoint (expected meta.json, config.json, weights.npz, state.npz)."
             )
     try:
-        meta = json.loads((directory / "meta.json").read_text())
-        config = json.loads((directory / "config.json").read_text())
+        meta = json.loads((folder / "meta.json").read_text())
+        config = json.loads((folder / "config.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(
-            f"Checkpoint '{directory}' has a corrupt JSON file ({exc}); it cannot be loaded."
-        ) from None
+        raise CheckpointError(f"Checkpoint '{shown}' has a corrupt JSON file ({exc}); it cannot be loaded.") from None
     if not isinstance(meta, dict) or not isinstance(config, dict):
         raise CheckpointError(
-            f"Checkpoint '{directory}' has a meta.json or config.json that is not a JSON object; it cannot be loaded."
+            f"Checkpoint '{shown}' has a meta.json or config.json that is not a JSON object; it cannot be loaded."
         )
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(
-            f"Checkpoint '{directory}' has format version {meta.get('format_version')!r}; "
+            f"Checkpoint '{shown}' has format version {meta.get('format_version')!r}; "
             f"this rlgraph reads version {FORMAT_VERSION}."
         )
     return meta, config
 
 
-def _load_npz(path: Path, manifest: dict) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise CheckpointError(f"Checkpoint file '{path}' is corrupt or not an npz archive ({exc}).") from None
+def read_meta(directory: str | os.PathLike) -> tuple[dict, dict]:
+    """Read and check ``meta.json`` and ``config.json``; return ``(meta, config)``."""
+    return _read_meta_at(resolve_checkpoint(directory), Path(directory))
+
+
+Headers = dict[str, tuple[tuple[int, ...], np.dtype]]
+
+
+def _npy_header(zf: zipfile.ZipFile, member: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from the ``.npy`` header of ``member``, without reading its data."""
+    with zf.open(member) as f:
+        version = npy_format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = npy_format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = npy_format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"unsupported .npy format version {version}")
+    if any(d < 0 for d in shape):
+        raise ValueError(f"negative dimension in shape {shape}")
+    return tuple(int(d) for d in shape), dtype
+
+
+def _read_npz(
+    path: Path,
+    shown: Path,
+    manifest: Any,
+    check: Callable[[Headers], None],
+    skip: Callable[[str], bool] = lambda name: False,
+) -> dict[str, np.ndarray]:
+    """Check the arrays of ``path`` by their headers (manifest, then ``check``), then read them.
+
+    Nothing is read beyond the headers until every array passed; members ``skip`` names are
+    checked against the manifest only and not read. Never unpickles.
+    """
     if not isinstance(manifest, dict):
-        raise CheckpointError(f"The manifest for '{path}' in meta.json is not a mapping; corrupt checkpoint.")
-    if set(arrays) != set(manifest):
-        raise CheckpointError(
-            f"Checkpoint file '{path}' holds arrays {sorted(arrays)[:5]}... but its manifest "
-            f"lists {sorted(manifest)[:5]}...; the checkpoint is corrupt."
-        )
-    for k, entry in manifest.items():
-        try:
-            shape, dtype = entry
-            matches = list(arrays[k].shape) == list(shape) and str(arrays[k].dtype) == dtype
-        except (TypeError, ValueError):
+        raise CheckpointError(f"The manifest for '{shown}' in meta.json is not a mapping; corrupt checkpoint.")
+    corrupt = (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, RuntimeError)
+    try:
+        zf = zipfile.ZipFile(path)
+    except corrupt as exc:
+        raise CheckpointError(f"Checkpoint file '{shown}' is corrupt or not an npz archive ({exc}).") from None
+    with zf:
+        members = zf.namelist()
+        if len(members) != len(set(members)):
+            raise CheckpointError(f"Checkpoint file '{shown}' names an array twice; corrupt checkpoint.")
+        headers: Headers = {}
+        for member in members:
+            if not member.endswith(".npy"):
+                raise CheckpointError(
+                    f"Checkpoint file '{shown}' holds '{member}', which is not an .npy array; corrupt checkpoint."
+                )
+            try:
+                shape, dtype = _npy_header(zf, member)
+            except corrupt as exc:
+                raise CheckpointError(
+                    f"Checkpoint file '{shown}' is corrupt: the header of array '{member[:-4]}' is unreadable ({exc})."
+                ) from None
+            if dtype.hasobject:
+                raise CheckpointError(
+                    f"Checkpoint file '{shown}' holds array '{member[:-4]}' of object dtype. Object arrays need "
+                    f"pickle to load, and rlgraph never loads with allow_pickle; corrupt or malicious checkpoint."
+                )
+            headers[member[:-4]] = (shape, dtype)
+        if set(headers) != set(manifest):
             raise CheckpointError(
-                f"The manifest entry for '{k}' of '{path}' is {entry!r}, not [shape, dtype]; corrupt checkpoint."
-            ) from None
-        if not matches:
-            raise CheckpointError(
-                f"Array '{k}' in '{path}' has shape {list(arrays[k].shape)} dtype "
-                f"{arrays[k].dtype}, but the manifest says {shape} {dtype}; corrupt checkpoint."
+                f"Checkpoint file '{shown}' holds arrays {sorted(headers)[:5]}... but its manifest "
+                f"lists {sorted(manifest)[:5]}...; the checkpoint is corrupt."
             )
+        for name, entry in manifest.items():
+            shape, dtype = headers[name]
+            try:
+                want_shape, want_dtype = entry
+                matches = list(shape) == list(want_shape) and str(dtype) == want_dtype
+            except (TypeError, ValueError):
+                raise CheckpointError(
+                    f"The manifest entry for '{name}' of '{shown}' is {entry!r}, not [shape, dtype]; corrupt checkpoint."
+                ) from None
+            if not matches:
+                raise CheckpointError(
+                    f"Array '{name}' in '{shown}' has shape {list(shape)} dtype {dtype}, but the manifest says "
+                    f"{want_shape} {want_dtype}; corrupt checkpoint."
+                )
+        wanted = {name: header for name, header in headers.items() if not skip(name)}
+        check(wanted)
+        arrays = {}
+        for name in wanted:
+            try:
+                with zf.open(name + ".npy") as f:
+                    arrays[name] = npy_format.read_array(f, allow_pickle=False)
+            except corrupt as exc:
+                raise CheckpointError(
+                    f"Checkpoint file '{shown}' is corrupt: array '{name}' cannot be read ({exc})."
+                ) from None
     return arrays
 
 
-def load_checkpoint_into(agent, directory: str | os.PathLike) -> dict:
+def is_count(value: Any) -> bool:
+    """True for a non-negative Python int (not a bool): what a counter must be."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _counters_problem(meta: dict) -> str | None:
+    """Why the checkpoint's counters cannot resume training, or None."""
+    counters = meta.get("counters")
+    if not isinstance(counters, dict):
+        return (
+            "its meta.json has no 'counters'" if counters is None else f"its 'counters' are {counters!r}, not a mapping"
+        )
+    missing = [k for k in TRAINING_COUNTERS if k not in counters]
+    if missing:
+        return f"its counters lack {', '.join(repr(k) for k in missing)}"
+    bad = [f"{k}={counters[k]!r}" for k in TRAINING_COUNTERS if not is_count(counters[k])]
+    if bad:
+        return f"its counters are not non-negative integers ({', '.join(bad)})"
+    return None
+
+
+def _check_weight_headers(agent, shown: Path) -> Callable[[Headers], None]:
+    def check(headers: Headers) -> None:
+        own = agent.weight_specs()
+        missing, extra = sorted(set(own) - set(headers)), sorted(set(headers) - set(own))
+        if missing or extra:
+            raise CheckpointError(
+                f"The weights in '{shown}' do not match this agent: missing {missing[:5]}"
+                f"{'...' if len(missing) > 5 else ''}, unexpected {extra[:5]}{'...' if len(extra) > 5 else ''}. "
+                f"The weights must come from an agent of the same type, network spec and spaces."
+            )
+        for name, (shape, dtype) in headers.items():
+            problem = weight_problem(name, shape, dtype, *own[name])
+            if problem:
+                raise CheckpointError(f"Checkpoint file '{shown}': {problem} Nothing was loaded.")
+
+    return check
+
+
+def _check_state_headers(agent, shown: Path) -> Callable[[Headers], None]:
+    def check(headers: Headers) -> None:
+        for name, (shape, dtype) in headers.items():
+            problem = agent.state_array_problem(name, shape, dtype)
+            if problem:
+                raise CheckpointError(
+                    f"Checkpoint file '{shown}': array '{name}' (shape {shape}, dtype {dtype}, "
+                    f"{math.prod(shape):,} elements) {problem}. Nothing was loaded."
+                )
+
+    return check
+
+
+def load_checkpoint_into(agent, directory: str | os.PathLike, *, for_training: bool = True) -> dict:
     """Validate the checkpoint in ``directory`` against ``agent`` and load it; return its meta.
 
-    Nothing in the agent changes unless every check passes.
+    With ``for_training`` (the default: resuming) weights, optimizer state, replay memory and
+    counters are loaded, and a checkpoint without ``timesteps``/``updates`` counters is refused.
+    Without it (evaluation only) only the weights are loaded (``state.npz`` is not read) and
+    missing counters merely warn. Nothing in the agent changes unless every check passes.
+
+    Raises:
+        CheckpointError: a missing, corrupt or mismatching checkpoint; the message names the
+            file, the array, what was found and what was expected.
     """
     from rlgraph_core.spaces import Space
 
-    directory = Path(directory)
-    meta, _ = read_meta(directory)
+    shown = Path(directory)
+    folder = resolve_checkpoint(shown)
+    meta, _ = _read_meta_at(folder, shown)
     lacking = [k for k in ("agent_type", "observation_space", "action_space", "weights") if k not in meta]
     if lacking:
-        raise CheckpointError(f"Checkpoint '{directory}' has a meta.json without {lacking}; corrupt checkpoint.")
+        raise CheckpointError(f"Checkpoint '{shown}' has a meta.json without {lacking}; corrupt checkpoint.")
     if meta.get("agent_type") != agent.config.type:
         raise CheckpointError(
-            f"Checkpoint '{directory}' holds a '{meta.get('agent_type')}' agent; it cannot "
+            f"Checkpoint '{shown}' holds a '{meta.get('agent_type')}' agent; it cannot "
             f"be loaded into a '{agent.config.type}' agent."
         )
     for key, own in (("observation_space", agent.observation_space), ("action_space", agent.action_space)):
@@ -167,33 +671,66 @@ def load_checkpoint_into(agent, directory: str | os.PathLike) -> dict:
             stored = Space.from_json(meta[key])
         except Exception as exc:  # any malformed space description is a corrupt checkpoint
             raise CheckpointError(
-                f"Checkpoint '{directory}' has an unreadable {key} in meta.json "
+                f"Checkpoint '{shown}' has an unreadable {key} in meta.json "
                 f"({type(exc).__name__}: {exc}); corrupt checkpoint."
             ) from None
         if stored != own:
             raise CheckpointError(
-                f"Checkpoint '{directory}' was written for {key.replace('_', ' ')} {stored!r}, "
+                f"Checkpoint '{shown}' was written for {key.replace('_', ' ')} {stored!r}, "
                 f"but this agent has {own!r}; use the same environment."
             )
-    weights = _load_npz(directory / "weights.npz", meta["weights"])
+    problem = _counters_problem(meta)
+    if problem is not None:
+        if for_training:
+            raise CheckpointError(
+                f"Checkpoint '{shown}' cannot be resumed from: {problem}, so training would silently "
+                f"restart its schedules (exploration, learning rate, target sync) from step 0. Resume "
+                f"from a checkpoint written by 'rlgraph train' or agent.save; to only evaluate it, use "
+                f"'rlgraph evaluate' or agent.load(dir, for_training=False)."
+            )
+        warnings.warn(
+            f"Checkpoint '{shown}': {problem}; loading its weights for evaluation only (it could not be resumed from).",
+            stacklevel=3,
+        )
+    weights = _read_npz(
+        folder / "weights.npz",
+        shown / "weights.npz",
+        meta["weights"],
+        _check_weight_headers(agent, shown / "weights.npz"),
+    )
+    if not for_training:
+        agent.set_weights(weights)  # checked above: every name, shape and dtype family
+        return meta
+    counters = meta["counters"]
     state_manifest = meta.get("state", {})
-    if (directory / "state.npz").is_file():
-        state = _load_npz(directory / "state.npz", state_manifest)
+    # Optimizer state is framework-specific; weights are backend-neutral and still load.
+    other_backend = meta.get("backend") != agent.backend.name
+    if (folder / "state.npz").is_file():
+        state = _read_npz(
+            folder / "state.npz",
+            shown / "state.npz",
+            state_manifest,
+            _check_state_headers(agent, shown / "state.npz"),
+            skip=lambda name: other_backend and name.startswith("optimizer/"),
+        )
     elif state_manifest:
         raise CheckpointError(
-            f"Checkpoint '{directory}' lacks 'state.npz', which its meta.json lists "
+            f"Checkpoint '{shown}' lacks 'state.npz', which its meta.json lists "
             f"{len(state_manifest)} arrays of; it is incomplete."
         )
     else:
         state = {}
-    if meta.get("backend") != agent.backend.name:
-        # Optimizer state is framework-specific; weights are backend-neutral and still load.
-        state = {k: v for k, v in state.items() if not k.startswith("optimizer/")}
+    problem = agent.state_problem(state, counters)
+    if problem:
+        raise CheckpointError(
+            f"Checkpoint '{shown}' (state.npz and the counters in meta.json) holds state this agent cannot "
+            f"take: {problem} Nothing was loaded."
+        )
     old_weights = agent.get_weights()
     old_arrays, old_counters = agent.get_state()
-    agent.set_weights(weights)  # validates names and shapes before assigning anything
     try:
-        agent.set_state(state, meta.get("counters", {}))
+        agent.set_state(state, counters)  # the memory validates itself before it changes
+        agent.set_weights(weights)
     except Exception as exc:
         # Leave the agent exactly as it was: weights, optimizer, memory and counters.
         agent.set_weights(old_weights)
@@ -201,7 +738,7 @@ def load_checkpoint_into(agent, directory: str | os.PathLike) -> dict:
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(
-            f"Checkpoint '{directory}' holds state this agent cannot take "
+            f"Checkpoint '{shown}' holds state this agent cannot take "
             f"({type(exc).__name__}: {exc}); the agent was left unchanged."
         ) from exc
     return meta

@@ -169,7 +169,7 @@ def cmd_evaluate(args) -> int:
     assembly = assemble(config, get_plugin_manager())
     env = assembly.make_eval_env(render_mode=render)
     agent = assembly.make_agent(env.observation_space, env.action_space)
-    agent.load(args.checkpoint)
+    agent.load(args.checkpoint, for_training=False)  # weights only; counters are not needed
     frames = [] if args.render_to else None
     seed = 10_000 + config.train.seed if args.seed is None else args.seed
     try:

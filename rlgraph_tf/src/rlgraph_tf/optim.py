@@ -444,3 +444,7 @@ class TFTrainStep(TrainStep):
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         """Restore optimizer state written by :meth:`get_state`."""
         self.optimizer.set_state(state)
+
+    def variable_shapes(self) -> list[tuple[int, ...]]:
+        """Shapes of the optimized variables, in the order the state keys index them."""
+        return [tuple(int(d) for d in v.shape) for v in self.variables]

@@ -164,6 +164,10 @@ class TorchTrainStep(TrainStep):
                 out[f"{i}/{key}"] = np.asarray(val.detach().cpu().numpy() if torch.is_tensor(val) else val)
         return out
 
+    def variable_shapes(self) -> list[tuple[int, ...]]:
+        """Shapes of the optimized parameters, in the order the state keys index them."""
+        return list(self._shapes)
+
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         for name, value in state.items():
             i, key = name.split("/", 1)

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import abc
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
+from rlgraph_core.checkpoint import dtype_family, is_count, weight_problem
 from rlgraph_core.errors import CheckpointError, PluginError
-from rlgraph_core.spaces import Space
+from rlgraph_core.spaces import BoundedSpace, Space, SpaceError
 
 #: The keyword arguments every agent constructor accepts after ``(config, observation_space,
 #: action_space, backend)``: this is exactly what :func:`rlgraph_core.assemble.assemble` passes.
@@ -34,6 +36,25 @@ AGENT_CONSTRUCTOR_KWARGS = ("seed", "num_envs", "memory", "components")
 #: A gradient hook: receives every gradient of one train step as one flat float32 buffer and
 #: returns a buffer of the same shape (e.g. the average over processes).
 GradientHook = Callable[[np.ndarray], np.ndarray]
+
+
+#: The most bytes a checkpoint state array may hold when nothing else bounds it (optimizer
+#: slots are bounded by their variables, replay records by the memory's capacity); agents with
+#: a replay memory allow ``64 * capacity`` bytes where that is more.
+MAX_STATE_ARRAY_BYTES = 2**31
+
+#: Per-record bytes allowed for replay fields of an agent that declares no record spaces.
+MAX_UNDECLARED_RECORD_BYTES = 2**24
+
+
+def rng_state_problem(name: str, state: Any) -> str | None:
+    """Why ``state`` is not a numpy generator state (a ``bit_generator.state`` dict), or None."""
+    probe = np.random.default_rng()
+    try:
+        probe.bit_generator.state = state
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
+        return f"counter '{name}' is not a generator state ({type(exc).__name__}: {exc})."
+    return None
 
 
 class VersionedWeights(NamedTuple):
@@ -206,15 +227,17 @@ class Agent(abc.ABC):
         """``(version, arrays)``: the weights and how many learner updates produced them."""
         return VersionedWeights(self.weights_version, self.get_weights())
 
-    def set_weights(self, weights: Mapping[str, np.ndarray] | VersionedWeights, version: int | None = None) -> None:
-        """Load numpy weights; names and shapes must match exactly (nothing is changed otherwise).
+    def weight_specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """``{name: (shape, dtype)}`` of every variable, as :meth:`get_weights` returns them."""
+        out = {}
+        for name, var in self.variables().items():
+            arr = np.asarray(self.backend.to_numpy(var))
+            out[name] = (tuple(arr.shape), arr.dtype)
+        return out
 
-        ``weights`` may be a :class:`VersionedWeights` (its version is taken over) or a plain
-        dict (then ``version``, when given, becomes this agent's :attr:`weights_version`).
-        """
-        if isinstance(weights, VersionedWeights):
-            version, weights = weights.version, weights.arrays
-        own = self.variables()
+    def check_weights(self, weights: Mapping[str, Any]) -> None:
+        """Raise CheckpointError unless ``weights`` has exactly this agent's names, shapes and dtype families."""
+        own = self.weight_specs()
         missing = sorted(set(own) - set(weights))
         extra = sorted(set(weights) - set(own))
         if missing or extra:
@@ -223,15 +246,22 @@ class Agent(abc.ABC):
                 f"unexpected {extra[:5]}{'...' if len(extra) > 5 else ''}. The weights must come from an "
                 f"agent of the same type, network spec and spaces."
             )
-        for name, var in own.items():
-            want = tuple(np.shape(self.backend.to_numpy(var)))
-            got = tuple(np.shape(weights[name]))
-            if want != got:
-                raise CheckpointError(
-                    f"Weight '{name}' has shape {got} but this agent expects {want}; the weights come "
-                    f"from a different network spec or environment."
-                )
-        for name, var in own.items():
+        for name, (want_shape, want_dtype) in own.items():
+            value = np.asarray(weights[name])
+            problem = weight_problem(name, value.shape, value.dtype, want_shape, want_dtype)
+            if problem:
+                raise CheckpointError(f"{problem} No weight was changed.")
+
+    def set_weights(self, weights: Mapping[str, np.ndarray] | VersionedWeights, version: int | None = None) -> None:
+        """Load numpy weights; names, shapes and dtype families must match (nothing is changed otherwise).
+
+        ``weights`` may be a :class:`VersionedWeights` (its version is taken over) or a plain
+        dict (then ``version``, when given, becomes this agent's :attr:`weights_version`).
+        """
+        if isinstance(weights, VersionedWeights):
+            version, weights = weights.version, weights.arrays
+        self.check_weights(weights)  # every array, before the first is assigned
+        for name, var in self.variables().items():
             self.backend.assign_numpy(var, np.asarray(weights[name]))
         if version is not None:
             self.weights_version = int(version)
@@ -247,17 +277,123 @@ class Agent(abc.ABC):
         self.updates = int(counters.get("updates", 0))
         self.weights_version = int(counters.get("weights_version", self.updates))
 
+    def replay_record_spaces(self) -> dict[str, Space] | None:
+        """The space of one record of each replay field this agent inserts (None: no replay memory).
+
+        Agents that keep a replay memory as ``self.memory`` and store its ``state_dict`` under
+        ``memory/`` in :meth:`get_state` declare here what they insert (``"obs"``,
+        ``"actions"`` ...), so a checkpoint's records are checked before they are loaded: shape
+        and dtype exactly, values against the bounds of spaces with finite bounds.
+        """
+        return None
+
+    def optimizer_state_steps(self) -> dict[str, Any]:
+        """``{prefix: train step}``: where :meth:`get_state` stores each step's optimizer state.
+
+        The default is ``optimizer/<step name>/`` for every step of :meth:`train_steps`.
+        """
+        return {f"optimizer/{name}/": step for name, step in self.train_steps().items()}
+
+    def _memory_capacity(self) -> int | None:
+        """The replay memory's capacity (``self.memory.capacity``), or None without one."""
+        capacity = getattr(getattr(self, "memory", None), "capacity", None)
+        return capacity if isinstance(capacity, int) and is_count(capacity) else None
+
+    def state_array_problem(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> str | None:
+        """Why a checkpoint state array of ``shape``/``dtype`` cannot be this agent's ``name``, or None.
+
+        Called with the ``.npy`` header only, before any data is read, so every size is bounded
+        here: optimizer slots by their variables' shapes, replay records by the memory's capacity
+        and :meth:`replay_record_spaces`, anything else by :data:`MAX_STATE_ARRAY_BYTES`.
+        """
+        shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+        if dtype_family(dtype) is None:
+            return "is not numeric; checkpoint state arrays are bool, integer or float"
+        if name.startswith("optimizer/"):
+            steps = self.optimizer_state_steps()
+            prefix = max((p for p in steps if name.startswith(p)), key=len, default=None)
+            if prefix is None:
+                return f"is optimizer state of no train step of this agent (its steps store under {sorted(steps)})"
+            return _optimizer_array_problem(name[len(prefix) :], shape, dtype, steps[prefix])
+        capacity = self._memory_capacity()
+        if name.startswith("memory/data/"):
+            if not shape:
+                return "must hold replay records along its first axis, but is 0-d"
+            if capacity is not None and shape[0] > capacity:
+                return f"claims {shape[0]:,} records, but this agent's replay memory holds at most {capacity:,}"
+            records = self.replay_record_spaces()
+            if records is None:
+                record_bytes = math.prod(shape[1:]) * dtype.itemsize
+                if record_bytes > MAX_UNDECLARED_RECORD_BYTES:
+                    return f"claims {record_bytes:,} bytes per record, more than {MAX_UNDECLARED_RECORD_BYTES:,}"
+                return None
+            field = name[len("memory/data/") :]
+            space = records.get(field)
+            if space is None:
+                return f"is a replay field this agent does not store (it stores {sorted(records)})"
+            if shape[1:] != tuple(space.shape) or dtype != space.dtype:
+                return (
+                    f"holds '{field}' records of shape {shape[1:]} and dtype {dtype}, but this agent stores "
+                    f"'{field}' records of shape {tuple(space.shape)} and dtype {space.dtype} ({space!r})"
+                )
+            return None
+        limit = MAX_STATE_ARRAY_BYTES if capacity is None else max(MAX_STATE_ARRAY_BYTES, 64 * capacity)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > limit:
+            return f"claims {nbytes:,} bytes, more than the {limit:,} bytes a state array of this agent may hold"
+        return None
+
+    def state_problem(self, arrays: Mapping[str, np.ndarray], counters: Mapping[str, Any]) -> str | None:
+        """Why :meth:`set_state` must not take ``arrays``/``counters``, or None; changes nothing.
+
+        Checks the counters (non-negative integers, generator states) and the replay records'
+        values against :meth:`replay_record_spaces` (e.g. actions within the action space); the
+        memory's own ``load_state_dict`` checks the rest before it changes.
+        """
+        if not isinstance(counters, Mapping):
+            return f"its counters are {counters!r}, not a mapping."
+        for key in ("timesteps", "updates", "weights_version", "last_train"):
+            if key in counters and not is_count(counters[key]):
+                return f"counter '{key}' is {counters[key]!r}, not a non-negative integer."
+        if "rng" in counters:
+            problem = rng_state_problem("rng", counters["rng"])
+            if problem:
+                return problem
+        records = self.replay_record_spaces()
+        data = {k[len("memory/data/") :]: v for k, v in arrays.items() if k.startswith("memory/data/")}
+        if records is None or not data:
+            return None
+        if set(data) != set(records):
+            return (
+                f"its replay memory holds the fields {sorted(data)}, but this agent inserts {sorted(records)}; "
+                f"every record must carry exactly those."
+            )
+        for key, space in records.items():
+            if not isinstance(space, BoundedSpace) or np.all(np.isinf(space.low)) and np.all(np.isinf(space.high)):
+                continue  # no finite bounds to check (shape and dtype were checked from the header)
+            try:
+                space.with_batch_rank().check(data[key], name=f"replay field 'memory/data/{key}'")
+            except SpaceError as exc:
+                return f"{str(exc).rstrip('.')}; replay records must be values this agent could have inserted."
+        return None
+
     def save(self, directory: str, extra: dict | None = None) -> str:
         """Write a checkpoint (weights as npz, config and counters as JSON) atomically."""
         from rlgraph_core.checkpoint import save_checkpoint
 
         return save_checkpoint(self, directory, extra or {})
 
-    def load(self, directory: str) -> dict:
-        """Load a checkpoint written by :meth:`save` into this agent; returns its metadata."""
+    def load(self, directory: str, *, for_training: bool = True) -> dict:
+        """Load a checkpoint written by :meth:`save` into this agent; returns its metadata.
+
+        ``for_training`` (default): everything needed to resume (weights, optimizer state,
+        replay memory, counters); a checkpoint without counters is refused. ``for_training=False``
+        (evaluation): the weights only, and missing counters only warn. Every array is checked
+        against this agent before anything changes (see docs/checkpoints.md).
+        """
         from rlgraph_core.checkpoint import load_checkpoint_into
 
-        return load_checkpoint_into(self, directory)
+        return load_checkpoint_into(self, directory, for_training=for_training)
 
     # --- evaluation ------------------------------------------------------------------------
     def evaluate(self, env, episodes: int = 10, seed: int | None = None) -> dict[str, float]:
@@ -265,3 +401,28 @@ class Agent(abc.ABC):
         from rlgraph_core.evaluation import evaluate_policy
 
         return evaluate_policy(lambda o: self.act(o, explore=False), env, episodes, seed)
+
+
+def _optimizer_array_problem(key: str, shape: tuple[int, ...], dtype: np.dtype, step: Any) -> str | None:
+    """Why optimizer state ``<variable index>/<slot>`` of ``shape``/``dtype`` does not fit ``step``, or None."""
+    index, sep, slot = key.partition("/")
+    if not sep or not index.isdigit() or not slot:
+        return "is not named '<variable index>/<slot>' as optimizer state is"
+    shapes = step.variable_shapes() if hasattr(step, "variable_shapes") else None
+    if shapes is None:  # a backend that does not say: bound the size only
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > MAX_STATE_ARRAY_BYTES:
+            return f"claims {nbytes:,} bytes, more than the {MAX_STATE_ARRAY_BYTES:,} bytes allowed"
+        return None
+    i = int(index)
+    if i >= len(shapes):
+        return f"names optimized variable {i}, but this train step optimizes {len(shapes)} variables"
+    if slot == "step":
+        if math.prod(shape) != 1 or dtype_family(dtype) == "bool":
+            return "must be a single step count"
+        return None
+    if dtype_family(dtype) != "float":
+        return f"must be float (an optimizer slot of variable {i})"
+    if shape != tuple(shapes[i]):
+        return f"must have the shape {tuple(shapes[i])} of optimized variable {i}"
+    return None

@@ -197,7 +197,12 @@ class DQNAgent(OffPolicyAgent):
         return self.backend.to_numpy(actions) + self.action_start
 
     def _stored_actions(self, actions):
-        return np.asarray(actions) - self.action_start
+        """Env actions shifted to ``[0, n)``, in the action space's dtype."""
+        return (np.asarray(actions) - self.action_start).astype(self.action_space.dtype, copy=False)
+
+    def _stored_action_space(self):
+        """Action indices ``0 .. n-1`` in the action space's dtype."""
+        return Discrete(self.num_actions, dtype=self.action_space.dtype)
 
     # --- learning --------------------------------------------------------------------------
     def train_steps(self):

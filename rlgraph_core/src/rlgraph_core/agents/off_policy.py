@@ -34,6 +34,7 @@ from rlgraph_core.config.common import OptimizerConfig, StrictModel
 from rlgraph_core.errors import CheckpointError, ConfigError
 from rlgraph_core.memories import NStepAssembler, PrioritizedReplay, ReplayMemory
 from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
+from rlgraph_core.spaces import BoolBox, FloatBox, LeafSpace, Space
 
 #: Trajectory keys :meth:`OffPolicyAgent.postprocess` needs, each time-major ``[T, N, ...]``.
 TRAJECTORY_KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
@@ -145,6 +146,31 @@ class OffPolicyAgent(Agent):
     @abc.abstractmethod
     def _stored_actions(self, actions: np.ndarray) -> np.ndarray:
         """Env actions -> the actions replay stores and the loss takes."""
+
+    def _stored_action_space(self) -> Space | None:
+        """The space of one action as replay stores it (what :meth:`_stored_actions` returns); None: unchecked."""
+        return None
+
+    def replay_record_spaces(self) -> dict[str, Space] | None:
+        """One n-step record as this agent inserts it: float32 obs of the observation space's shape,
+        stored actions, float32 rewards, bool terminals, float32 discounts in ``[0, 1]``."""
+        if not isinstance(self.observation_space, LeafSpace):
+            return None
+        obs = FloatBox(shape=self.observation_space.shape)
+        actions = self._stored_action_space()
+        spaces: dict[str, Space] = {
+            "obs": obs,
+            "actions": actions,
+            "rewards": FloatBox(shape=()),
+            "next_obs": obs,
+            "terminals": BoolBox(shape=()),
+            "discounts": FloatBox(0.0, 1.0, shape=()),
+        }
+        return None if actions is None else spaces
+
+    def _memory_capacity(self) -> int | None:
+        own = super()._memory_capacity()
+        return own if own is not None else int(self.config.memory.capacity)
 
     def _metric_floats(self, last: dict[str, Any]) -> dict[str, float]:
         """Float metrics from the last step's backend scalars (converted only when reported)."""

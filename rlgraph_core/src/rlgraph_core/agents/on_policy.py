@@ -24,7 +24,7 @@ from typing import Optional
 import numpy as np
 from pydantic import Field
 
-from rlgraph_core.agents.base import Agent, LearnResult
+from rlgraph_core.agents.base import Agent, LearnResult, rng_state_problem
 from rlgraph_core.components.actor_critic import ActorCritic
 from rlgraph_core.components.distributions import scale_action, unscale_action
 from rlgraph_core.components.gae import GAE
@@ -446,6 +446,17 @@ class OnPolicyAgent(Agent):
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
         }
         return arrays, counters
+
+    def optimizer_state_steps(self):
+        """The one train step stores its optimizer state under ``optimizer/``."""
+        return {"optimizer/": self.train_step}
+
+    def state_problem(self, arrays, counters):
+        """The base checks plus the shuffling generator's state."""
+        problem = super().state_problem(arrays, counters)
+        if problem is None and isinstance(counters, dict) and "shuffle_rng" in counters:
+            problem = rng_state_problem("shuffle_rng", counters["shuffle_rng"])
+        return problem
 
     def set_state(self, arrays, counters):
         """Restore :meth:`get_state`'s output and start a fresh rollout."""

@@ -293,6 +293,10 @@ class SACAgent(OffPolicyAgent):
         """Env actions mapped back to the unit box, as replay stores them."""
         return np.clip(unscale_action(actions, self.low, self.high), -1.0, 1.0).astype(np.float32)
 
+    def _stored_action_space(self):
+        """Actions in the unit box ``[-1, 1]``, float32."""
+        return FloatBox(-1.0, 1.0, shape=(self.action_dim,))
+
     # --- learning --------------------------------------------------------------------------
     def _critic_inputs(self, sample, next_noise):
         to_t = self.backend.to_tensor

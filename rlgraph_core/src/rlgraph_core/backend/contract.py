@@ -303,6 +303,15 @@ class TrainStep(abc.ABC):
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         """Restore optimizer state written by :meth:`get_state`."""
 
+    def variable_shapes(self) -> list[tuple[int, ...]] | None:
+        """Shapes of the step's variables in order (as its optimizer state keys index them), or None.
+
+        :meth:`get_state` keys are ``"<variable index>/<slot>"``; a slot ``step`` is a scalar and
+        every other slot has its variable's shape. Checkpoint loading checks optimizer state
+        against these shapes before reading it; None (the default) bounds only its size.
+        """
+        return None
+
     @property
     @abc.abstractmethod
     def learning_rate(self) -> float:
