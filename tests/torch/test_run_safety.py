@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rlgraph_core.checkpoint import read_meta
+from rlgraph_core.checkpoint import latest_checkpoint, read_meta
 from rlgraph_core.execution.run_dir import RunDirError, claim_run_dir, json_line, read_metrics
 from rlgraph_core.plugins import get_plugin_manager
 
@@ -69,8 +69,12 @@ def wait_for(predicate, proc: subprocess.Popen, timeout: float = 240) -> None:
 
 
 def periodic(out: Path) -> list[Path]:
+    """The periodic checkpoints of a run, oldest first."""
     folder = out / "checkpoints"
-    return sorted(p for p in folder.iterdir() if (p / "meta.json").is_file()) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.glob("step-*") if (p / "meta.json").is_file()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1].split(".")[0]))
 
 
 @pytest.mark.parametrize("sig, code, reason", [(signal.SIGTERM, 143, "sigterm"), (signal.SIGINT, 130, "sigint")])
@@ -100,6 +104,7 @@ def test_kill_9_keeps_the_last_periodic_checkpoint_and_resume_carries_everything
     with open(out / "metrics.jsonl", "a") as f:
         f.write('{"timesteps": 99999, "episode_ret')  # a torn last line, as kill -9 can leave
     newest = periodic(out)[-1]
+    assert latest_checkpoint(out) == newest
     meta, _ = read_meta(newest)
     steps, best = meta["counters"]["timesteps"], meta["run_state"]["best_eval_return"]
     assert steps >= 1000 and best is not None
