@@ -116,9 +116,7 @@ def test_to_dict_is_pydantic_and_round_trips():
 
 
 def test_memory_section_is_validated_by_the_memory_settings_model():
-    config = validate_config(
-        apply_overrides(DEFAULT_CONFIG, ["agent.memory.type=prioritized_replay", "agent.memory.alpha=0.7"])
-    )
+    config = validate(BASE, ["agent.memory.type=prioritized_replay", "agent.memory.alpha=0.7"])
     assert config.agent.memory.alpha == 0.7 and config.to_dict()["agent"]["memory"]["alpha"] == 0.7
     with pytest.raises(ConfigError, match=r"agent\.memory\.alpha"):
         validate(BASE, ["agent.memory.alpha=0.7"])  # uniform replay has no alpha
