@@ -8,22 +8,27 @@ explicit *sum* over the rest of each episode segment, not as the component's bac
     c_i = lambda min(c_bar, pi/mu),  pg_adv_s = rho_pg_s (r_s + gamma vs_{s+1} - V(x_s))
 
 where a segment ends at a termination (no bootstrap: ``V(x_{t+1}) = 0``), a truncation or the
-rollout's last step (bootstrapped: ``vs_{t+1} = V(x_{t+1})``). Each test runs on every available
+rollout's last step (bootstrapped: ``vs_{t+1} = V(x_{t+1})``). The IMPALA loss on V-trace targets and
+the shipped IMPALA config are checked here too. Each test runs on every available
 ``(backend, mode)`` pair: the numpy harness always, and each installed backend eager and static.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from rlgraph_core.components.gae import GAE
+from rlgraph_core.components.pg_losses import ImpalaLoss
 from rlgraph_core.components.vtrace import VTrace
 from rlgraph_core.errors import BuildError
 from rlgraph_core.spaces import BoolBox, FloatBox
 from rlgraph_core.testing import ComponentTest, backend_params
 
 RTOL, ATOL = 1e-5, 1e-5
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 T, N = 8, 3
 
 
@@ -242,3 +247,54 @@ def test_vtrace_checks_spaces_and_arguments():
     ]:
         with pytest.raises(ValueError, match=word):
             VTrace(**kwargs)
+
+
+# --------------------------------------------------------------------------- IMPALA loss and config
+LOSS_SPACES = {"loss": {k: fbatch() for k in ("log_probs", "entropy", "values", "vs", "pg_advantages")}}
+
+
+@pytest.mark.parametrize("normalize", [False, True], ids=["raw-adv", "norm-adv"])
+def test_impala_loss(backend, normalize):
+    vf_coef, ent_coef = 0.25, 0.05
+    test = ComponentTest(ImpalaLoss(vf_coef, ent_coef, normalize), LOSS_SPACES, backend)
+    rng = np.random.default_rng(0)
+    b = {k: rng.standard_normal(12).astype(np.float32) for k in LOSS_SPACES["loss"]}
+    b["entropy"] = np.abs(b["entropy"])
+    loss, pg, vf, ent = test.call("loss", *b.values())
+    adv = b["pg_advantages"].astype(np.float64)
+    if normalize:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ref_pg = -np.mean(adv * b["log_probs"])
+    ref_vf = 0.5 * np.mean((b["vs"].astype(np.float64) - b["values"]) ** 2)
+    ref_ent = np.mean(b["entropy"].astype(np.float64))
+    np.testing.assert_allclose(pg, ref_pg, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(vf, ref_vf, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ent, ref_ent, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(loss, ref_pg + vf_coef * ref_vf - ent_coef * ref_ent, rtol=RTOL, atol=ATOL)
+
+
+def test_impala_loss_gradients_flow_only_through_policy_and_values(autodiff_backend):
+    test = ComponentTest(ImpalaLoss(0.5, 0.0), LOSS_SPACES, autodiff_backend)
+    rng = np.random.default_rng(1)
+    b = {k: rng.standard_normal(8).astype(np.float32) for k in LOSS_SPACES["loss"]}
+    _, grads = test.gradients("loss", *b.values(), wrt_inputs=["log_probs", "values", "vs", "pg_advantages"])
+    np.testing.assert_array_equal(grads["input:vs"], 0.0)
+    np.testing.assert_array_equal(grads["input:pg_advantages"], 0.0)
+    np.testing.assert_allclose(grads["input:log_probs"], -b["pg_advantages"] / 8, rtol=1e-5)
+    np.testing.assert_allclose(grads["input:values"], 0.5 * (b["values"] - b["vs"]) / 8, rtol=1e-5, atol=1e-7)
+
+
+def test_impala_config_ships_validates_and_rejects_bad_values():
+    from rlgraph_core.agents.impala import ImpalaConfig
+    from rlgraph_core.config.run import load_config_file, validate_config
+    from rlgraph_core.errors import ConfigError
+
+    raw = load_config_file(CONFIGS / "impala_cartpole.yaml")
+    config = validate_config(raw)
+    assert isinstance(config.agent, ImpalaConfig) and config.agent.n_steps == raw["agent"]["n_steps"]
+    defaults = ImpalaConfig()
+    assert (defaults.rho_bar, defaults.c_bar, defaults.rho_bar_pg, defaults.gae_lambda) == (1.0, 1.0, None, 1.0)
+    assert defaults.optimizer.type == "rmsprop" and defaults.optimizer.max_grad_norm == 40.0
+    for bad, field in [({"rho_bar": 0}, "rho_bar"), ({"c_bar": -1}, "c_bar"), ({"rho_bar_pg": 0}, "rho_bar_pg")]:
+        with pytest.raises(ConfigError, match=field):
+            validate_config({"agent": {"type": "impala", **bad}, "env": {"id": "CartPole-v1"}})
