@@ -8,6 +8,7 @@ def rlgraph_agents():
     """The built-in agents with their config models."""
     from rlgraph_core.agents.a2c import A2CAgent, A2CConfig
     from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
+    from rlgraph_core.agents.impala import ImpalaAgent, ImpalaConfig
     from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
     from rlgraph_core.agents.sac import SACAgent, SACConfig
 
@@ -16,6 +17,7 @@ def rlgraph_agents():
         "ppo": (PPOAgent, PPOConfig),
         "a2c": (A2CAgent, A2CConfig),
         "sac": (SACAgent, SACConfig),
+        "impala": (ImpalaAgent, ImpalaConfig),
     }
 
 
@@ -28,12 +30,13 @@ def rlgraph_components():
     from rlgraph_core.components.exploration import EpsilonGreedy
     from rlgraph_core.components.gae import GAE
     from rlgraph_core.components.network import MLP, DenseLayer
-    from rlgraph_core.components.pg_losses import A2CLoss, PPOLoss
+    from rlgraph_core.components.pg_losses import A2CLoss, ImpalaLoss, PPOLoss
     from rlgraph_core.components.preprocessors import BoxNormalizer
     from rlgraph_core.components.q_head import QNetwork, QValueHead
     from rlgraph_core.components.sac_loss import SACLoss
     from rlgraph_core.components.target_sync import TargetSync
     from rlgraph_core.components.twin_q import ContinuousQNetwork, TwinQNetwork
+    from rlgraph_core.components.vtrace import VTrace
 
     return {
         "dense": DenseLayer,
@@ -50,6 +53,8 @@ def rlgraph_components():
         "gae": GAE,
         "ppo_loss": PPOLoss,
         "a2c_loss": A2CLoss,
+        "vtrace": VTrace,
+        "impala_loss": ImpalaLoss,
         "continuous_q_network": ContinuousQNetwork,
         "twin_q_network": TwinQNetwork,
         "sac_loss": SACLoss,

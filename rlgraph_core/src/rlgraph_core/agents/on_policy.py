@@ -265,6 +265,14 @@ class OnPolicyAgent(Agent):
         """Learn from one time-major rollout (see :meth:`rollout`); return metrics."""
         raise NotImplementedError
 
+    def _step_extras(self, next_obs: np.ndarray) -> dict[str, np.ndarray]:
+        """Extra per-step fields the rollout stores (``[N, ...]`` each); none by default."""
+        return {}
+
+    def _is_postprocessed(self, batch: dict[str, np.ndarray]) -> bool:
+        """Whether :meth:`learn` can use ``batch`` as is (else it postprocesses it first)."""
+        return "advantages" in batch
+
     # --- actions ---------------------------------------------------------------------------
     def _noise(self, n: int) -> np.ndarray:
         """Sampling noise from the agent's seeded generator: uniform in (0, 1) or standard normal."""
@@ -340,6 +348,7 @@ class OnPolicyAgent(Agent):
             terminated=terminated,
             truncated=truncated,
             final_values=final_values,
+            **self._step_extras(next_obs),
         )
         self.timesteps += len(obs)
         if self.buffer.full:
@@ -394,7 +403,7 @@ class OnPolicyAgent(Agent):
 
         Batches of several actors may be concatenated along the env axis (axis 1).
         """
-        if "advantages" not in batch:
+        if not self._is_postprocessed(batch):
             batch = self.postprocess(batch)
         lr = self.lr_schedule(self.timesteps)
         if lr != self.train_step.learning_rate:

@@ -1,6 +1,7 @@
-"""Policy-gradient losses: PPO's clipped surrogate (Schulman et al. 2017) and A2C (Mnih et al. 2016).
+"""Policy-gradient losses: PPO's clipped surrogate (Schulman et al. 2017), A2C (Mnih et al. 2016)
+and IMPALA's V-trace actor-critic loss (Espeholt et al. 2018).
 
-Both take what the actor-critic computes for a minibatch (log-probabilities, entropies and
+Each takes what the actor-critic computes for a minibatch (log-probabilities, entropies and
 values of the *current* parameters) plus the rollout's targets, and return the scalar loss
 first, followed by diagnostics (all without gradient except the loss).
 """
@@ -128,4 +129,50 @@ class A2CLoss(Component):
         entropy_mean = ops.reduce_mean(entropy)
         loss = pg_loss + self.vf_coef * vf_loss - self.ent_coef * entropy_mean
         sg = ops.stop_gradient
+        return loss, sg(pg_loss), sg(vf_loss), sg(entropy_mean)
+
+
+class ImpalaLoss(Component):
+    """IMPALA's actor-critic loss on V-trace targets (Espeholt et al. 2018, section 4.2).
+
+    The math, top to bottom (B = batch; every mean is over B; ``vs`` and ``pg_adv`` come from
+    :class:`~rlgraph_core.components.vtrace.VTrace` and carry no gradient)::
+
+        A        = normalize(pg_adv)  if normalize_advantage    # off in the paper
+        pg_loss  = -mean(A * log pi(a|s))                       # A = rho_pg * (r + gamma vs' - V)
+        vf_loss  = 0.5 * mean((vs - V(s))^2)
+        entropy  = mean(H(pi(.|s)))
+        loss     = pg_loss + vf_coef * vf_loss - ent_coef * entropy
+
+    The paper sums over the batch; means make the learning rate independent of the batch size.
+
+    Args:
+        vf_coef: weight of the value (baseline) loss (paper: 0.5).
+        ent_coef: weight of the entropy bonus.
+        normalize_advantage: normalise the policy-gradient advantages over the batch.
+        name: component name.
+
+    Returns (from :meth:`loss`): ``(loss, pg_loss, vf_loss, entropy)``.
+    """
+
+    def __init__(
+        self, vf_coef: float = 0.5, ent_coef: float = 0.01, normalize_advantage: bool = False, name: str = "impala_loss"
+    ):
+        super().__init__(name)
+        self.vf_coef = float(vf_coef)
+        self.ent_coef = float(ent_coef)
+        self.normalize_advantage = normalize_advantage
+
+    @api
+    def loss(self, log_probs, entropy, values, vs, pg_advantages):
+        """The IMPALA loss and its diagnostics (see the class docstring)."""
+        ops = self.ops
+        sg = ops.stop_gradient
+        advantages = sg(pg_advantages)
+        if self.normalize_advantage:
+            advantages = normalize_advantages(ops, advantages)
+        pg_loss = -ops.reduce_mean(advantages * log_probs)
+        vf_loss = 0.5 * ops.reduce_mean(ops.square(sg(vs) - values))
+        entropy_mean = ops.reduce_mean(entropy)
+        loss = pg_loss + self.vf_coef * vf_loss - self.ent_coef * entropy_mean
         return loss, sg(pg_loss), sg(vf_loss), sg(entropy_mean)
