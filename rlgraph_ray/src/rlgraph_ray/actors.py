@@ -166,11 +166,12 @@ class ReplayShard:
         self.inserted += len(batch["rewards"])
         return len(self.memory)
 
-    def sample(self, batch_size: int) -> dict[str, np.ndarray] | None:
-        """A batch (with ``indices`` and, prioritized, ``weights``), or None while the shard holds too few."""
+    def sample(self, batch_size: int, count: int = 1) -> list[dict[str, np.ndarray]] | None:
+        """``count`` batches (each with ``indices`` and, prioritized, ``weights``), or None while the
+        shard holds fewer than ``batch_size`` records."""
         if len(self.memory) < batch_size:
             return None
-        return self.memory.sample(batch_size)
+        return [self.memory.sample(batch_size) for _ in range(count)]
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         """New priorities from the learner for the records at ``indices``."""

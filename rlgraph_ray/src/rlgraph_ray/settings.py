@@ -109,12 +109,16 @@ class RayApexSettings(RaySettings):
     )
     weight_sync_interval: int = Field(16, gt=0, description="learner updates between weight broadcasts")
     num_replay_shards: int = Field(1, gt=0, description="replay shard actors; each holds agent.memory.capacity / K")
+    sample_batches: int = Field(
+        4, gt=0, description="batches per sample request to a shard (fewer round trips; one request in flight)"
+    )
     epsilon: float = Field(0.4, gt=0, le=1, description="Ape-X base epsilon")
     epsilon_alpha: float = Field(7.0, ge=0, description="Ape-X epsilon exponent spread across workers")
     throttle: bool = Field(
         True,
-        description="learner keeps the agent's replay ratio (gradient_steps per train_freq env steps, "
-        "as the local executor); false: learn as fast as possible (Ape-X)",
+        description="keep the agent's replay ratio (gradient_steps per train_freq env steps, as the local "
+        "executor): the learner never runs ahead and workers wait while it is over one round behind; "
+        "false: workers and learner run as fast as they can (Ape-X)",
     )
 
     def worker_epsilon(self, i: int) -> float:
