@@ -61,12 +61,9 @@ class RayExecutor(Executor):
                 except BaseException:
                     eval_env.close()
                     raise
-                recorder.summary_extra.update(self._totals())
+                recorder.summary_extra = self._totals
                 info = {"ray": {"tag": self.tag, "workers": self.worker_names(), "where": session["where"]}}
-                try:
-                    return recorder.run(self._loop, run_info=info)
-                finally:
-                    recorder.summary_extra.update(self._totals())
+                return recorder.run(self._loop, run_info=info)
             finally:
                 kill_all(self.workers + self.shards)
 

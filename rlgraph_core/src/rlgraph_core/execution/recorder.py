@@ -103,8 +103,9 @@ class RunRecorder:
         self.state = RunState()
         if self.resume_dir is not None:
             self.state = RunState.from_meta(agent.load(self.resume_dir))
-        #: extra fields of ``summary.json`` (a distributed executor adds its totals here).
-        self.summary_extra: dict[str, Any] = {}
+        #: extra fields of ``summary.json``: a dict, or a function returning one, called when the
+        #: run ends (a distributed executor reports its totals, e.g. worker restarts, this way).
+        self.summary_extra: dict[str, Any] | Callable[[], dict[str, Any]] = {}
         self.recent_returns: deque[float] = deque(maxlen=20)
         self.loggers: list = []
         self._bar = None
@@ -270,7 +271,7 @@ class RunRecorder:
             "target_reached": state.target_reached,
             "checkpoint": str(checkpoint_dir),
             "build_seconds": agent.build_report.build_seconds,
-            **self.summary_extra,
+            **(self.summary_extra() if callable(self.summary_extra) else self.summary_extra),
         }
         if state.error is not None:
             summary["error"] = state.error
