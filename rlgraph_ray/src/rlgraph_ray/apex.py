@@ -78,6 +78,13 @@ class RayApexExecutor(RayExecutor):
         rounds = (learner.timesteps - start) // acfg.train_freq + 1
         return rounds * acfg.gradient_steps - (learner.updates - start_updates)
 
+    def _request_samples(self, sampling: dict, held: dict[int, list]) -> None:
+        """One sample request in flight per shard, unless the learner still holds two requests' batches."""
+        settings, busy = self.config.executor, set(sampling.values())
+        for k, shard in enumerate(self.shards):
+            if k not in busy and len(held.get(k, ())) < 2 * settings.sample_batches:
+                sampling[shard.sample.remote(self.config.agent.batch_size, settings.sample_batches)] = k
+
     def _loop(self, recorder: RunRecorder, stop) -> None:
         settings, acfg = self.config.executor, self.config.agent
         learner = self.learner
@@ -86,7 +93,7 @@ class RayApexExecutor(RayExecutor):
         synced_at = learner.updates
         collecting = {w.collect.remote(box): i for i, w in enumerate(self.workers)}
         sampling: dict[Any, int] = {}  # sample request -> shard
-        held: dict[int, dict] = {}  # batches fetched but not yet learned from (throttled)
+        held: dict[int, list] = {}  # batches fetched but not yet learned from, by shard
         start_updates = learner.updates
         staleness: list[float] = []
         parked: list[int] = []  # workers whose next fragment waits for the learner
@@ -112,16 +119,17 @@ class RayApexExecutor(RayExecutor):
             learned = 0
             if learner.timesteps >= acfg.learning_starts:
                 due = self._behind(start_updates) if settings.throttle else np.inf
-                busy = set(sampling.values()) | set(held)
-                for k, shard in enumerate(self.shards):
-                    if k not in busy:
-                        sampling[shard.sample.remote(acfg.batch_size, settings.sample_batches)] = k
+                self._request_samples(sampling, held)
                 got, _ = ray.wait(list(sampling), num_returns=len(sampling), timeout=0)
                 for ref in got:
                     k = sampling.pop(ref)
                     batches = ray.get(ref)
                     if batches is not None:
-                        held[k] = [{name: np.array(v, copy=True) for name, v in b.items()} for b in batches]
+                        held.setdefault(k, []).extend(
+                            {name: np.array(v, copy=True) for name, v in b.items()} for b in batches
+                        )
+                # the next request of each shard is in flight while the learner learns
+                self._request_samples(sampling, held)
                 for k in list(held):
                     while held[k] and learned < due:
                         result = learner.learn(held[k].pop(0))
@@ -131,13 +139,12 @@ class RayApexExecutor(RayExecutor):
                             self.shards[k].update_priorities.remote(result.indices, result.priorities)
                     if not held[k]:
                         del held[k]
-                        sampling[self.shards[k].sample.remote(acfg.batch_size, settings.sample_batches)] = k
                 if learner.updates - synced_at >= settings.weight_sync_interval:
                     box = self._weights_box()
                     synced_at = learner.updates
             if new_steps == 0 and learned == 0:
                 # Nothing arrived and nothing to learn: wait for the next fragment or sample.
-                waiting = list(collecting) + (list(sampling) if not held else [])
+                waiting = list(collecting) + list(sampling)
                 if waiting:
                     ray.wait(waiting, num_returns=1, timeout=0.5)
             if new_steps:
