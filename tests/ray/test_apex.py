@@ -10,6 +10,7 @@ ray = pytest.importorskip("ray")
 
 from rlgraph_core.assemble import train  # noqa: E402
 from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config  # noqa: E402
+from rlgraph_core.plugins import PluginManager, hookimpl  # noqa: E402
 
 #: configs/apex_cartpole.yaml made cheaper for a 2-core CI machine: a 64-64 Q-network and half
 #: the replay ratio (64 updates per 256 env steps, target sync every 64 updates).
@@ -37,3 +38,36 @@ def test_apex_dqn_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path
     assert {"worker_0_samples_per_s", "worker_1_samples_per_s", "updates_per_s"} <= set(last)
     # the learner kept (at most) the agent's replay ratio: 64 updates per 256 env steps
     assert 0 < summary["updates"] <= (summary["timesteps"] // 256 + 1) * 64
+
+
+class WorkerKiller:
+    """Kills worker 0 (as a crash Ray could restart) at the first metrics row."""
+
+    def __init__(self):
+        self.names, self.killed, self.replay_sizes = [], None, []
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.names = run_info["ray"]["workers"]
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        self.replay_sizes.append(metrics["replay_size"])
+        if self.killed is None:
+            self.killed = self.names[0]
+            ray.kill(ray.get_actor(self.killed), no_restart=False)
+
+
+def test_a_killed_apex_worker_is_restarted_and_replay_is_kept(ray_session, tmp_path):
+    pm = PluginManager()
+    killer = WorkerKiller()
+    pm.register(killer, "worker-killer")
+    raw = apply_overrides(
+        load_shipped_config("apex_cartpole"),
+        [*FAST, "agent.network.hidden=[16]", "train.total_timesteps=4000", "train.log_interval=1000"],
+    )
+    summary = train(validate_config(raw), tmp_path, plugin_manager=pm)
+    assert killer.killed is not None
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 4000
+    assert summary["worker_restarts"] == 1 and summary["samples_lost"] == 50  # one fragment of 1 env x 50 steps
+    assert killer.replay_sizes == sorted(killer.replay_sizes)  # the replay never shrinks
