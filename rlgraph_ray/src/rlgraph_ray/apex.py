@@ -150,11 +150,12 @@ class RayApexExecutor(RayExecutor):
             if new_steps:
 
                 def extra(staleness=staleness) -> dict:
+                    sizes = ray.get([s.size.remote() for s in self.shards])
                     row = {
                         "staleness": float(np.mean(staleness)) if staleness else None,
-                        "replay_size": int(sum(ray.get([s.size.remote() for s in self.shards]))),
+                        "replay_size": int(sum(sizes)),
                     }
-                    for k, size in enumerate(ray.get([s.size.remote() for s in self.shards])):
+                    for k, size in enumerate(sizes):
                         row[f"replay_fill_shard_{k}"] = size
                     staleness.clear()
                     return row

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import numpy as np
@@ -169,7 +168,3 @@ class RayExecutor(Executor):
     def _get(ref, timeout: float | None = None):
         """``ray.get`` with an optional timeout (for worker calls that may hang)."""
         return ray.get(ref, timeout=timeout)
-
-    @staticmethod
-    def _now() -> float:
-        return time.perf_counter()
