@@ -86,3 +86,11 @@ def test_workers_that_cannot_be_placed_fail_clearly(ray_session, tmp_path):
         with pytest.raises(RayPlacementError, match="not placed and built within executor.placement_timeout_s = 2"):
             train(config, tmp_path)
     assert any("ask for 8 CPUs but the Ray cluster has 2" in str(w.message) for w in caught)
+
+
+def test_ppo_on_tf_static_with_two_workers(ray_session, tmp_path):
+    """The same config on the other backend and paradigm: tf.function learner and workers."""
+    pytest.importorskip("tensorflow")
+    summary = train(ppo("train.backend=tf", "train.mode=static", "train.total_timesteps=40960"), tmp_path)
+    assert summary["ended_by"] == "target_return", summary
+    assert summary["eval_return_mean"] >= 475 and summary["timesteps"] <= 40960
