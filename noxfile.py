@@ -82,6 +82,8 @@ TYPED_CONTRACTS = (
     "rlgraph_core/memories/settings.py",
     "rlgraph_core/assemble.py",
     "rlgraph_core/execution/base.py",
+    "rlgraph_core/execution/settings.py",
+    "rlgraph_core/execution/recorder.py",
 )
 
 

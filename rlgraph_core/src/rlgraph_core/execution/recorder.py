@@ -260,7 +260,7 @@ class RunRecorder:
         elapsed = time.perf_counter() - t0
         summary = {
             "ended_by": state.ended_by,
-            "exit_code": EXIT_CODES[state.ended_by],
+            "exit_code": EXIT_CODES.get(state.ended_by or "", 1),
             "timesteps": agent.timesteps,
             "updates": agent.updates,
             "wall_time": elapsed,
