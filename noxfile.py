@@ -10,13 +10,13 @@ import nox
 
 nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "core", "torch", "tf", "integration"]
+nox.options.sessions = ["lint", "core", "torch", "tf", "integration", "ray"]
 nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
 CONSTRAINTS = ("-c", "constraints.txt")
 TEST_DEPS = ("pytest>=8",)
-ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "MPLBACKEND": "Agg"}
+ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "MPLBACKEND": "Agg", "RAY_AUTH_MODE": "disabled"}
 
 
 def _install(session, *folders):
@@ -66,6 +66,13 @@ def integration(session):
     _pytest(session, "tests/integration")
 
 
+@nox.session(python=PYTHON)
+def ray(session):
+    """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
+    _pytest(session, "tests/ray")
+
+
 #: rlgraph-core's public contracts, type-checked by the lint session.
 TYPED_CONTRACTS = (
     "rlgraph_core/backend/contract.py",
@@ -75,6 +82,8 @@ TYPED_CONTRACTS = (
     "rlgraph_core/memories/settings.py",
     "rlgraph_core/assemble.py",
     "rlgraph_core/execution/base.py",
+    "rlgraph_core/execution/settings.py",
+    "rlgraph_core/execution/recorder.py",
 )
 
 

@@ -110,6 +110,9 @@ def _float_paths(node, path=()):
 @pytest.mark.parametrize("name", shipped_configs())
 def test_shipped_configs_validate_and_refuse_nan_or_inf_in_every_float_field(name):
     raw = load_shipped_config(name)
+    executor = raw.get("train", {}).get("executor", "local")
+    if executor not in get_plugin_manager().names("executors"):
+        pytest.skip(f"the config's executor '{executor}' is not installed here (tests/ray validates it)")
     full = validate_config(raw).to_dict()
     paths = [p for p in _float_paths(full) if not p.startswith("env.kwargs")]
     assert paths, "each shipped config has float fields (gamma, learning rate ...)"

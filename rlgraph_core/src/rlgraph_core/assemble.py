@@ -178,6 +178,14 @@ def _memory_class(pm: PluginManager, agent_config):
     return cls
 
 
+def _executor_class(pm: PluginManager, name: str) -> type:
+    """The executor class registered as ``name`` (a lazily registered one is imported now)."""
+    from rlgraph_core.execution.settings import executor_entry
+
+    cls, _ = executor_entry(_get(pm, "executors", name, "train.executor"))
+    return cls.resolve() if hasattr(cls, "resolve") else cls
+
+
 def assemble(config, plugin_manager: PluginManager) -> Assembly:
     """Resolve every registry name of ``config`` once with ``plugin_manager`` and build the backend.
 
@@ -204,7 +212,7 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         agent_class=agent_class,
         memory_class=_memory_class(pm, config.agent),
         logger_classes=[_get(pm, "loggers", name, "train.loggers") for name in tc.loggers],
-        executor_class=_get(pm, "executors", tc.executor, "train.executor"),
+        executor_class=_executor_class(pm, tc.executor),
         backend_factory=backend_factory,
     )
 

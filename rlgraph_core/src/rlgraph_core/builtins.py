@@ -77,8 +77,9 @@ def rlgraph_memories():
 def rlgraph_executors():
     """The single-process executor."""
     from rlgraph_core.execution.local import LocalExecutor
+    from rlgraph_core.execution.settings import LocalExecutorSettings
 
-    return {"local": LocalExecutor}
+    return {"local": (LocalExecutor, LocalExecutorSettings)}
 
 
 @hookimpl

@@ -9,17 +9,21 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model
 
 from rlgraph_core.config.common import ComponentSpec, EnvConfig, TrainConfig
 from rlgraph_core.errors import ConfigError, PluginError
+from rlgraph_core.execution.settings import ExecutorSettings
 
 
 class RunConfig(BaseModel):
-    """A validated run: ``agent`` (a registered agent's config model), ``env``, ``train``.
+    """A validated run: ``agent`` (a registered agent's config model), ``env``, ``train`` and
+    ``executor`` (the settings of the executor ``train.executor`` names).
 
     :func:`run_config_model` makes the concrete model of a plugin manager, whose ``agent``
     field is the discriminated union (on ``type``) of every registered agent's config model.
+    ``executor`` is an instance of the settings model that executor registered
+    (:class:`~rlgraph_core.execution.settings.ExecutorSettings` for one without settings).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -27,11 +31,15 @@ class RunConfig(BaseModel):
     agent: Any
     env: EnvConfig = Field(default_factory=EnvConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    executor: SerializeAsAny[ExecutorSettings] = Field(default_factory=ExecutorSettings)
 
     def to_dict(self) -> dict:
         """Plain JSON-able dict of the whole config (pydantic's ``model_dump``)."""
         return self.model_dump(mode="json")
 
+
+#: The top-level sections of a run config.
+SECTIONS = ("agent", "env", "train", "executor")
 
 #: Name of the shipped config ``rlgraph train`` runs without a CONFIG argument.
 DEFAULT_CONFIG_NAME = "dqn_cartpole"
@@ -119,7 +127,7 @@ def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model
                 section = ".".join(str(p) for p in (prefix, *err["loc"][:-1]) if p != "")
                 msg += (
                     f"; did you mean '{close[0]}'?" if close else ";"
-                ) + f" Known fields of '{section}': {', '.join(known)}"
+                ) + f" Known fields of '{section}': {', '.join(known) or '(none)'}"
             parts.append(msg)
         elif err["type"] == "value_error" and isinstance(value, dict):
             # a model-level check (e.g. capacity vs batch_size): its message names the fields
@@ -150,11 +158,16 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
 
     pm = plugin_manager or get_plugin_manager()
     if not isinstance(raw, dict):
-        raise ConfigError(f"A config must be a mapping with keys agent, env, train; got {type(raw).__name__}.")
-    unknown = sorted(set(raw) - {"agent", "env", "train"})
+        raise ConfigError(
+            f"A config must be a mapping with keys agent, env, train (and executor); got {type(raw).__name__}."
+        )
+    unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
-        raise ConfigError(f"Unknown top-level config keys {unknown}; a config has agent, env and train.")
-    for section in ("agent", "env", "train"):
+        raise ConfigError(
+            f"Unknown top-level config keys {unknown}; a config has agent, env and train (and optionally "
+            f"executor, the settings of train.executor)."
+        )
+    for section in SECTIONS:
         if raw.get(section) is not None and not isinstance(raw[section], dict):
             raise ConfigError(
                 f"'{section}' = {json.dumps(raw[section], default=str)}: the {section} section "
@@ -162,7 +175,7 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             )
     non_finite = [
         f"'{path}' = {value}"
-        for section in ("agent", "env", "train")
+        for section in SECTIONS
         for path, value in _non_finite_values(raw.get(section), section)
         if not path.startswith("env.kwargs")  # the environment checks its own arguments
     ]
@@ -230,7 +243,45 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     validate_run = getattr(agent, "validate_run", None)
     if callable(validate_run):
         validate_run(env, train)
-    return run_config_model(pm)(agent=agent, env=env, train=train)
+    executor = validate_executor_settings(pm, train.executor, raw.get("executor"))
+    # The same for the executor's settings (e.g. an executor that runs only some agents).
+    validate_executor_run = getattr(executor, "validate_run", None)
+    if callable(validate_executor_run):
+        validate_executor_run(agent, env, train)
+    return run_config_model(pm)(agent=agent, env=env, train=train, executor=executor)
+
+
+def validate_executor_settings(plugin_manager, name: str, raw: Any, field: str = "executor") -> ExecutorSettings:
+    """Validate an ``executor:`` section against the settings model the executor ``name`` registered.
+
+    ``raw`` may be None (every default) or a mapping. Never imports a lazily registered executor.
+
+    Raises:
+        ConfigError: ``name`` is unknown, or one paragraph naming each bad field as
+            ``executor.<field>`` with its value and the constraint (or the known fields).
+    """
+    from rlgraph_core.execution.settings import executor_entry
+
+    try:
+        _, model = executor_entry(plugin_manager.get("executors", name, field="train.executor"))
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
+    if isinstance(raw, ExecutorSettings):
+        raw = raw.model_dump()
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"'{field}' = {json.dumps(raw, default=str)}: the executor section must be a mapping of the "
+            f"settings of train.executor '{name}'."
+        )
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"Invalid config: {_format_validation_error(exc, field, raw, model)}. The '{field}' section holds the "
+            f"settings of train.executor '{name}'."
+        ) from None
 
 
 def _non_finite_values(value: Any, path: str):
@@ -308,8 +359,8 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         parts = key.strip().split(".")
         if not all(parts):
             raise ConfigError(f"Override '{item}': the key path '{key.strip()}' has an empty part.")
-        if parts[0] not in ("agent", "env", "train"):
-            raise ConfigError(f"Override '{item}': the path must start with agent, env or train.")
+        if parts[0] not in SECTIONS:
+            raise ConfigError(f"Override '{item}': the path must start with agent, env, train or executor.")
         node = out
         for p in parts[:-1]:
             if not isinstance(node.get(p, {}), dict):

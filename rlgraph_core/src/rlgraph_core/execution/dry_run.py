@@ -84,7 +84,8 @@ def dry_run(assembly, out_dir: str | Path, resume_dir: str | Path | None = None)
         f"  obs space:   {_space_text(obs_space)}",
         f"  action space: {_space_text(act_space)}",
         f"  backend:     {assembly.backend.describe()}",
-        f"  executor:    {tc.executor} ({assembly.executor_class.__name__})",
+        f"  executor:    {tc.executor} ({assembly.executor_class.__name__})"
+        + (f", settings {settings}" if (settings := _executor_settings(cfg)) else ""),
         f"  memory:      {memory_line}",
         f"  parameters:  {params}",
         f"  build:       agent graph {report.build_seconds * 1000:.0f} ms; envs + agent {total:.2f} s"
@@ -97,3 +98,9 @@ def dry_run(assembly, out_dir: str | Path, resume_dir: str | Path | None = None)
     if resume_dir is not None:
         lines.append(f"  resume:      {resume_dir} (loaded into the agent)")
     return "\n".join(lines)
+
+
+def _executor_settings(cfg) -> dict:
+    """The executor's settings as a dict (empty for an executor without settings)."""
+    settings = getattr(cfg, "executor", None)
+    return settings.model_dump(mode="json") if settings is not None else {}

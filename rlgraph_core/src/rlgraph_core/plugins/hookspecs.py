@@ -22,7 +22,13 @@ def rlgraph_backends():
 
 @hookspec
 def rlgraph_executors():
-    """Return ``{name: executor_class}`` for executors that run training jobs."""
+    """Return ``{name: (executor_class, settings_model)}`` (or ``{name: executor_class}``) for executors.
+
+    ``settings_model`` subclasses :class:`rlgraph_core.execution.settings.ExecutorSettings` and
+    validates the run config's ``executor:`` section; a plain class has no settings.
+    ``executor_class`` may be a :class:`~rlgraph_core.plugins.LazyObject`, so that listing and
+    validating never import it (or the framework it needs).
+    """
 
 
 @hookspec

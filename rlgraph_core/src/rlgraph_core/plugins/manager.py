@@ -333,16 +333,16 @@ class PluginManager:
         missing = {
             "torch": "rlgraph-torch",
             "tf": "rlgraph-tf",
-            "ray-apex": "rlgraph-ray",
-            "ray-sync": "rlgraph-ray",
-            "ray-impala": "rlgraph-ray",
+            "ray_apex": "rlgraph-ray",
+            "ray_sync": "rlgraph-ray",
+            "ray_impala": "rlgraph-ray",
             "horovod": "rlgraph-horovod",
         }
         if name in missing:
             if missing[name] in {b.distribution for b in self.blocked}:
                 hint += f" It is provided by '{missing[name]}', which is blocked."
             else:
-                hint += f" It is provided by '{missing[name]}': pip install \"rlgraph-core[{name.split('-')[0]}]\"."
+                hint += f" It is provided by '{missing[name]}': pip install \"rlgraph-core[{missing[name][8:]}]\"."
         if self.failed:
             hint += (
                 " Plugins that failed to load: "
@@ -363,6 +363,10 @@ class PluginManager:
 
 def _entry_problem(kind: str, obj: Any) -> str | None:
     """Why a registered object does not fit its kind's registration format (None: it fits)."""
+    if kind == "executors":
+        from rlgraph_core.execution.settings import executor_entry_problem
+
+        return executor_entry_problem(obj)
     if kind == "memories":
         from rlgraph_core.memories.settings import MemorySettings
 

@@ -1,0 +1,290 @@
+"""What every executor writes, in one reusable piece: metrics, evaluations, checkpoints, summary.
+
+An executor owns *how* experience is gathered (one process, Ray actors ...); the
+:class:`RunRecorder` owns what a run leaves behind, so every executor behaves the same towards
+the user:
+
+* metric rows every ``train.log_interval`` env steps to the configured loggers and the
+  ``rlgraph_on_iteration`` hook (``timesteps``, ``wall_time``, ``episode_return_mean``,
+  ``env_steps_per_s``, ``updates_per_s``, the agent's metrics, plus what the executor adds);
+* greedy evaluation on a separate env with fixed seeds every ``train.eval_interval`` env steps,
+  a new best saved to ``checkpoint_best``, and ``train.target_return`` as a stop condition;
+* periodic checkpoints every ``train.checkpoint_interval`` env steps (default: every evaluation),
+  the newest ``train.keep_checkpoints`` kept;
+* however the run ends (budget, target, Ctrl-C/SIGTERM through
+  :class:`~rlgraph_core.execution.stopping.StopRequest`, or an exception): the final checkpoint,
+  ``summary.json`` (``ended_by``, exit code, traceback of an error), the learning-curve plot and
+  the ``rlgraph_on_train_end`` hook; an error is then re-raised as
+  :class:`~rlgraph_core.execution.stopping.RunFailed`.
+
+The recorder follows one agent, the one whose weights the run produces (the local agent, or a
+distributed executor's learner), and reads the run's progress from its counters: an executor
+keeps ``agent.timesteps`` at the number of env steps taken so far (all workers together).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from rlgraph_core.checkpoint import save_periodic
+from rlgraph_core.execution.plotting import plot_learning_curve
+from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
+
+
+@dataclass
+class RunState:
+    """What a run carries across checkpoints besides the agent: evaluations and how it ended."""
+
+    best_eval_return: float | None = None
+    last_eval_return: float | None = None
+    target_reached: bool = False
+    ended_by: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    cause: BaseException | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict:
+        """The JSON stored in every checkpoint's meta (``run_state``)."""
+        return {"best_eval_return": self.best_eval_return, "last_eval_return": self.last_eval_return}
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> "RunState":
+        """The run state a checkpoint's meta recorded (empty for checkpoints without one)."""
+        stored = meta.get("run_state") or {}
+        return cls(best_eval_return=stored.get("best_eval_return"), last_eval_return=stored.get("last_eval_return"))
+
+
+class RunRecorder:
+    """Records one run of ``agent``: the loggers, hooks, evaluations, checkpoints and summary.
+
+    Typical use by an executor::
+
+        recorder = RunRecorder(config, out_dir, assembly=assembly, agent=learner, resume_dir=resume_dir)
+        return recorder.run(loop)  # loop(recorder, stop) trains until recorder.done(stop)
+
+    where the loop, after each batch of env steps (``agent.timesteps`` already advanced), calls
+    :meth:`add_episode_returns` for finished episodes and :meth:`step`.
+
+    Args:
+        config: the validated run config.
+        out_dir: the run's output folder.
+        assembly: the run's :class:`~rlgraph_core.assemble.Assembly` (loggers, hooks, eval env).
+        agent: the agent whose weights the run produces (evaluated and checkpointed).
+        resume_dir: a checkpoint to load into ``agent`` first (counters, replay and the best
+            evaluation carry on), or None.
+        eval_env: the evaluation env (default: ``assembly.make_eval_env()``); closed at the end.
+    """
+
+    def __init__(
+        self,
+        config,
+        out_dir: str | Path,
+        *,
+        assembly,
+        agent,
+        resume_dir: str | Path | None = None,
+        eval_env=None,
+    ):
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.assembly = assembly
+        self.agent = agent
+        self.resume_dir = None if resume_dir is None else Path(resume_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.eval_env = eval_env if eval_env is not None else assembly.make_eval_env()
+        self.state = RunState()
+        if self.resume_dir is not None:
+            self.state = RunState.from_meta(agent.load(self.resume_dir))
+        #: extra fields of ``summary.json``: a dict, or a function returning one, called when the
+        #: run ends (a distributed executor reports its totals, e.g. worker restarts, this way).
+        self.summary_extra: dict[str, Any] | Callable[[], dict[str, Any]] = {}
+        self.recent_returns: deque[float] = deque(maxlen=20)
+        self.loggers: list = []
+        self._bar = None
+        tc = config.train
+        self._interval = tc.checkpoint_interval or tc.eval_interval
+        self._next_log = agent.timesteps + tc.log_interval
+        self._next_eval = agent.timesteps + tc.eval_interval
+        self._next_checkpoint = agent.timesteps + self._interval
+        self._start = (agent.timesteps, agent.updates, time.perf_counter())
+        self._last = self._start
+
+    # ------------------------------------------------------------------ the run
+    def run(self, loop: Callable[["RunRecorder", StopRequest], None], run_info: dict | None = None) -> dict:
+        """Start the loggers and hooks, run ``loop(self, stop)`` under a stop request, and finish.
+
+        Whatever ends the loop (its own return, a signal, an exception) the final checkpoint,
+        ``summary.json``, the plot and the train-end hook are written; the summary is returned,
+        or raised inside :class:`RunFailed` when the loop raised.
+        """
+        cfg, tc = self.config, self.config.train
+        self.loggers = self.assembly.make_loggers(self.out_dir)
+        info = {
+            "config": cfg.to_dict(),
+            "out_dir": str(self.out_dir),
+            "build_seconds": self.agent.build_report.build_seconds,
+            "resumed_from": None if self.resume_dir is None else str(self.resume_dir),
+            **(run_info or {}),
+        }
+        self.assembly.hook.rlgraph_on_train_start(run_info=info)
+        self._start = self._last = (self.agent.timesteps, self.agent.updates, time.perf_counter())
+        try:
+            with StopRequest() as stop:
+                if tc.progress_bar:
+                    from tqdm import tqdm
+
+                    self._bar = tqdm(
+                        total=tc.total_timesteps, initial=self.agent.timesteps, unit="step", dynamic_ncols=True
+                    )
+                try:
+                    loop(self, stop)
+                except Exception as exc:  # the env, the agent, a worker or a plugin raised: keep the work done
+                    self.fail(exc)
+                else:
+                    self.state.ended_by = stop.reason or (
+                        "target_return" if self.state.target_reached else "total_timesteps"
+                    )
+                finally:
+                    if self._bar is not None:
+                        self._bar.close()
+                        self._bar = None
+        finally:
+            self.eval_env.close()
+            for lg in self.loggers:
+                lg.close()
+        summary = self.finish()
+        if self.state.ended_by == "error":
+            raise RunFailed(summary) from self.state.cause
+        return summary
+
+    def fail(self, exc: BaseException) -> None:
+        """Record that the run ends because ``exc`` was raised (call from inside ``except``)."""
+        self.state.ended_by = "error"
+        self.state.error = f"{type(exc).__name__}: {exc}"
+        self.state.traceback = traceback.format_exc()
+        self.state.cause = exc
+
+    def done(self, stop: StopRequest | None = None) -> bool:
+        """Whether the run should end: budget used up, target reached, or a stop requested."""
+        return (
+            self.agent.timesteps >= self.config.train.total_timesteps
+            or self.state.target_reached
+            or (stop is not None and stop.reason is not None)
+        )
+
+    # ------------------------------------------------------------------ during the run
+    def add_episode_returns(self, returns: Iterable[float]) -> None:
+        """Returns of training episodes that just ended (for ``episode_return_mean``)."""
+        self.recent_returns.extend(float(r) for r in returns)
+
+    def step(self, new_steps: int = 0, extra_metrics: Callable[[], dict] | None = None) -> dict | None:
+        """After ``new_steps`` more env steps: evaluate, checkpoint and log where due.
+
+        ``agent.timesteps`` must already count the new steps. ``extra_metrics`` is called only
+        when a row is logged and its dict is added to the row. Returns the row logged, or None.
+        """
+        agent, tc = self.agent, self.config.train
+        if self._bar is not None and new_steps:
+            self._bar.update(new_steps)
+        evaluation = None
+        if agent.timesteps >= self._next_eval:
+            while self._next_eval <= agent.timesteps:
+                self._next_eval += tc.eval_interval
+            evaluation = self.evaluate()
+        if agent.timesteps >= self._next_checkpoint:
+            while self._next_checkpoint <= agent.timesteps:
+                self._next_checkpoint += self._interval
+            save_periodic(agent, self.out_dir, agent.timesteps, self.checkpoint_extra(), keep=tc.keep_checkpoints)
+        log_now = agent.timesteps >= self._next_log
+        while self._next_log <= agent.timesteps:
+            self._next_log += tc.log_interval
+        if not (log_now or evaluation is not None):
+            return None
+        return self.log_row(evaluation, extra_metrics() if extra_metrics is not None else None)
+
+    def evaluate(self) -> dict:
+        """Evaluate the greedy policy now (``train.eval_episodes`` on the eval env, fixed seeds);
+        save a new best to ``checkpoint_best``; return the metrics for the row."""
+        tc, state = self.config.train, self.state
+        ev = self.agent.evaluate(self.eval_env, tc.eval_episodes, seed=10_000 + tc.seed)
+        state.last_eval_return = ev["eval_return_mean"]
+        if state.best_eval_return is None or state.last_eval_return > state.best_eval_return:
+            state.best_eval_return = state.last_eval_return
+            self.agent.save(self.out_dir / "checkpoint_best", self.checkpoint_extra(eval=ev))
+        state.target_reached = tc.target_return is not None and state.last_eval_return >= tc.target_return
+        return {"eval_return_mean": state.last_eval_return, "eval_return_std": ev["eval_return_std"]}
+
+    def log_row(self, evaluation: dict | None = None, extra: dict | None = None) -> dict:
+        """Log one metrics row to every logger and the ``rlgraph_on_iteration`` hook; return it."""
+        agent = self.agent
+        now = time.perf_counter()
+        last_steps, last_updates, last_t = self._last
+        row = {
+            "timesteps": agent.timesteps,
+            "wall_time": now - self._start[2],
+            "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
+            "eval_return_mean": None,
+            "env_steps_per_s": (agent.timesteps - last_steps) / max(now - last_t, 1e-9),
+            "updates_per_s": (agent.updates - last_updates) / max(now - last_t, 1e-9),
+        }
+        row.update(agent.metrics())
+        row.update(extra or {})
+        row.update(evaluation or {})
+        self._last = (agent.timesteps, agent.updates, now)
+        for lg in self.loggers:
+            lg.log(row)
+        self.assembly.hook.rlgraph_on_iteration(metrics=row)
+        return row
+
+    def checkpoint_extra(self, **more) -> dict:
+        """The ``extra`` of every checkpoint: the config and the run state (best evaluation)."""
+        return {"config": self.config.to_dict(), "run_state": self.state.to_json(), **more}
+
+    # ------------------------------------------------------------------ the end
+    def finish(self) -> dict:
+        """Final checkpoint, summary.json, plot and the train-end hook, however the run ended."""
+        cfg, tc, agent, state = self.config, self.config.train, self.agent, self.state
+        checkpoint_dir = self.out_dir / "checkpoint"
+        agent.save(
+            checkpoint_dir, self.checkpoint_extra(eval_return_mean=state.last_eval_return, ended_by=state.ended_by)
+        )
+        start_steps, start_updates, t0 = self._start
+        elapsed = time.perf_counter() - t0
+        summary = {
+            "ended_by": state.ended_by,
+            "exit_code": EXIT_CODES.get(state.ended_by or "", 1),
+            "timesteps": agent.timesteps,
+            "updates": agent.updates,
+            "wall_time": elapsed,
+            "env_steps_per_s": (agent.timesteps - start_steps) / max(elapsed, 1e-9),
+            "updates_per_s": (agent.updates - start_updates) / max(elapsed, 1e-9),
+            "eval_return_mean": state.last_eval_return,
+            "best_eval_return": state.best_eval_return,
+            "target_reached": state.target_reached,
+            "checkpoint": str(checkpoint_dir),
+            "build_seconds": agent.build_report.build_seconds,
+            **(self.summary_extra() if callable(self.summary_extra) else self.summary_extra),
+        }
+        if state.error is not None:
+            summary["error"] = state.error
+            summary["traceback"] = state.traceback
+        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        metrics = self.out_dir / "metrics.jsonl"
+        if metrics.is_file():
+            plot_learning_curve(
+                metrics,
+                self.out_dir / "learning_curve.png",
+                f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode}, {tc.executor})"
+                if tc.executor != "local"
+                else f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})",
+            )
+        self.assembly.hook.rlgraph_on_train_end(summary=summary)
+        return summary

@@ -1,0 +1,114 @@
+"""Ray set-up shared by the Ray executors: a private local Ray or a named cluster, CPU checks,
+placement with a timeout, and actor names a run (or a test) can find.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+import warnings
+from typing import Iterator, Sequence
+
+import ray
+
+from rlgraph_core.errors import RLGraphError
+from rlgraph_core.plugins.manager import DISABLE_ENV
+
+
+class RayPlacementError(RLGraphError):
+    """The Ray actors of a run could not be placed (or built) within ``executor.placement_timeout_s``."""
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
+    """Connect to Ray for the duration of a run; yields ``{"address": ..., "started": bool, "cpus": float}``.
+
+    * Ray already initialised in this process (e.g. by a test or a notebook): used as it is.
+    * ``address`` null or ``local``: a private local Ray (``ray.init(address="local")``) with
+      ``os.cpu_count()`` CPUs and no dashboard, so a stray ``RAY_ADDRESS`` or an old session is
+      never joined by accident; shut down at the end.
+    * otherwise (``auto``, ``host:port``, ``ray://host:port``): join that cluster and say so;
+      disconnect at the end (the cluster keeps running).
+    """
+    started = False
+    if ray.is_initialized():
+        where = "the Ray session already running in this process"
+    elif address in (None, "local"):
+        ray.init(
+            address="local",
+            num_cpus=os.cpu_count() or 1,
+            include_dashboard=False,
+            log_to_driver=True,
+            configure_logging=False,
+        )
+        started = True
+        where = "a private local Ray"
+    else:
+        ray.init(address=address, log_to_driver=True, configure_logging=False)
+        started = True
+        where = f"the Ray cluster at {address}"
+        if not quiet:
+            print(f"rlgraph-ray: joined the Ray cluster at {address} ({ray.cluster_resources().get('CPU', 0):g} CPUs)")
+    try:
+        yield {"address": address, "where": where, "started": started, "cpus": ray.cluster_resources().get("CPU", 0)}
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def check_cpus(requested: float, what: str) -> None:
+    """Warn when ``requested`` CPUs exceed the cluster's (the actors would wait for CPUs forever)."""
+    cpus = ray.cluster_resources().get("CPU", 0.0)
+    if requested > cpus + 1e-9:
+        warnings.warn(
+            f"rlgraph-ray: {what} ask for {requested:g} CPUs but the Ray cluster has {cpus:g}: some actors "
+            f"cannot be placed until CPUs free up, and the run fails after executor.placement_timeout_s. "
+            f"Lower executor.num_workers, or use a fractional executor.num_cpus_per_worker (e.g. "
+            f"{max(cpus, 1) / max(requested, 1):.2g}) to oversubscribe the CPUs on purpose.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def wait_ready(actors: Sequence, timeout_s: float, what: str) -> None:
+    """Wait until every actor answers ``ready()``; raise :class:`RayPlacementError` after ``timeout_s``.
+
+    An actor that raised while it was built re-raises its error here.
+    """
+    refs = [a.ready.remote() for a in actors]
+    done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+    if pending:
+        for a in actors:
+            with contextlib.suppress(Exception):
+                ray.kill(a, no_restart=True)
+        raise RayPlacementError(
+            f"{len(pending)} of {len(refs)} {what} were not placed and built within executor.placement_timeout_s = "
+            f"{timeout_s:g} s (the cluster has {ray.cluster_resources().get('CPU', 0):g} CPUs, "
+            f"{ray.available_resources().get('CPU', 0):g} free). Lower executor.num_workers or "
+            f"executor.num_cpus_per_worker, or raise placement_timeout_s if building takes long."
+        )
+    ray.get(done)
+
+
+def run_tag() -> str:
+    """A short id that names one run's actors (``rlgraph-<tag>-worker-0`` ...)."""
+    return uuid.uuid4().hex[:8]
+
+
+def actor_options(name: str, num_cpus: float) -> dict:
+    """Ray options of one of a run's actors: its name, CPUs, no automatic restarts (the executor
+    restarts and counts them), and the plugin blocklist of the driver."""
+    options: dict = {"name": name, "num_cpus": num_cpus, "max_restarts": 0, "max_task_retries": 0}
+    blocked = os.environ.get(DISABLE_ENV)
+    if blocked:
+        options["runtime_env"] = {"env_vars": {DISABLE_ENV: blocked}}
+    return options
+
+
+def kill_all(actors: Sequence) -> None:
+    """Stop actors without waiting (errors from already-dead actors are ignored)."""
+    for a in actors:
+        if a is not None:
+            with contextlib.suppress(Exception):
+                ray.kill(a, no_restart=True)

@@ -1,0 +1,18 @@
+"""Entry-point module: registers the Ray executors through rlgraph's hooks.
+
+The executor classes are :class:`~rlgraph_core.plugins.LazyObject` references and the settings
+models need only pydantic, so ``rlgraph plugins`` and config validation never import ray.
+"""
+
+from rlgraph_core.plugins import LazyObject, hookimpl
+
+
+@hookimpl
+def rlgraph_executors():
+    """``ray_sync`` (on-policy agents) and ``ray_apex`` (DQN family), with their settings models."""
+    from rlgraph_ray.settings import RayApexSettings, RaySyncSettings
+
+    return {
+        "ray_sync": (LazyObject("rlgraph_ray.sync:RaySyncExecutor"), RaySyncSettings),
+        "ray_apex": (LazyObject("rlgraph_ray.apex:RayApexExecutor"), RayApexSettings),
+    }

@@ -1,0 +1,143 @@
+"""Settings models of the Ray executors (the run config's ``executor:`` section).
+
+Only pydantic is imported here, so validating a config never imports ray.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from pydantic import Field, field_validator
+
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.execution.settings import ExecutorSettings
+
+#: What ``executor.address`` may hold (besides null: a private local Ray).
+ADDRESS_PATTERN = re.compile(r"auto|local|(?:ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}")
+
+
+class RaySettings(ExecutorSettings):
+    """Settings every Ray executor shares."""
+
+    address: Optional[str] = Field(
+        None,
+        description="null or local: start a private local Ray; auto, host:port or ray://host:port: join that cluster",
+    )
+    num_workers: int = Field(2, gt=0, description="worker actors, each with its own vector env and agent copy")
+    envs_per_worker: Optional[int] = Field(
+        None, gt=0, description="envs each worker steps; null = env.num_envs split evenly across the workers"
+    )
+    num_cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves per worker (fractions allowed)")
+    fragment_length: Optional[int] = Field(None, gt=0, description="env steps per env in each worker fragment")
+    weight_sync_interval: int = Field(1, gt=0, description="learner updates between weight broadcasts")
+    max_worker_restarts: int = Field(
+        3, ge=0, description="worker deaths tolerated (each restarted) before the run stops"
+    )
+    placement_timeout_s: float = Field(
+        120.0, gt=0, description="seconds for all actors to be placed and built before the run fails"
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _address_form(cls, v: Optional[str]) -> Optional[str]:
+        """``auto``, ``local``, ``host:port`` or ``ray://host:port`` (null: a private local Ray)."""
+        if v is not None and not ADDRESS_PATTERN.fullmatch(v.strip()):
+            raise ValueError(
+                f"unknown Ray address {v!r}; use null (a private local Ray), auto (the cluster this machine "
+                f"belongs to), host:port (a head node's GCS) or ray://host:port (Ray Client)"
+            )
+        return None if v is None else v.strip()
+
+    def workers_envs(self, env) -> int:
+        """Envs per worker: ``envs_per_worker``, by default ``env.num_envs / num_workers`` (at least 1)."""
+        return self.envs_per_worker or max(1, env.num_envs // self.num_workers)
+
+
+class RaySyncSettings(RaySettings):
+    """``ray_sync``: synchronous sampling for on-policy agents (PPO, A2C).
+
+    Each round every worker collects ``fragment_length`` (= ``agent.n_steps``) steps on each of
+    its envs with the newest weights and returns the rollout with GAE computed on the worker;
+    the learner concatenates the fragments along the env axis and learns once.
+    """
+
+    sample_timeout_s: Optional[float] = Field(
+        None, gt=0, description="a worker that returns no fragment within this many seconds is restarted"
+    )
+
+    def validate_run(self, agent, env, train) -> None:
+        """On-policy agents only; a fragment is one rollout (``agent.n_steps``); a minibatch fits a round."""
+        n_steps = getattr(agent, "n_steps", None)
+        if n_steps is None:
+            raise ConfigError(
+                f"'train.executor' = 'ray_sync' runs on-policy agents that collect rollouts of agent.n_steps "
+                f"(ppo, a2c); agent.type '{agent.type}' has no n_steps: use ray_apex for DQN-family agents "
+                f"or the local executor."
+            )
+        if self.fragment_length is not None and self.fragment_length != n_steps:
+            raise ConfigError(
+                f"'executor.fragment_length' = {self.fragment_length} differs from 'agent.n_steps' = {n_steps}: "
+                f"a ray_sync worker returns one rollout of agent.n_steps steps per env; leave fragment_length "
+                f"null or set it to {n_steps}."
+            )
+        if self.envs_per_worker is None and env.num_envs % self.num_workers:
+            raise ConfigError(
+                f"'env.num_envs' = {env.num_envs} cannot be split evenly across 'executor.num_workers' = "
+                f"{self.num_workers}: ray_sync learns from the same total batch as the local executor, so set "
+                f"env.num_envs to a multiple of num_workers or executor.envs_per_worker explicitly."
+            )
+        batch_size = getattr(agent, "batch_size", None)
+        rollout = n_steps * self.workers_envs(env) * self.num_workers
+        if batch_size is not None and batch_size > rollout:
+            raise ConfigError(
+                f"'agent.batch_size' = {batch_size} is larger than one ray_sync round, which holds agent.n_steps "
+                f"x envs_per_worker x num_workers = {rollout} samples; lower batch_size or add workers or envs."
+            )
+
+
+class RayApexSettings(RaySettings):
+    """``ray_apex``: distributed prioritized replay (Ape-X) for DQN-family agents.
+
+    Worker ``i`` of ``N`` explores with ``epsilon ** (1 + epsilon_alpha * i / (N - 1))``; its
+    fragments are n-step folded and given initial priorities on the worker and sent straight to
+    one of ``num_replay_shards`` replay shards (``agent.memory`` split into equal parts).
+    """
+
+    fragment_length: Optional[int] = Field(
+        50, gt=0, description="env steps per env a worker collects before sending them to a shard"
+    )
+    weight_sync_interval: int = Field(16, gt=0, description="learner updates between weight broadcasts")
+    num_replay_shards: int = Field(1, gt=0, description="replay shard actors; each holds agent.memory.capacity / K")
+    sample_batches: int = Field(
+        4, gt=0, description="batches per sample request to a shard (fewer round trips; one request in flight)"
+    )
+    epsilon: float = Field(0.4, gt=0, le=1, description="Ape-X base epsilon")
+    epsilon_alpha: float = Field(7.0, ge=0, description="Ape-X epsilon exponent spread across workers")
+    throttle: bool = Field(
+        True,
+        description="keep the agent's replay ratio (gradient_steps per train_freq env steps, as the local "
+        "executor): the learner never runs ahead and workers wait while it is over one round behind; "
+        "false: workers and learner run as fast as they can (Ape-X)",
+    )
+
+    def worker_epsilon(self, i: int) -> float:
+        """Exploration rate of worker ``i``: ``epsilon ** (1 + epsilon_alpha * i / (N - 1))``."""
+        n = self.num_workers
+        return float(self.epsilon ** (1 + self.epsilon_alpha * i / (n - 1))) if n > 1 else float(self.epsilon)
+
+    def validate_run(self, agent, env, train) -> None:
+        """DQN-family agents only (epsilon-greedy exploration, a replay memory); shards hold a batch."""
+        if getattr(agent, "exploration", None) is None or getattr(agent, "memory", None) is None:
+            raise ConfigError(
+                f"'train.executor' = 'ray_apex' runs DQN-family agents (epsilon-greedy exploration and a "
+                f"replay memory); agent.type '{agent.type}' is not one: use ray_sync for ppo or a2c, or the "
+                f"local executor."
+            )
+        per_shard = agent.memory.capacity // self.num_replay_shards
+        if per_shard < agent.batch_size:
+            raise ConfigError(
+                f"'executor.num_replay_shards' = {self.num_replay_shards} splits agent.memory.capacity = "
+                f"{agent.memory.capacity} into shards of {per_shard} records, fewer than agent.batch_size = "
+                f"{agent.batch_size}: a shard could never hold a batch; use fewer shards or a larger memory."
+            )

@@ -1,0 +1,73 @@
+"""ray_apex: DQN learns CartPole with 2 workers and a prioritized replay shard."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from rlgraph_core.assemble import train  # noqa: E402
+from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config  # noqa: E402
+from rlgraph_core.plugins import PluginManager, hookimpl  # noqa: E402
+
+#: configs/apex_cartpole.yaml made cheaper for a 2-core CI machine: a 64-64 Q-network and half
+#: the replay ratio (64 updates per 256 env steps, target sync every 64 updates).
+FAST = [
+    "train.progress_bar=false",
+    "train.loggers=[jsonl]",
+    "agent.network.hidden=[64, 64]",
+    "agent.gradient_steps=64",
+    "agent.target_update_interval=64",
+    "train.eval_interval=2500",
+    "train.log_interval=2500",
+]
+
+
+def test_apex_dqn_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path):
+    raw = apply_overrides(load_shipped_config("apex_cartpole"), [*FAST, "train.total_timesteps=60000"])
+    summary = train(validate_config(raw), tmp_path)
+    assert summary["ended_by"] == "target_return", summary
+    assert summary["eval_return_mean"] >= 475 and summary["timesteps"] <= 60000
+    assert summary["worker_restarts"] == 0 and summary["num_workers"] == 2
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    assert last["replay_size"] > 0 and last["replay_fill_shard_0"] == last["replay_size"]
+    assert last["staleness"] is None or last["staleness"] >= 0  # learner version minus the acting version
+    assert {"worker_0_samples_per_s", "worker_1_samples_per_s", "updates_per_s"} <= set(last)
+    # the learner kept (at most) the agent's replay ratio: 64 updates per 256 env steps
+    assert 0 < summary["updates"] <= (summary["timesteps"] // 256 + 1) * 64
+
+
+class WorkerKiller:
+    """Kills worker 0 (as a crash Ray could restart) at the first metrics row."""
+
+    def __init__(self):
+        self.names, self.killed, self.replay_sizes = [], None, []
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.names = run_info["ray"]["workers"]
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        self.replay_sizes.append(metrics["replay_size"])
+        if self.killed is None:
+            self.killed = self.names[0]
+            ray.kill(ray.get_actor(self.killed), no_restart=False)
+
+
+def test_a_killed_apex_worker_is_restarted_and_replay_is_kept(ray_session, tmp_path):
+    pm = PluginManager()
+    killer = WorkerKiller()
+    pm.register(killer, "worker-killer")
+    raw = apply_overrides(
+        load_shipped_config("apex_cartpole"),
+        [*FAST, "agent.network.hidden=[16]", "train.total_timesteps=4000", "train.log_interval=1000"],
+    )
+    summary = train(validate_config(raw), tmp_path, plugin_manager=pm)
+    assert killer.killed is not None
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 4000
+    assert summary["worker_restarts"] == 1 and summary["samples_lost"] == 50  # one fragment of 1 env x 50 steps
+    assert killer.replay_sizes == sorted(killer.replay_sizes)  # the replay never shrinks

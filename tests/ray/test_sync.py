@@ -1,0 +1,96 @@
+"""ray_sync: PPO learns CartPole with 2 workers, a killed worker is restarted, placement fails clearly."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from rlgraph_core.assemble import train  # noqa: E402
+from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config  # noqa: E402
+from rlgraph_core.execution.stopping import RunFailed  # noqa: E402
+from rlgraph_core.plugins import PluginManager, hookimpl  # noqa: E402
+from rlgraph_ray.cluster import RayPlacementError  # noqa: E402
+
+QUIET = ["train.progress_bar=false", "train.loggers=[jsonl]"]
+
+
+def ppo(*overrides: str):
+    return validate_config(apply_overrides(load_shipped_config("ppo_cartpole_ray"), QUIET + list(overrides)))
+
+
+class WorkerKiller:
+    """Kills worker 0 (as a crash Ray could restart) at the ``at``-th metrics row, once."""
+
+    def __init__(self, at: int = 1):
+        self.at, self.rows, self.names, self.killed = at, 0, [], None
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.names = run_info["ray"]["workers"]
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        self.rows += 1
+        if self.rows == self.at and self.killed is None:
+            self.killed = self.names[0]
+            ray.kill(ray.get_actor(self.killed), no_restart=False)
+
+
+def test_ppo_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path):
+    summary = train(ppo("train.total_timesteps=40960"), tmp_path)
+    assert summary["ended_by"] == "target_return", summary
+    assert summary["eval_return_mean"] >= 475 and summary["timesteps"] <= 40960
+    assert summary["num_workers"] == 2 and summary["worker_restarts"] == 0
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert {"env_steps_per_s", "updates_per_s", "worker_0_samples_per_s", "worker_1_samples_per_s"} <= set(rows[-1])
+    assert rows[-1]["staleness"] == 0.0  # synchronous: every batch comes from the newest weights
+    assert (tmp_path / "learning_curve.png").is_file() and (tmp_path / "checkpoint" / "meta.json").is_file()
+
+
+def test_a_killed_worker_is_restarted_and_the_run_completes(ray_session, tmp_path):
+    pm = PluginManager()
+    killer = WorkerKiller(at=1)
+    pm.register(killer, "worker-killer")
+    config = ppo("train.total_timesteps=3072", "train.log_interval=512", "train.eval_interval=100000")
+    summary = train(config, tmp_path, plugin_manager=pm)
+    assert killer.killed is not None
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 3072
+    assert summary["worker_restarts"] == 1 and summary["samples_lost"] == 32 * 4
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["worker_restarts"] == 1
+
+
+def test_past_max_worker_restarts_the_run_stops_with_a_checkpoint(ray_session, tmp_path):
+    pm = PluginManager()
+    pm.register(WorkerKiller(at=1), "worker-killer")
+    config = ppo(
+        "train.total_timesteps=3072", "train.log_interval=512", "train.eval_interval=100000",
+        "executor.max_worker_restarts=0",
+    )  # fmt: skip
+    with pytest.raises(RunFailed) as exc:
+        train(config, tmp_path, plugin_manager=pm)
+    summary = exc.value.summary
+    assert summary["ended_by"] == "error" and "max_worker_restarts = 0" in summary["error"]
+    assert json.loads((tmp_path / "summary.json").read_text())["exit_code"] == 1
+    assert (tmp_path / "checkpoint" / "meta.json").is_file()
+
+
+def test_workers_that_cannot_be_placed_fail_clearly(ray_session, tmp_path):
+    config = ppo("executor.num_cpus_per_worker=4", "executor.placement_timeout_s=2")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RayPlacementError, match="not placed and built within executor.placement_timeout_s = 2"):
+            train(config, tmp_path)
+    assert any("ask for 8 CPUs but the Ray cluster has 2" in str(w.message) for w in caught)
+
+
+def test_ppo_on_tf_static_with_two_workers(ray_session, tmp_path):
+    """The same config on the other backend and paradigm: tf.function learner and workers."""
+    pytest.importorskip("tensorflow")
+    summary = train(ppo("train.backend=tf", "train.mode=static", "train.total_timesteps=40960"), tmp_path)
+    assert summary["ended_by"] == "target_return", summary
+    assert summary["eval_return_mean"] >= 475 and summary["timesteps"] <= 40960
