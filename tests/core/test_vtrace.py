@@ -286,15 +286,26 @@ def test_impala_loss_gradients_flow_only_through_policy_and_values(autodiff_back
 
 def test_impala_config_ships_validates_and_rejects_bad_values():
     from rlgraph_core.agents.impala import ImpalaConfig
-    from rlgraph_core.config.run import load_config_file, validate_config
+    from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
     from rlgraph_core.errors import ConfigError
+    from rlgraph_core.plugins import PluginManager, hookimpl
+    from rlgraph_core.testing.numpy_backend import NumpyBackend
 
-    raw = load_config_file(CONFIGS / "impala_cartpole.yaml")
-    config = validate_config(raw)
+    class NumpyBackendPlugin:  # the config validates in a venv without torch
+        @hookimpl
+        def rlgraph_backends(self):
+            return {"numpy": NumpyBackend}
+
+    pm = PluginManager()
+    pm.register(NumpyBackendPlugin(), "numpy-backend")
+    raw = apply_overrides(load_config_file(CONFIGS / "impala_cartpole.yaml"), ["train.backend=numpy"])
+    config = validate_config(raw, pm)
     assert isinstance(config.agent, ImpalaConfig) and config.agent.n_steps == raw["agent"]["n_steps"]
     defaults = ImpalaConfig()
     assert (defaults.rho_bar, defaults.c_bar, defaults.rho_bar_pg, defaults.gae_lambda) == (1.0, 1.0, None, 1.0)
     assert defaults.optimizer.type == "rmsprop" and defaults.optimizer.max_grad_norm == 40.0
     for bad, field in [({"rho_bar": 0}, "rho_bar"), ({"c_bar": -1}, "c_bar"), ({"rho_bar_pg": 0}, "rho_bar_pg")]:
         with pytest.raises(ConfigError, match=field):
-            validate_config({"agent": {"type": "impala", **bad}, "env": {"id": "CartPole-v1"}})
+            validate_config(
+                {"agent": {"type": "impala", **bad}, "env": {"id": "CartPole-v1"}, "train": {"backend": "numpy"}}, pm
+            )
