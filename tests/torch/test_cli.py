@@ -8,9 +8,7 @@ its output folder.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 import re
 import shutil
@@ -22,14 +20,13 @@ import numpy as np
 import pytest
 import yaml
 
-from rlgraph_core.cli import main
+from cli_helpers import assert_user_error, run_cli  # noqa: E402
 from rlgraph_core.config.run import DEFAULT_CONFIG, validate_config
 from rlgraph_core.plugins import get_plugin_manager
 
 if "torch" not in get_plugin_manager().names("backends"):
     pytest.skip("the torch backend (rlgraph-torch) is not installed", allow_module_level=True)
 
-import torch  # noqa: E402  (after the skip: only where the backend is installed)
 
 #: Small and fast, but still a real run: updates start at step 200, two evaluations.
 FAST = [
@@ -57,39 +54,6 @@ METRIC_KEYS = {
     "updates_per_s",
     "loss",
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny networks train much faster on one thread, above all on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    """``rlgraph ARGV`` in-process; returns (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:  # argparse usage errors
-            code = exc.code
-    return code, out.getvalue(), err.getvalue()
-
-
-def assert_user_error(code: int, stderr: str, *fragments: str) -> str:
-    """Exit code 2 and a single 'rlgraph: error:' paragraph without a traceback."""
-    assert code == 2, stderr
-    assert "Traceback" not in stderr
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("rlgraph: error:")]
-    assert len(errors) == 1, stderr
-    message = errors[0]
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
 
 
 @pytest.fixture(scope="module")

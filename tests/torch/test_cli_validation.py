@@ -7,8 +7,6 @@ Commands run in-process through :func:`rlgraph_core.cli.main` on the torch backe
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import sys
@@ -18,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlgraph_core.cli import main
+from cli_helpers import assert_user_error, run_cli  # noqa: E402
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.plugins import get_plugin_manager
 
@@ -32,37 +30,6 @@ from rlgraph_torch.backend import TorchBackend, _resolve_device  # noqa: E402
 EXAMPLE_ENV_DIR = Path(__file__).resolve().parents[2] / "examples" / "custom_env"
 #: Tiny and fast: a real run would train, but every case here must stop before it does.
 SMALL = ["--no-progress", "--set", "agent.network.hidden=[8]", "--set", "train.total_timesteps=300"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny networks train much faster on one thread, above all on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    """``rlgraph ARGV`` in-process; returns (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:  # argparse usage errors
-            code = exc.code
-    return code, out.getvalue(), err.getvalue()
-
-
-def assert_user_error(code: int, stderr: str, *fragments: str) -> str:
-    """Exit code 2 and a single 'rlgraph: error:' paragraph without a traceback."""
-    assert code == 2, stderr
-    assert "Traceback" not in stderr
-    errors = [line for line in stderr.strip().splitlines() if line.startswith("rlgraph: error:")]
-    assert len(errors) == 1, stderr
-    for fragment in fragments:
-        assert fragment in errors[0], errors[0]
-    return errors[0]
 
 
 def refused(tmp_path: Path, *argv: str, fragments: tuple[str, ...] = ()) -> str:

@@ -28,15 +28,6 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 QUIET = ["train.progress_bar=false", "train.loggers=[jsonl]"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread_torch():
-    """One intra-op thread for the module (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def collect(agent, env, obs):
     """Act and observe until the actor's fragment is full; ``(postprocessed batch, next obs)``."""
     batch = None

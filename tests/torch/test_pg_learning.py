@@ -28,15 +28,6 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 QUIET = ["train.progress_bar=false", "train.loggers=[jsonl]"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread_torch():
-    """One intra-op thread for the module (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def cartpole_spaces():
     """CartPole-v1's observation and action spaces."""
     return FloatBox(-np.inf, np.inf, shape=(4,)), Discrete(2)

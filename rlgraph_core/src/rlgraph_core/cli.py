@@ -104,11 +104,9 @@ def cmd_train(args) -> int:
     if args.no_progress:
         config.train.progress_bar = False
     default_out = f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}"
-    if resume is not None and args.out is None:
-        out = run_dir_of(resume) or Path(default_out)
-    else:
-        out = Path(args.out or default_out)
-    continuing = resume is not None and run_dir_of(resume) is not None and run_dir_of(resume).resolve() == out.resolve()
+    resumed_run = run_dir_of(resume) if resume is not None else None
+    out = Path(args.out) if args.out is not None else (resumed_run or Path(default_out))
+    continuing = resumed_run is not None and resumed_run.resolve() == out.resolve()
     assembly = assemble(config, get_plugin_manager())
     if args.dry_run:
         from rlgraph_core.execution.dry_run import dry_run
