@@ -85,9 +85,10 @@ def test_impala_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path):
     assert summary["eval_return_mean"] >= 475 and summary["timesteps"] <= 60000
     assert summary["num_workers"] == 2 and summary["worker_restarts"] == 0 and summary["samples_lost"] == 0
     assert 0 <= summary["staleness_mean"] <= summary["staleness_max"]
-    last = rows(tmp_path)[-1]
-    assert DISTRIBUTED <= set(last)
-    assert 0 <= last["queue_fill"] <= 8
+    logged = rows(tmp_path)
+    assert DISTRIBUTED <= set(logged[-1])
+    assert all(0 <= r["queue_fill"] <= 8 for r in logged)  # executor.queue_size bounds the queue
+    assert all(0 <= r["staleness"] <= r["staleness_max"] for r in logged if r["staleness"] is not None)
     # asynchronous: some batches were collected with older weights than the learner's
     assert summary["staleness_max"] > 0
     assert (tmp_path / "learning_curve.png").is_file() and (tmp_path / "checkpoint" / "meta.json").is_file()
