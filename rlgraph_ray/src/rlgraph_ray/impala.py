@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import ray
+from ray.exceptions import ObjectLostError
 
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_ray.actors import SyncWorker, WeightsBox
@@ -15,6 +16,9 @@ from rlgraph_ray.base import WORKER_FAULTS, RayExecutor
 #: Fields of an actor's rollout the V-trace learner recomputes itself (with its own weights), so
 #: they never travel: the actor's values and bootstrap values, and GAE if the agent adds it.
 ACTOR_ONLY_KEYS = ("values", "next_values", "advantages", "returns")
+
+#: A fragment request that failed: the worker's faults, or its result lost with its node.
+FRAGMENT_FAULTS = (*WORKER_FAULTS, ObjectLostError)
 
 
 class ImpalaWorker(SyncWorker):
@@ -114,7 +118,7 @@ class RayImpalaExecutor(RayExecutor):
                     continue
                 try:
                     batch, stats = ray.get(ref)
-                except WORKER_FAULTS as exc:
+                except FRAGMENT_FAULTS as exc:
                     dropped = [r for r, j in in_flight.items() if j == i]
                     for r in dropped:
                         del in_flight[r]
