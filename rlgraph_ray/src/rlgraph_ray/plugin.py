@@ -9,10 +9,12 @@ from rlgraph_core.plugins import LazyObject, hookimpl
 
 @hookimpl
 def rlgraph_executors():
-    """``ray_sync`` (on-policy agents) and ``ray_apex`` (DQN family), with their settings models."""
-    from rlgraph_ray.settings import RayApexSettings, RaySyncSettings
+    """``ray_sync`` (on-policy agents), ``ray_apex`` (DQN family) and ``ray_impala`` (V-trace
+    agents), with their settings models."""
+    from rlgraph_ray.settings import RayApexSettings, RayImpalaSettings, RaySyncSettings
 
     return {
         "ray_sync": (LazyObject("rlgraph_ray.sync:RaySyncExecutor"), RaySyncSettings),
         "ray_apex": (LazyObject("rlgraph_ray.apex:RayApexExecutor"), RayApexSettings),
+        "ray_impala": (LazyObject("rlgraph_ray.impala:RayImpalaExecutor"), RayImpalaSettings),
     }

@@ -141,3 +141,52 @@ class RayApexSettings(RaySettings):
                 f"{agent.memory.capacity} into shards of {per_shard} records, fewer than agent.batch_size = "
                 f"{agent.batch_size}: a shard could never hold a batch; use fewer shards or a larger memory."
             )
+
+
+class RayImpalaSettings(RaySettings):
+    """``ray_impala``: asynchronous actor-learner with V-trace (IMPALA, Espeholt et al. 2018).
+
+    Workers collect fragments of ``fragment_length`` steps per env (default ``agent.n_steps``)
+    with whatever weights they hold and tag them with that weights version; the learner takes
+    ``learner_batch_fragments`` fragments at a time from a bounded queue of at most
+    ``queue_size`` fragments (waiting or being collected: when it is full, workers wait), learns
+    with V-trace and publishes its weights every ``weight_sync_interval`` updates.
+    """
+
+    weight_sync_interval: int = Field(
+        1, gt=0, description="learner updates (gradient steps) between weight publications to the object store"
+    )
+    queue_size: int = Field(
+        8,
+        gt=0,
+        description="fragments waiting for the learner or being collected, at most; when it is full, workers "
+        "wait (memory stays bounded)",
+    )
+    learner_batch_fragments: int = Field(
+        2, gt=0, description="fragments concatenated along the env axis into one learner batch"
+    )
+    fragments_in_flight: int = Field(
+        2,
+        gt=0,
+        description="fragments each worker is asked for ahead (1: it waits for the driver between fragments; "
+        "2: it starts the next one at once, one weights version older)",
+    )
+
+    def validate_run(self, agent, env, train) -> None:
+        """V-trace agents only (``impala``); the queue must hold one learner batch."""
+        if getattr(agent, "rho_bar", None) is None or getattr(agent, "n_steps", None) is None:
+            raise ConfigError(
+                f"'train.executor' = 'ray_impala' runs V-trace agents that correct the policy lag of "
+                f"asynchronous actors (impala); agent.type '{agent.type}' is not one: use ray_sync for ppo or "
+                f"a2c, ray_apex for DQN-family agents, or the local executor."
+            )
+        if self.learner_batch_fragments > self.queue_size:
+            raise ConfigError(
+                f"'executor.learner_batch_fragments' = {self.learner_batch_fragments} is larger than "
+                f"'executor.queue_size' = {self.queue_size}: the queue could never hold one learner batch; "
+                f"raise queue_size or lower learner_batch_fragments."
+            )
+
+    def fragment_steps(self, agent) -> int:
+        """Env steps per env in one fragment: ``fragment_length``, by default ``agent.n_steps``."""
+        return int(self.fragment_length or agent.n_steps)
