@@ -58,10 +58,32 @@ class WorkerKiller:
             ray.kill(ray.get_actor(self.killed), no_restart=False)
 
 
+class RestartedWorkerProbe:
+    """Records the published weights version of every row, and at the end asks the restarted
+    worker 0 (generation 1) which weights it acts with."""
+
+    def __init__(self):
+        self.tag, self.version, self.published = None, None, []
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.tag = run_info["ray"]["tag"]
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        self.published.append(metrics["weights_version_published"])
+
+    @hookimpl
+    def rlgraph_on_train_end(self, summary):
+        worker = ray.get_actor(f"rlgraph-{self.tag}-worker-0-1")
+        self.version = ray.get(worker.describe.remote())["weights_version"]
+
+
 def test_a_killed_apex_worker_is_restarted_and_replay_is_kept(ray_session, tmp_path):
     pm = PluginManager()
-    killer = WorkerKiller()
+    killer, probe = WorkerKiller(), RestartedWorkerProbe()
     pm.register(killer, "worker-killer")
+    pm.register(probe, "restarted-worker-probe")
     raw = apply_overrides(
         load_shipped_config("apex_cartpole"),
         [*FAST, "agent.network.hidden=[16]", "train.total_timesteps=4000", "train.log_interval=1000"],
@@ -71,3 +93,11 @@ def test_a_killed_apex_worker_is_restarted_and_replay_is_kept(ray_session, tmp_p
     assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 4000
     assert summary["worker_restarts"] == 1 and summary["samples_lost"] == 50  # one fragment of 1 env x 50 steps
     assert killer.replay_sizes == sorted(killer.replay_sizes)  # the replay never shrinks
+    # The restarted worker acts with the learner's published weights: at least as new as those
+    # published when it was killed (first row), learned since (> 0), and no newer than the last.
+    # (A fragment in flight keeps the box it was given, so it may be one publication behind.)
+    final = summary["weights_version_published"]
+    assert 0 < probe.version <= final and probe.version >= max(
+        probe.published[0], summary["worker_weights_versions"][0]
+    )
+    assert probe.published == sorted(probe.published)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import rlgraph_ray
+from rlgraph_core.assemble import train
 from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config
 from rlgraph_core.errors import ConfigError
 from rlgraph_ray.settings import RayApexSettings, RaySyncSettings
@@ -53,6 +54,16 @@ def test_settings_errors_name_the_field_and_value():
     assert "shards of 10 records, fewer than agent.batch_size = 64" in msg
     for addr in ("auto", "127.0.0.1:6379", "ray://head:10001", "local"):
         assert validate_config(apply_overrides(PPO, [f"executor.address={addr}"])).executor.address == addr
+
+
+def test_worker_backend_and_mode_are_checked(tmp_path):
+    msg = error(PPO, "executor.worker_mode=fast")
+    assert "'executor.worker_mode' = \"fast\"" in msg and "'eager' or 'static'" in msg
+    config = validate_config(apply_overrides(PPO, ["executor.worker_backend=tourch", "train.progress_bar=false"]))
+    with pytest.raises(ConfigError) as exc:  # the backend name is checked by the executor, before Ray starts
+        train(config, tmp_path)
+    msg = str(exc.value)
+    assert "executor.worker_backend" in msg and "'tourch'" in msg and "torch" in msg and "\n" not in msg
 
 
 def test_executors_refuse_agents_they_cannot_run():

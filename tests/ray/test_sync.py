@@ -40,6 +40,22 @@ class WorkerKiller:
             ray.kill(ray.get_actor(self.killed), no_restart=False)
 
 
+class RestartedWorkerProbe:
+    """At the end of the run, asks the restarted worker 0 (generation 1) which weights it acts with."""
+
+    def __init__(self):
+        self.tag, self.version = None, None
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.tag = run_info["ray"]["tag"]
+
+    @hookimpl
+    def rlgraph_on_train_end(self, summary):
+        worker = ray.get_actor(f"rlgraph-{self.tag}-worker-0-1")
+        self.version = ray.get(worker.describe.remote())["weights_version"]
+
+
 def test_ppo_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path):
     summary = train(ppo("train.total_timesteps=40960"), tmp_path)
     assert summary["ended_by"] == "target_return", summary
@@ -53,13 +69,17 @@ def test_ppo_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path):
 
 def test_a_killed_worker_is_restarted_and_the_run_completes(ray_session, tmp_path):
     pm = PluginManager()
-    killer = WorkerKiller(at=1)
+    killer, probe = WorkerKiller(at=1), RestartedWorkerProbe()
     pm.register(killer, "worker-killer")
+    pm.register(probe, "restarted-worker-probe")
     config = ppo("train.total_timesteps=3072", "train.log_interval=512", "train.eval_interval=100000")
     summary = train(config, tmp_path, plugin_manager=pm)
     assert killer.killed is not None
     assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 3072
     assert summary["worker_restarts"] == 1 and summary["samples_lost"] == 32 * 4
+    # the restarted worker ends on the learner's newest published weights (not its own initial ones)
+    assert summary["weights_version_published"] > 0
+    assert probe.version == summary["weights_version_published"] == summary["worker_weights_versions"][0]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["worker_restarts"] == 1
 

@@ -57,6 +57,27 @@ class _Worker:
         """The version of the weights this worker acts with."""
         return self.agent.weights_version
 
+    def describe(self) -> dict[str, Any]:
+        """What this worker runs: ``{"backend", "mode", "weights_version"}`` (cheap; for tests and tools)."""
+        train = self.assembly.config.train
+        return {"backend": train.backend, "mode": train.mode, "weights_version": int(self.agent.weights_version)}
+
+    def sync_weights(self, box: WeightsBox) -> int:
+        """Take the weights of ``box`` now (if newer than this worker's); returns the version acted with."""
+        self._sync(box)
+        return int(self.agent.weights_version)
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The worker agent's weights as numpy arrays."""
+        return self.agent.get_weights()
+
+    def call_graph(self, method: str, *arrays: np.ndarray) -> list[np.ndarray]:
+        """Outputs of the agent graph's API ``method`` on numpy inputs, as numpy (a tuple output as a
+        list): lets a test compare a worker's policy with the learner's on the same inputs."""
+        backend = self.agent.backend
+        out = getattr(self.agent.graph, method)(*(backend.to_tensor(np.asarray(a)) for a in arrays))
+        return [backend.to_numpy(o) for o in (out if isinstance(out, (tuple, list)) else (out,))]
+
     def _sync(self, box: WeightsBox | None) -> None:
         """Take the newest weights when they are newer than this worker's."""
         if box is not None and box[0] != self._synced:

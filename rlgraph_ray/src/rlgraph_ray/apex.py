@@ -44,7 +44,7 @@ class RayApexExecutor(RayExecutor):
             ray.remote(ApexWorker)
             .options(**self._worker_options(index))
             .remote(
-                self.config.to_dict(),
+                self._worker_config(),
                 index,
                 seed,
                 settings.workers_envs(self.config.env),

@@ -9,6 +9,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rlgraph_core.agents.base import VersionedWeights
+from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_ray.cluster import actor_options, check_cpus, kill_all, ray_session, run_tag, wait_ready
@@ -33,6 +34,7 @@ class RayExecutor(Executor):
 
     def run(self) -> dict:
         cfg, settings, parts = self.config, self.config.executor, self.assembly
+        self._check_worker_backend()
         eval_env = parts.make_eval_env()
         try:
             self.learner = parts.make_agent(
@@ -52,6 +54,8 @@ class RayExecutor(Executor):
         self._worker_steps = np.zeros(settings.num_workers)
         self._worker_seconds = np.zeros(settings.num_workers)
         self._generation = [0] * settings.num_workers
+        self._published_version: int | None = None
+        self._worker_versions: list[int | None] = [None] * settings.num_workers
         with ray_session(settings.address) as session:
             self.session = session
             try:
@@ -61,7 +65,17 @@ class RayExecutor(Executor):
                     eval_env.close()
                     raise
                 recorder.summary_extra = self._totals
-                info = {"ray": {"tag": self.tag, "workers": self.worker_names(), "where": session["where"]}}
+                info = {
+                    "ray": {
+                        "tag": self.tag,
+                        "workers": self.worker_names(),
+                        "where": session["where"],
+                        "gcs_address": session.get("gcs_address"),
+                        "own_cluster": session.get("own_cluster"),
+                        "worker_backend": self._worker_train("backend"),
+                        "worker_mode": self._worker_train("mode"),
+                    }
+                }
                 return recorder.run(self._loop, run_info=info)
             finally:
                 kill_all(self.workers + self.shards)
@@ -84,6 +98,34 @@ class RayExecutor(Executor):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ workers
+    def _worker_train(self, field: str) -> str:
+        """``train.backend`` / ``train.mode`` of the workers (``executor.worker_backend`` / ``worker_mode``)."""
+        override = getattr(self.config.executor, f"worker_{field}", None)
+        return override if override is not None else getattr(self.config.train, field)
+
+    def _check_worker_backend(self) -> None:
+        """``executor.worker_backend`` must name a backend registered here; fail before Ray starts."""
+        name = self.config.executor.worker_backend
+        if name is None:
+            return
+        try:
+            self.assembly.plugin_manager.get("backends", name, field="executor.worker_backend")
+        except PluginError as exc:
+            raise ConfigError(
+                f"{exc} executor.worker_backend names the backend the Ray workers build (the learner keeps "
+                f"train.backend '{self.config.train.backend}'); it must be installed where the driver runs too."
+            ) from None
+
+    def _worker_config(self) -> dict:
+        """The run config a worker assembles: the driver's, with the worker backend and mode applied.
+
+        Weights travel as backend-neutral numpy, so a worker may build another backend than the learner.
+        """
+        raw = self.config.to_dict()
+        raw["train"]["backend"] = self._worker_train("backend")
+        raw["train"]["mode"] = self._worker_train("mode")
+        return raw
+
     def worker_names(self) -> list[str]:
         """The Ray actor names of the current workers (``ray.get_actor(name)`` finds one)."""
         return [self._worker_name(i) for i in range(self.config.executor.num_workers)]
@@ -131,6 +173,7 @@ class RayExecutor(Executor):
     def _weights_box(self) -> tuple[int, list]:
         """The learner's newest weights in the object store, as workers are told about them."""
         weights: VersionedWeights = self.learner.get_versioned_weights()
+        self._published_version = weights.version
         return weights.version, [ray.put(weights)]
 
     def _note_worker(self, stats: dict[str, Any], recorder: RunRecorder) -> None:
@@ -138,15 +181,22 @@ class RayExecutor(Executor):
         i = stats["worker"]
         self._worker_steps[i] += stats["steps"]
         self._worker_seconds[i] += stats["seconds"]
+        self._worker_versions[i] = int(stats["version"])
         recorder.add_episode_returns(stats["episode_returns"])
 
     def _distributed_metrics(self, more: Callable[[], dict] | None = None) -> Callable[[], dict]:
-        """The executor's extra metrics for a row: per-worker samples/s, restarts, samples lost."""
+        """The executor's extra metrics for a row: per-worker samples/s and weights version (of its
+        latest batch), the newest published weights version, restarts, samples lost."""
 
         def metrics() -> dict:
-            row: dict[str, Any] = {"worker_restarts": self.restarts, "samples_lost": self.samples_lost}
+            row: dict[str, Any] = {
+                "worker_restarts": self.restarts,
+                "samples_lost": self.samples_lost,
+                "weights_version_published": self._published_version,
+            }
             for i, (steps, secs) in enumerate(zip(self._worker_steps, self._worker_seconds)):
                 row[f"worker_{i}_samples_per_s"] = float(steps / secs) if secs > 0 else None
+                row[f"worker_{i}_weights_version"] = self._worker_versions[i]
             self._worker_steps[:] = 0
             self._worker_seconds[:] = 0
             row.update(more() if more is not None else {})
@@ -162,6 +212,11 @@ class RayExecutor(Executor):
             "worker_restarts": self.restarts,
             "samples_lost": self.samples_lost,
             "ray": getattr(self, "session", {}).get("where"),
+            "ray_gcs_address": getattr(self, "session", {}).get("gcs_address"),
+            "ray_own_cluster": getattr(self, "session", {}).get("own_cluster"),
+            "worker_backend": self._worker_train("backend"),
+            "weights_version_published": getattr(self, "_published_version", None),
+            "worker_weights_versions": list(getattr(self, "_worker_versions", [])),
         }
 
     @staticmethod

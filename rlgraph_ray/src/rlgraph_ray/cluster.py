@@ -22,7 +22,10 @@ class RayPlacementError(RLGraphError):
 
 @contextlib.contextmanager
 def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
-    """Connect to Ray for the duration of a run; yields ``{"address": ..., "started": bool, "cpus": float}``.
+    """Connect to Ray for the duration of a run; yields ``{"address", "where", "started", "own_cluster",
+    "gcs_address", "cpus"}`` (``started``: this call connected, so it disconnects at the end;
+    ``own_cluster``: this call started the Ray processes themselves; ``gcs_address``: the
+    cluster's GCS as Ray reports it, e.g. ``127.0.0.1:6379``).
 
     * Ray already initialised in this process (e.g. by a test or a notebook): used as it is.
     * ``address`` null or ``local``: a private local Ray (``ray.init(address="local")``) with
@@ -31,7 +34,7 @@ def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
     * otherwise (``auto``, ``host:port``, ``ray://host:port``): join that cluster and say so;
       disconnect at the end (the cluster keeps running).
     """
-    started = False
+    started = own = False
     if ray.is_initialized():
         where = "the Ray session already running in this process"
     elif address in (None, "local"):
@@ -42,7 +45,7 @@ def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
             log_to_driver=True,
             configure_logging=False,
         )
-        started = True
+        started = own = True
         where = "a private local Ray"
     else:
         ray.init(address=address, log_to_driver=True, configure_logging=False)
@@ -51,7 +54,14 @@ def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
         if not quiet:
             print(f"rlgraph-ray: joined the Ray cluster at {address} ({ray.cluster_resources().get('CPU', 0):g} CPUs)")
     try:
-        yield {"address": address, "where": where, "started": started, "cpus": ray.cluster_resources().get("CPU", 0)}
+        yield {
+            "address": address,
+            "where": where,
+            "started": started,
+            "own_cluster": own,
+            "gcs_address": ray.get_runtime_context().gcs_address,
+            "cpus": ray.cluster_resources().get("CPU", 0),
+        }
     finally:
         if started:
             ray.shutdown()

@@ -69,7 +69,7 @@ class RayImpalaExecutor(RayExecutor):
             ray.remote(ImpalaWorker)
             .options(**self._worker_options(index))
             .remote(
-                self.config.to_dict(),
+                self._worker_config(),
                 index,
                 seed,
                 settings.workers_envs(self.config.env),

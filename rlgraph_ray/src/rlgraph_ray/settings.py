@@ -6,7 +6,7 @@ Only pydantic is imported here, so validating a config never imports ray.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
@@ -37,6 +37,13 @@ class RaySettings(ExecutorSettings):
     placement_timeout_s: float = Field(
         120.0, gt=0, description="seconds for all actors to be placed and built before the run fails"
     )
+    worker_backend: Optional[str] = Field(
+        None,
+        min_length=1,
+        description="backend the workers build (e.g. tf under a torch learner; weights travel as numpy); "
+        "null = train.backend",
+    )
+    worker_mode: Optional[Literal["eager", "static"]] = Field(None, description="workers' mode; null = train.mode")
 
     @field_validator("address")
     @classmethod

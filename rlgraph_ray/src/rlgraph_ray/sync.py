@@ -31,7 +31,7 @@ class RaySyncExecutor(RayExecutor):
         return (
             ray.remote(SyncWorker)
             .options(**self._worker_options(index))
-            .remote(self.config.to_dict(), index, seed, settings.workers_envs(self.config.env))
+            .remote(self._worker_config(), index, seed, settings.workers_envs(self.config.env))
         )
 
     def _start_actors(self) -> None:
