@@ -1,4 +1,5 @@
-"""ray_apex replay shards: a killed shard comes back from its snapshot, and save_replay survives --resume."""
+"""Faults and resume in-process: a killed ray_apex shard comes back from its snapshot, save_replay
+survives --resume, and a ray_sync run resumes its learner and counters."""
 
 from __future__ import annotations
 
@@ -99,3 +100,24 @@ def test_resume_with_save_replay_restores_the_shards(ray_session, tmp_path):
     first_row = rows(second)[0]
     assert first_row["timesteps"] > summary["timesteps"]  # the counters carried on
     assert first_row["replay_size"] >= stored  # the shard started from the checkpoint's records
+
+
+def test_a_ray_sync_run_resumes_its_learner_and_counters(ray_session, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    quiet = [
+        "train.progress_bar=false",
+        "train.loggers=[jsonl]",
+        "train.eval_interval=100000",
+        "train.log_interval=256",
+    ]
+    ppo = load_shipped_config("ppo_cartpole_ray")
+    summary = train(validate_config(apply_overrides(ppo, [*quiet, "train.total_timesteps=1024"])), first)
+    meta = json.loads((first / "checkpoint" / "meta.json").read_text())
+    assert meta["counters"]["timesteps"] == summary["timesteps"] == 1024
+
+    config = validate_config(apply_overrides(ppo, [*quiet, "train.total_timesteps=1536"]))
+    resumed = train(config, second, resume_dir=first / "checkpoint")
+    assert resumed["ended_by"] == "total_timesteps" and resumed["timesteps"] == 1536
+    # two more rounds of the same number of updates each: the learner carried on from its checkpoint
+    assert resumed["updates"] == summary["updates"] * 1536 // 1024
+    assert [r["timesteps"] for r in rows(second)] == [1280, 1536]
