@@ -11,6 +11,7 @@ ray = pytest.importorskip("ray")
 
 from rlgraph_core.assemble import train  # noqa: E402
 from rlgraph_core.checkpoint import read_attachment  # noqa: E402
+from rlgraph_core.errors import CheckpointError  # noqa: E402
 from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config  # noqa: E402
 from rlgraph_core.plugins import PluginManager, hookimpl  # noqa: E402
 
@@ -100,6 +101,10 @@ def test_resume_with_save_replay_restores_the_shards(ray_session, tmp_path):
     first_row = rows(second)[0]
     assert first_row["timesteps"] > summary["timesteps"]  # the counters carried on
     assert first_row["replay_size"] >= stored  # the shard started from the checkpoint's records
+
+    # shards of another layout are refused before any worker starts, naming the settings
+    with pytest.raises(CheckpointError, match="executor.num_replay_shards, agent.memory.capacity"):
+        train(apex("executor.save_replay=true", "executor.num_replay_shards=2"), tmp_path / "x", first / "checkpoint")
 
 
 def test_a_ray_sync_run_resumes_its_learner_and_counters(ray_session, tmp_path):

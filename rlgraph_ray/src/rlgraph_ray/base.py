@@ -85,12 +85,12 @@ class RayExecutor(Executor):
         self._worker_steps = np.zeros(settings.num_workers)
         self._worker_seconds = np.zeros(settings.num_workers)
         self._generation = [0] * settings.num_workers
+        self._resumed_at = self.learner.timesteps
         with ray_session(settings.address) as session:
             self.session = session
             try:
                 try:
                     self._start_actors()
-                    self._restore_replay()
                 except BaseException:
                     eval_env.close()
                     raise
@@ -142,7 +142,9 @@ class RayExecutor(Executor):
         return f"rlgraph-{self.tag}-worker-{index}-{self._generation[index]}"
 
     def _worker_seed(self, index: int) -> int:
-        return self.config.train.seed + 1000 * (index + 1) + 100_000 * self._generation[index]
+        # a resumed run's workers do not replay the episodes the run started with
+        resumed_at = getattr(self, "_resumed_at", 0)
+        return self.config.train.seed + 1000 * (index + 1) + 100_000 * self._generation[index] + resumed_at
 
     def _worker_options(self, index: int) -> dict:
         return actor_options(self._worker_name(index), self.config.executor.num_cpus_per_worker)
@@ -191,12 +193,14 @@ class RayExecutor(Executor):
         return str((Path(self.out_dir) / SNAPSHOT_DIR / f"shard-{index}").resolve())
 
     def _start_shards(self, count: int) -> None:
-        """Start ``count`` empty shards (old snapshots in the run folder are removed first)."""
+        """Start ``count`` shards (old snapshots in the run folder are removed first), empty or, on
+        ``--resume`` with ``save_replay``, with the checkpoint's records (before any worker starts)."""
         shutil.rmtree(Path(self.out_dir) / SNAPSHOT_DIR, ignore_errors=True)
         self._shard_generation = [0] * count
         self.shards = [self._make_shard(k, restore=False) for k in range(count)]
         wait_ready(self.shards, self.config.executor.placement_timeout_s, "replay shards")
         self._shard_start.update({(k, 0): 0 for k in range(count)})
+        self._restore_replay()
 
     def _shards_box(self) -> tuple[int, list]:
         """The current shard handles as workers are told about them: ``(version, handles)``."""
