@@ -84,7 +84,8 @@ def test_a_killed_shard_comes_back_from_its_snapshot(ray_session, tmp_path):
 
 def test_resume_with_save_replay_restores_the_shards(ray_session, tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
-    summary = train(apex("train.total_timesteps=2000", "executor.save_replay=true"), first)
+    one = ["executor.num_workers=1", "env.num_envs=1", "executor.save_replay=true"]  # (fewer processes to start)
+    summary = train(apex("train.total_timesteps=2000", *one), first)
     assert summary["ended_by"] == "total_timesteps"
     info, arrays = read_attachment(first / "checkpoint", "replay")
     stored = int(arrays["shard_0/size"])
@@ -92,7 +93,7 @@ def test_resume_with_save_replay_restores_the_shards(ray_session, tmp_path):
     assert arrays["shard_0/data/obs"].shape == (stored, 4)
 
     resumed = train(
-        apex("train.total_timesteps=2500", "train.log_interval=250", "executor.save_replay=true"),
+        apex("train.total_timesteps=2500", "train.log_interval=250", *one),
         second,
         resume_dir=first / "checkpoint",
     )
@@ -104,7 +105,7 @@ def test_resume_with_save_replay_restores_the_shards(ray_session, tmp_path):
 
     # shards of another layout are refused before any worker starts, naming the settings
     with pytest.raises(CheckpointError, match="executor.num_replay_shards, agent.memory.capacity"):
-        train(apex("executor.save_replay=true", "executor.num_replay_shards=2"), tmp_path / "x", first / "checkpoint")
+        train(apex(*one, "executor.num_replay_shards=2"), tmp_path / "x", first / "checkpoint")
 
 
 def test_a_ray_sync_run_resumes_its_learner_and_counters(ray_session, tmp_path):
@@ -114,6 +115,7 @@ def test_a_ray_sync_run_resumes_its_learner_and_counters(ray_session, tmp_path):
         "train.loggers=[jsonl]",
         "train.eval_interval=100000",
         "train.log_interval=256",
+        "executor.num_workers=1",  # 8 envs on one worker: the same 256-sample rounds, fewer processes
     ]
     ppo = load_shipped_config("ppo_cartpole_ray")
     summary = train(validate_config(apply_overrides(ppo, [*quiet, "train.total_timesteps=1024"])), first)
