@@ -10,7 +10,8 @@ the user:
 * greedy evaluation on a separate env with fixed seeds every ``train.eval_interval`` env steps,
   a new best saved to ``checkpoint_best``, and ``train.target_return`` as a stop condition;
 * periodic checkpoints every ``train.checkpoint_interval`` env steps (default: every evaluation),
-  the newest ``train.keep_checkpoints`` kept;
+  the newest ``train.keep_checkpoints`` kept, with the executor's attachments if it sets
+  :attr:`RunRecorder.checkpoint_attachments` (e.g. ``ray_apex``'s replay shards);
 * however the run ends (budget, target, Ctrl-C/SIGTERM through
   :class:`~rlgraph_core.execution.stopping.StopRequest`, or an exception): the final checkpoint,
   ``summary.json`` (``ended_by``, exit code, traceback of an error), the learning-curve plot and
