@@ -196,8 +196,29 @@ def _complete(folder: Path) -> bool:
     return folder.is_dir() and all((folder / name).is_file() for name in REQUIRED_FILES)
 
 
-def _write_version(agent, store: Path, name: str, extra: Mapping, more_meta: Mapping) -> Path:
-    """Write a complete checkpoint of ``agent`` as ``store/name``: temp folder, fsync, rename."""
+#: What an attachment of a checkpoint may be called (its file is ``<name>.npz``).
+_ATTACHMENT_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+#: Arrays a caller stores next to the agent's in one checkpoint: ``{name: (arrays, info)}``, each
+#: written as ``<name>.npz`` with its manifest and the JSON ``info`` in ``meta.json``.
+Attachments = Mapping[str, tuple[Mapping[str, np.ndarray], Mapping[str, Any]]]
+
+
+def _check_attachment_names(attachments: Attachments) -> None:
+    for name in attachments:
+        if not _ATTACHMENT_RE.match(name) or name in ("weights", "state", "meta", "config"):
+            raise ValueError(
+                f"checkpoint attachment name {name!r} must be lowercase letters, digits and underscores "
+                f"(starting with a letter) and not one of weights, state, meta, config."
+            )
+
+
+def _write_version(
+    agent, store: Path, name: str, extra: Mapping, more_meta: Mapping, attachments: Attachments | None = None
+) -> Path:
+    """Write a complete checkpoint of ``agent`` (and its attachments) as ``store/name``: temp folder, fsync, rename."""
+    attachments = dict(attachments or {})
+    _check_attachment_names(attachments)
     weights = agent.get_weights()
     state_arrays, counters = agent.get_state()
     meta = {
@@ -212,11 +233,17 @@ def _write_version(agent, store: Path, name: str, extra: Mapping, more_meta: Map
         **more_meta,
     }
     meta.update({k: v for k, v in extra.items() if k != "config"})
+    if attachments:
+        meta["attachments"] = {
+            key: {"arrays": _manifest(dict(arrays)), "info": dict(info)} for key, (arrays, info) in attachments.items()
+        }
     store.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=store))
     try:
         _write_file(tmp / "weights.npz", lambda f: np.savez(f, **weights))
         _write_file(tmp / "state.npz", lambda f: np.savez(f, **state_arrays))
+        for key, (arrays, _) in attachments.items():
+            _write_file(tmp / f"{key}.npz", lambda f, arrays=arrays: np.savez(f, **arrays))
         config = _json_bytes(extra.get("config", {}))
         _write_file(tmp / "config.json", lambda f: f.write(config))
         meta_bytes = _json_bytes(meta)
@@ -248,13 +275,15 @@ def _switch_link(link: Path, target: Path) -> bool:
 
 
 # --------------------------------------------------------------------------- saving
-def save_checkpoint(agent, directory: str | os.PathLike, extra: dict) -> str:
+def save_checkpoint(agent, directory: str | os.PathLike, extra: dict, attachments: Attachments | None = None) -> str:
     """Write ``agent``'s weights, state and config as the checkpoint ``directory``, atomically.
 
     ``directory`` becomes a symbolic link to a complete folder in the hidden sibling store
     ``.<name>.versions/``; the previous checkpoint is switched away in one ``os.replace`` and
     deleted afterwards. ``extra["config"]`` becomes ``config.json``; every other key of
-    ``extra`` is added to ``meta.json``. Returns ``str(directory)``.
+    ``extra`` is added to ``meta.json``. ``attachments`` (``{name: (arrays, info)}``) are
+    written into the same folder as ``<name>.npz`` (read back with :func:`read_attachment`),
+    e.g. a distributed executor's replay shards. Returns ``str(directory)``.
 
     Raises:
         CheckpointError: ``directory`` exists but is a file, or a folder that is not a checkpoint
@@ -276,7 +305,7 @@ def save_checkpoint(agent, directory: str | os.PathLike, extra: dict) -> str:
     top = max(numbers, default=0)
     # A real folder at ``link`` (written before links were used, or where symlinks are not
     # supported) is moved into the store under the number below the new one.
-    new = _write_version(agent, store, f"v{top + 2 if is_real_dir else top + 1}", extra, {})
+    new = _write_version(agent, store, f"v{top + 2 if is_real_dir else top + 1}", extra, {}, attachments)
     if is_real_dir:
         os.rename(link, store / f"v{top + 1}")  # now ``link`` is missing: loaders recover ``new``
         _fsync_dir(link.parent)
@@ -340,14 +369,22 @@ def _remove_legacy_leftovers(link: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def save_periodic(agent, run_dir: str | os.PathLike, step: int, extra: dict, keep: int = 3) -> Path:
+def save_periodic(
+    agent,
+    run_dir: str | os.PathLike,
+    step: int,
+    extra: dict,
+    keep: int = 3,
+    attachments: Attachments | None = None,
+) -> Path:
     """Write a periodic checkpoint ``run_dir/checkpoints/step-<step>`` atomically; keep the newest ``keep``.
 
     The folder is written under a temporary name, fsynced and renamed into place (an existing
     ``step-<step>`` is never touched: the new one is then ``step-<step>.1``, ``.2`` ...); then
     the link ``run_dir/checkpoints/latest`` is switched to it with one ``os.replace``, and all but
     the ``keep`` newest periodic checkpoints (by step) are deleted, never the one just written.
-    ``extra`` is as for :func:`save_checkpoint`; ``meta.json`` also records ``periodic_step``.
+    ``extra`` and ``attachments`` are as for :func:`save_checkpoint`; ``meta.json`` also records
+    ``periodic_step``.
     Returns the new folder (a complete checkpoint that ``agent.load`` takes directly).
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -363,7 +400,7 @@ def save_periodic(agent, run_dir: str | os.PathLike, step: int, extra: dict, kee
     while os.path.lexists(store / name):
         k += 1
         name = f"step-{step}.{k}"
-    path = _write_version(agent, store, name, extra, {"periodic_step": step})
+    path = _write_version(agent, store, name, extra, {"periodic_step": step}, attachments)
     if not link.is_dir() or link.is_symlink():
         _switch_link(link, path)  # without symlink support, latest_checkpoint finds the newest by step
     ordered = _periodic_folders(store)
@@ -742,3 +779,130 @@ def load_checkpoint_into(agent, directory: str | os.PathLike, *, for_training: b
             f"({type(exc).__name__}: {exc}); the agent was left unchanged."
         ) from exc
     return meta
+
+
+# --------------------------------------------------------------------------- attachments
+def read_attachment(
+    directory: str | os.PathLike, name: str, check: Callable[[Headers], None] = lambda headers: None
+) -> tuple[dict, dict[str, np.ndarray]] | None:
+    """The attachment ``name`` of the checkpoint ``directory`` as ``(info, arrays)``; None without one.
+
+    Every array is checked against the manifest in ``meta.json`` and then by ``check`` (shapes
+    and dtypes from the ``.npy`` headers, before any data is read; raise :class:`CheckpointError`
+    to refuse); never unpickles.
+
+    Raises:
+        CheckpointError: a missing, corrupt or refused attachment.
+    """
+    shown = Path(directory)
+    folder = resolve_checkpoint(shown)
+    meta, _ = _read_meta_at(folder, shown)
+    entry = (meta.get("attachments") or {}).get(name) if isinstance(meta.get("attachments"), dict) else None
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("info", {}), dict):
+        raise CheckpointError(
+            f"Checkpoint '{shown}' describes its attachment '{name}' as {entry!r}; corrupt checkpoint."
+        )
+    path = folder / f"{name}.npz"
+    if not path.is_file():
+        raise CheckpointError(
+            f"Checkpoint '{shown}' lacks '{name}.npz', which its meta.json lists as an attachment; it is incomplete."
+        )
+    arrays = _read_npz(path, shown / f"{name}.npz", entry.get("arrays"), check)
+    return dict(entry.get("info", {})), arrays
+
+
+# --------------------------------------------------------------------------- array folders (snapshots)
+#: The files of an array folder (:func:`save_arrays`): JSON info and manifest, and the arrays.
+ARRAY_FILES = ("meta.json", "arrays.npz")
+
+
+def _complete_arrays(folder: Path) -> bool:
+    return folder.is_dir() and all((folder / name).is_file() for name in ARRAY_FILES)
+
+
+def save_arrays(directory: str | os.PathLike, arrays: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> str:
+    """Write ``arrays`` (``arrays.npz``) and the JSON ``info`` (``meta.json``) as the folder ``directory``, atomically.
+
+    The layout and the guarantees are a checkpoint's (:func:`save_checkpoint`): ``directory``
+    is a symbolic link into the hidden store ``.<name>.versions/``, switched with one
+    ``os.replace`` to a complete, fsynced new folder, so a reader finds the old or the new
+    contents, never a mix. Used for snapshots that are not an agent's (e.g. a replay shard's).
+    Returns ``str(directory)``.
+
+    Raises:
+        CheckpointError: ``directory`` exists and is not such a folder (it is left untouched).
+    """
+    link = Path(directory)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.exists() and not link.is_symlink() and not (link.is_dir() and (link / "meta.json").is_file()):
+        raise CheckpointError(
+            f"Cannot save arrays as '{link}': something else of that name exists; it is left untouched."
+        )
+    store = _store_of(link)
+    _clean_temporaries(store, link)
+    numbers = [int(m.group(1)) for m in map(_VERSION_RE.match, _listdir(store)) if m]
+    store.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=store))
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}
+    meta = {"format_version": FORMAT_VERSION, "kind": "arrays", "info": dict(info), "arrays": _manifest(arrays)}
+    try:
+        _write_file(tmp / "arrays.npz", lambda f: np.savez(f, **arrays))
+        meta_bytes = _json_bytes(meta)
+        _write_file(tmp / "meta.json", lambda f: f.write(meta_bytes))
+        _fsync_dir(tmp)
+        new = store / f"v{max(numbers, default=0) + 1}"
+        os.rename(tmp, new)
+        _fsync_dir(store)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if not _switch_link(link, new):
+        if link.is_dir() and not link.is_symlink():
+            _remove_tree(link)  # now ``link`` is missing: loaders recover ``new`` from the store
+        os.rename(new, link)
+        _fsync_dir(link.parent)
+        new = link
+    for name in _listdir(store):
+        if _VERSION_RE.match(name) and store / name != new:
+            _remove_tree(store / name)
+    return str(link)
+
+
+def load_arrays(
+    directory: str | os.PathLike, check: Callable[[Headers], None] = lambda headers: None
+) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read an array folder written by :func:`save_arrays`: ``(info, arrays)``.
+
+    The arrays are checked against the manifest and by ``check`` (headers only, before any data
+    is read) as checkpoints are; never unpickles. A missing link whose store holds a complete
+    folder (an interrupted save) is recovered.
+
+    Raises:
+        CheckpointError: nothing there, or a corrupt or refused folder.
+    """
+    shown = Path(directory)
+    if shown.is_dir():
+        folder = Path(os.path.realpath(shown)) if shown.is_symlink() else shown
+    else:
+        store = _store_of(shown)
+        numbered = sorted(((int(m.group(1)), store / n) for n in _listdir(store) if (m := _VERSION_RE.match(n))))
+        folder = next((p for _, p in reversed(numbered) if _complete_arrays(p)), None)
+        if folder is None:
+            raise CheckpointError(f"No saved arrays at '{shown}'.")
+    if not _complete_arrays(folder):
+        raise CheckpointError(
+            f"'{shown}' lacks {' or '.join(ARRAY_FILES)}; it is incomplete or not written by rlgraph."
+        )
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"'{shown}' has a corrupt meta.json ({exc}); it cannot be loaded.") from None
+    if not isinstance(meta, dict) or meta.get("kind") != "arrays" or not isinstance(meta.get("info"), dict):
+        raise CheckpointError(f"'{shown}/meta.json' does not describe saved arrays; corrupt or not written by rlgraph.")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"'{shown}' has format version {meta.get('format_version')!r}; this rlgraph reads version {FORMAT_VERSION}."
+        )
+    return meta["info"], _read_npz(folder / "arrays.npz", shown / "arrays.npz", meta.get("arrays"), check)

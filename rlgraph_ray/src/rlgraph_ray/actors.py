@@ -9,11 +9,13 @@ Weights arrive as :class:`~rlgraph_core.agents.base.VersionedWeights` of numpy a
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 import numpy as np
 import ray
+from ray.exceptions import RayError
 
 from rlgraph_core.agents.base import VersionedWeights
 from rlgraph_core.execution.local import true_next_obs
@@ -21,6 +23,10 @@ from rlgraph_core.execution.local import true_next_obs
 #: What a worker is told about the newest weights: ``(version, [ObjectRef])`` (the reference is
 #: wrapped in a list so that Ray does not fetch the weights unless the worker needs them).
 WeightsBox = tuple[int, list]
+
+#: What an Ape-X worker is told about the replay shards: ``(version, [actor handles])``; the
+#: version changes when a shard is restarted.
+ShardsBox = tuple[int, list]
 
 
 def writable(weights: VersionedWeights) -> VersionedWeights:
@@ -127,18 +133,29 @@ class SyncWorker(_Worker):
 
 class ApexWorker(_Worker):
     """``ray_apex`` worker: collects fragments, folds n-step transitions and initial priorities on
-    the worker, and inserts them into replay shards directly (the driver never relays samples)."""
+    the worker, and inserts them into replay shards directly (the driver never relays samples).
 
-    def __init__(self, config_dict, index, seed, num_envs, agent_update, shards: list, fragment_length: int):
+    One insert is in flight at a time; its outcome is reported with the next fragment's stats
+    (``acks``: ``[shard, generation, shard inserts after it]``; ``insert_failed``: ``[shard,
+    records]`` when the shard died), so the driver can tell what a dead shard had received.
+    """
+
+    def __init__(self, config_dict, index, seed, num_envs, agent_update, shards: ShardsBox, fragment_length: int):
         super().__init__(config_dict, index, seed, num_envs, agent_update)
-        self.shards = shards
+        self.shards_version, self.shards = shards
         self.fragment_length = fragment_length
         self.sent = 0
-        self._pending_insert = None
+        self._pending_insert: tuple[int, int, Any] | None = None  # (shard, records, ref)
 
-    def collect(self, box: WeightsBox | None) -> dict[str, Any]:
-        """Collect ``fragment_length`` vector steps, postprocess them and send them to a shard."""
+    def collect(self, box: WeightsBox | None, shards: ShardsBox | None = None) -> dict[str, Any]:
+        """Collect ``fragment_length`` vector steps, postprocess them and send them to a shard.
+
+        ``shards`` (``(version, handles)``) replaces the shard handles when its version is newer
+        (a shard was restarted).
+        """
         self._sync(box)
+        if shards is not None and shards[0] != self.shards_version:
+            self.shards_version, self.shards = shards
         t0 = time.perf_counter()
         keys = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
         trajectory: dict[str, list] = {k: [] for k in keys}
@@ -147,45 +164,102 @@ class ApexWorker(_Worker):
                 trajectory[k].append(np.asarray(v))
         batch = self.agent.postprocess({k: np.stack(v) for k, v in trajectory.items()})
         records = len(batch.get("rewards", ()))
-        shard_sizes = None
+        acks, failed = [], []
         if self._pending_insert is not None:  # one insert in flight: the previous one is done first
-            shard_sizes = ray.get(self._pending_insert)
+            k, n, ref = self._pending_insert
             self._pending_insert = None
+            ray.wait([ref])
+            try:
+                generation, inserted = ray.get(ref)
+                acks.append([k, generation, inserted])
+            except RayError:  # the shard died: those records never made it (the driver restarts it)
+                failed.append([k, n])
         if records:
-            shard = self.shards[(self.index + self.sent) % len(self.shards)]
+            k = (self.index + self.sent) % len(self.shards)
             self.sent += 1
-            self._pending_insert = shard.add.remote(batch)
+            self._pending_insert = (k, records, self.shards[k].add.remote(batch))
         steps = self.fragment_length * len(self.obs)
-        return self._stats(steps, t0, records=records, shard_size=shard_sizes)
+        return self._stats(steps, t0, records=records, acks=acks, insert_failed=failed)
 
 
 class ReplayShard:
     """One replay shard: the configured memory with ``capacity / K`` records (prioritized or not).
 
     ``add`` inserts a whole batch and then sets its initial priorities, in one actor call, so a
-    worker that dies never leaves half a batch behind.
+    worker that dies never leaves half a batch behind. ``inserted`` counts every record ever
+    inserted (carried on through snapshots and checkpoints). With ``snapshot_dir`` and
+    ``snapshot_interval`` the shard writes its memory there every ``snapshot_interval`` inserted
+    records (an atomic array folder, :func:`rlgraph_core.memories.snapshot.save_memory_snapshot`);
+    a shard started with ``restore=True`` reloads that snapshot (checked against its capacity and
+    the record spaces first) and so continues from it.
+
+    Args:
+        memory_settings: ``agent.memory`` as a dict, with the shard's capacity.
+        seed: seeds the memory's sampling.
+        index / generation: which shard this is, and how many times it was restarted.
+        snapshot_dir: where its snapshot lives (None: no snapshots).
+        snapshot_interval: inserted records between snapshots (None: no snapshots).
+        record_spaces: ``{field: Space.to_json()}`` of one record, to check what is loaded.
+        restore: load the snapshot in ``snapshot_dir`` if there is one.
     """
 
-    def __init__(self, memory_settings: dict, seed: int):
+    def __init__(
+        self,
+        memory_settings: dict,
+        seed: int,
+        index: int = 0,
+        generation: int = 0,
+        snapshot_dir: str | None = None,
+        snapshot_interval: int | None = None,
+        record_spaces: dict | None = None,
+        restore: bool = False,
+    ):
+        from rlgraph_core.spaces import Space
         from rlgraph_ray.worker_entry import shard_memory
 
         self.memory = shard_memory(memory_settings, seed)
         self.prioritized = bool(getattr(self.memory, "prioritized", False))
+        self.index, self.generation = index, generation
+        self.snapshot_dir, self.snapshot_interval = snapshot_dir, snapshot_interval
+        self.records = None if record_spaces is None else {k: Space.from_json(v) for k, v in record_spaces.items()}
         self.inserted = 0
+        self.snapshot_inserted = 0
+        self.snapshot_error: str | None = None
+        if restore and snapshot_dir is not None and os.path.lexists(snapshot_dir):
+            from rlgraph_core.memories.snapshot import load_memory_snapshot
+
+            info = load_memory_snapshot(snapshot_dir, self.memory, self.records)
+            self.inserted = self.snapshot_inserted = int(info.get("inserted", 0))
 
     def ready(self) -> bool:
         """Answered once the shard is built."""
         return True
 
-    def add(self, batch: dict[str, np.ndarray]) -> int:
-        """Insert a postprocessed batch (initial priorities from the worker); returns the shard's size."""
+    def add(self, batch: dict[str, np.ndarray]) -> tuple[int, int]:
+        """Insert a postprocessed batch (initial priorities from the worker); ``(generation, inserted)``."""
         batch = dict(batch)
         priorities = batch.pop("priorities", None)
         indices = self.memory.insert(batch)
         if self.prioritized and priorities is not None:
             self.memory.update_priorities(indices, priorities)
         self.inserted += len(batch["rewards"])
-        return len(self.memory)
+        if self.snapshot_interval and self.inserted - self.snapshot_inserted >= self.snapshot_interval:
+            self.snapshot()
+        return self.generation, self.inserted
+
+    def snapshot(self) -> None:
+        """Write the snapshot now (a failed write is kept in ``counts()['snapshot_error']``, the shard goes on)."""
+        if self.snapshot_dir is None:
+            return
+        from rlgraph_core.memories.snapshot import save_memory_snapshot
+
+        info = {"inserted": self.inserted, "shard": self.index, "capacity": self.memory.capacity}
+        try:
+            save_memory_snapshot(self.snapshot_dir, self.memory, info)
+        except OSError as exc:
+            self.snapshot_error = f"{type(exc).__name__}: {exc}"
+            return
+        self.snapshot_inserted, self.snapshot_error = self.inserted, None
 
     def sample(self, batch_size: int, count: int = 1) -> list[dict[str, np.ndarray]] | None:
         """``count`` batches (each with ``indices`` and, prioritized, ``weights``), or None while the
@@ -201,6 +275,33 @@ class ReplayShard:
 
     def size(self) -> int:
         """Records held."""
+        return len(self.memory)
+
+    def counts(self) -> dict[str, Any]:
+        """``size``, ``inserted`` (ever), ``snapshot_inserted`` (inserted at the last snapshot), ``generation``."""
+        return {
+            "size": len(self.memory),
+            "inserted": self.inserted,
+            "snapshot_inserted": self.snapshot_inserted,
+            "generation": self.generation,
+            "snapshot_error": self.snapshot_error,
+        }
+
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The memory's ``state_dict`` and ``{"inserted", "capacity"}``, for a checkpoint."""
+        return self.memory.state_dict(), {"inserted": self.inserted, "capacity": self.memory.capacity}
+
+    def restore(self, state: dict[str, np.ndarray], inserted: int) -> int:
+        """Load a memory state (from a checkpoint, headers already checked) and snapshot it; the size.
+
+        Raises:
+            CheckpointError: the records do not fit this shard (its memory is unchanged then).
+        """
+        from rlgraph_core.memories.snapshot import load_memory_state
+
+        load_memory_state(self.memory, state, self.records, f"The checkpoint's replay shard {self.index}")
+        self.inserted = int(inserted)
+        self.snapshot()
         return len(self.memory)
 
 

@@ -10,7 +10,7 @@ import ray
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_ray.actors import ApexWorker, ReplayShard
 from rlgraph_ray.base import WORKER_FAULTS, RayExecutor
-from rlgraph_ray.cluster import actor_options, wait_ready
+from rlgraph_ray.cluster import actor_options
 
 
 class RayApexExecutor(RayExecutor):
@@ -35,6 +35,15 @@ class RayApexExecutor(RayExecutor):
 
     A worker that dies is restarted (up to ``max_worker_restarts``) and the fragment it was
     collecting is counted in ``samples_lost``; batches it had already inserted stay in replay.
+
+    Each shard snapshots its memory into ``<out>/replay_snapshots/shard-<k>`` every
+    ``replay_snapshot_interval`` inserted records. A shard that dies (found by a failed sample
+    request, a worker's failed insert or a size query) is restarted from that snapshot (up to
+    ``max_worker_restarts`` shard restarts); the learner drops its requests to and batches from
+    the dead shard, workers get the new handle with their next fragment, a batch a worker sent to
+    the dead shard counts in ``samples_lost``, and the records inserted after the snapshot in
+    ``replay_lost_on_restart``. A resumed run learns from restored shards (``save_replay``) at
+    once, and from empty ones after ``agent.learning_starts`` new env steps.
     """
 
     def _make_worker(self, index: int, seed: int):
@@ -49,33 +58,53 @@ class RayApexExecutor(RayExecutor):
                 seed,
                 settings.workers_envs(self.config.env),
                 {"exploration": eps},
-                self.shards,
+                self._shards_box(),
                 settings.fragment_length,
             )
         )
 
-    def _start_actors(self) -> None:
+    def _make_shard(self, index: int, restore: bool):
         settings, agent = self.config.executor, self.config.agent
         memory = agent.memory.model_dump()
-        memory["capacity"] = agent.memory.capacity // settings.num_replay_shards
-        shard_class = ray.remote(ReplayShard)
-        self.shards = [
-            shard_class.options(**actor_options(f"rlgraph-{self.tag}-shard-{k}", 0)).remote(
-                memory, self.config.train.seed + 7 * k
+        memory["capacity"] = self._shard_capacity()
+        records = self._shard_record_spaces()
+        generation = self._shard_generation[index]
+        return (
+            ray.remote(ReplayShard)
+            .options(**actor_options(self._shard_name(index), 0))
+            .remote(
+                memory,
+                self.config.train.seed + 7 * index + 1000 * generation,
+                index,
+                generation,
+                self._snapshot_dir(index),
+                settings.replay_snapshot_interval,
+                None if records is None else {k: v.to_json() for k, v in records.items()},
+                restore,
             )
-            for k in range(settings.num_replay_shards)
-        ]
-        wait_ready(self.shards, settings.placement_timeout_s, "replay shards")
+        )
+
+    def _start_actors(self) -> None:
+        self.sampling: dict[Any, int] = {}  # sample request -> shard
+        self.held: dict[int, list] = {}  # batches fetched but not yet learned from, by shard
+        self._start_shards(self.config.executor.num_replay_shards)
         self._start_workers()
+
+    def _shard_restarted(self, index: int) -> None:
+        for ref, k in list(self.sampling.items()):
+            if k == index:
+                del self.sampling[ref]
+        self.held.pop(index, None)  # sampled from the lost state: their indices mean nothing now
 
     def _behind(self, start_updates: int) -> float:
         """Updates a throttled learner still owes (``gradient_steps`` per ``train_freq`` env steps)."""
         acfg, learner = self.config.agent, self.learner
         # (shards must be able to serve a batch, or parked workers would wait for ever)
-        start = max(acfg.learning_starts, 2 * acfg.batch_size * len(self.shards))
+        start = max(self._learn_from, 2 * acfg.batch_size * len(self.shards))
         if learner.timesteps < start:
             return 0
-        rounds = (learner.timesteps - start) // acfg.train_freq + 1
+        # a resumed run owes nothing for the steps before it (those updates are in the checkpoint)
+        rounds = (learner.timesteps - max(start, self._loop_start)) // acfg.train_freq + 1
         return rounds * acfg.gradient_steps - (learner.updates - start_updates)
 
     def _request_samples(self, sampling: dict, held: dict[int, list]) -> None:
@@ -91,10 +120,14 @@ class RayApexExecutor(RayExecutor):
         fragment = settings.fragment_length * settings.workers_envs(self.config.env)
         box = self._weights_box()
         synced_at = learner.updates
-        collecting = {w.collect.remote(box): i for i, w in enumerate(self.workers)}
-        sampling: dict[Any, int] = {}  # sample request -> shard
-        held: dict[int, list] = {}  # batches fetched but not yet learned from, by shard
+        collecting = {w.collect.remote(box, self._shards_box()): i for i, w in enumerate(self.workers)}
+        sampling, held = self.sampling, self.held
         start_updates = learner.updates
+        self._loop_start = learner.timesteps
+        # restored (or fresh) shards: agent.learning_starts as usual; empty shards of a resumed
+        # run: learning_starts more env steps to refill them
+        restored = self.resume_dir is None or self.replay_restored is not None
+        self._learn_from = acfg.learning_starts + (0 if restored else learner.timesteps)
         staleness: list[float] = []
         parked: list[int] = []  # workers whose next fragment waits for the learner
         while not recorder.done(stop):
@@ -109,21 +142,29 @@ class RayApexExecutor(RayExecutor):
                 else:
                     new_steps += stats["steps"]
                     self._note_worker(stats, recorder)
+                    self._note_inserts(stats)
                 parked.append(i)
             learner.timesteps += new_steps
             if parked and (not settings.throttle or self._behind(start_updates) <= acfg.gradient_steps):
                 # Workers wait while a throttled learner is more than one update round behind them.
+                shards = self._shards_box()
                 for i in parked:
-                    collecting[self.workers[i].collect.remote(box)] = i
+                    collecting[self.workers[i].collect.remote(box, shards)] = i
                 parked.clear()
             learned = 0
-            if learner.timesteps >= acfg.learning_starts:
+            if learner.timesteps >= self._learn_from:
                 due = self._behind(start_updates) if settings.throttle else np.inf
                 self._request_samples(sampling, held)
                 got, _ = ray.wait(list(sampling), num_returns=len(sampling), timeout=0)
                 for ref in got:
+                    if ref not in sampling:
+                        continue  # its shard was restarted meanwhile
                     k = sampling.pop(ref)
-                    batches = ray.get(ref)
+                    try:
+                        batches = ray.get(ref)
+                    except WORKER_FAULTS as exc:  # the shard died with the request in flight
+                        self._ensure_shard(k, exc)
+                        continue
                     if batches is not None:
                         held.setdefault(k, []).extend(
                             {name: np.array(v, copy=True) for name, v in b.items()} for b in batches
@@ -150,7 +191,7 @@ class RayApexExecutor(RayExecutor):
             if new_steps:
 
                 def extra(staleness=staleness) -> dict:
-                    sizes = ray.get([s.size.remote() for s in self.shards])
+                    sizes = self._shard_sizes()
                     row = {
                         "staleness": float(np.mean(staleness)) if staleness else None,
                         "replay_size": int(sum(sizes)),

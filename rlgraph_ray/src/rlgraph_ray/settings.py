@@ -128,6 +128,18 @@ class RayApexSettings(RaySettings):
         "false: workers and learner run as fast as they can (Ape-X)",
     )
 
+    replay_snapshot_interval: Optional[int] = Field(
+        10_000,
+        gt=0,
+        description="records a shard inserts between snapshots of its memory (into <out>/replay_snapshots); a "
+        "restarted shard reloads its last one; null: no snapshots (a restarted shard starts empty)",
+    )
+    save_replay: bool = Field(
+        False,
+        description="store the shards' contents in every periodic and final checkpoint, so that --resume "
+        "restores them (checkpoints grow by the replay's size)",
+    )
+
     def worker_epsilon(self, i: int) -> float:
         """Exploration rate of worker ``i``: ``epsilon ** (1 + epsilon_alpha * i / (N - 1))``."""
         n = self.num_workers

@@ -27,7 +27,8 @@ import numpy as np
 
 from rlgraph_core.checkpoint import dtype_family, is_count, weight_problem
 from rlgraph_core.errors import CheckpointError, PluginError
-from rlgraph_core.spaces import BoundedSpace, Space, SpaceError
+from rlgraph_core.memories.snapshot import replay_field_problem, replay_values_problem
+from rlgraph_core.spaces import Space
 
 #: The keyword arguments every agent constructor accepts after ``(config, observation_space,
 #: action_space, backend)``: this is exactly what :func:`rlgraph_core.assemble.assemble` passes.
@@ -317,26 +318,14 @@ class Agent(abc.ABC):
             return _optimizer_array_problem(name[len(prefix) :], shape, dtype, steps[prefix])
         capacity = self._memory_capacity()
         if name.startswith("memory/data/"):
-            if not shape:
-                return "must hold replay records along its first axis, but is 0-d"
-            if capacity is not None and shape[0] > capacity:
-                return f"claims {shape[0]:,} records, but this agent's replay memory holds at most {capacity:,}"
-            records = self.replay_record_spaces()
-            if records is None:
-                record_bytes = math.prod(shape[1:]) * dtype.itemsize
-                if record_bytes > MAX_UNDECLARED_RECORD_BYTES:
-                    return f"claims {record_bytes:,} bytes per record, more than {MAX_UNDECLARED_RECORD_BYTES:,}"
-                return None
-            field = name[len("memory/data/") :]
-            space = records.get(field)
-            if space is None:
-                return f"is a replay field this agent does not store (it stores {sorted(records)})"
-            if shape[1:] != tuple(space.shape) or dtype != space.dtype:
-                return (
-                    f"holds '{field}' records of shape {shape[1:]} and dtype {dtype}, but this agent stores "
-                    f"'{field}' records of shape {tuple(space.shape)} and dtype {space.dtype} ({space!r})"
-                )
-            return None
+            return replay_field_problem(
+                name[len("memory/data/") :],
+                shape,
+                dtype,
+                capacity,
+                self.replay_record_spaces(),
+                MAX_UNDECLARED_RECORD_BYTES,
+            )
         limit = MAX_STATE_ARRAY_BYTES if capacity is None else max(MAX_STATE_ARRAY_BYTES, 64 * capacity)
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes > limit:
@@ -359,23 +348,8 @@ class Agent(abc.ABC):
             problem = rng_state_problem("rng", counters["rng"])
             if problem:
                 return problem
-        records = self.replay_record_spaces()
         data = {k[len("memory/data/") :]: v for k, v in arrays.items() if k.startswith("memory/data/")}
-        if records is None or not data:
-            return None
-        if set(data) != set(records):
-            return (
-                f"its replay memory holds the fields {sorted(data)}, but this agent inserts {sorted(records)}; "
-                f"every record must carry exactly those."
-            )
-        for key, space in records.items():
-            if not isinstance(space, BoundedSpace) or np.all(np.isinf(space.low)) and np.all(np.isinf(space.high)):
-                continue  # no finite bounds to check (shape and dtype were checked from the header)
-            try:
-                space.with_batch_rank().check(data[key], name=f"replay field 'memory/data/{key}'")
-            except SpaceError as exc:
-                return f"{str(exc).rstrip('.')}; replay records must be values this agent could have inserted."
-        return None
+        return replay_values_problem(data, self.replay_record_spaces(), "memory/data/")
 
     def save(self, directory: str, extra: dict | None = None) -> str:
         """Write a checkpoint (weights as npz, config and counters as JSON) atomically."""

@@ -10,7 +10,8 @@ the user:
 * greedy evaluation on a separate env with fixed seeds every ``train.eval_interval`` env steps,
   a new best saved to ``checkpoint_best``, and ``train.target_return`` as a stop condition;
 * periodic checkpoints every ``train.checkpoint_interval`` env steps (default: every evaluation),
-  the newest ``train.keep_checkpoints`` kept;
+  the newest ``train.keep_checkpoints`` kept, with the executor's attachments if it sets
+  :attr:`RunRecorder.checkpoint_attachments` (e.g. ``ray_apex``'s replay shards);
 * however the run ends (budget, target, Ctrl-C/SIGTERM through
   :class:`~rlgraph_core.execution.stopping.StopRequest`, or an exception): the final checkpoint,
   ``summary.json`` (``ended_by``, exit code, traceback of an error), the learning-curve plot and
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from rlgraph_core.checkpoint import save_periodic
+from rlgraph_core.checkpoint import Attachments, save_checkpoint, save_periodic
 from rlgraph_core.execution.plotting import plot_learning_curve
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
@@ -106,6 +108,10 @@ class RunRecorder:
         #: extra fields of ``summary.json``: a dict, or a function returning one, called when the
         #: run ends (a distributed executor reports its totals, e.g. worker restarts, this way).
         self.summary_extra: dict[str, Any] | Callable[[], dict[str, Any]] = {}
+        #: arrays stored beside the agent's in every periodic and the final checkpoint: a function
+        #: returning ``{name: (arrays, info)}`` (a distributed executor's replay shards), or None.
+        #: If it raises, the checkpoint is written without them (with a warning).
+        self.checkpoint_attachments: Callable[[], Attachments] | None = None
         self.recent_returns: deque[float] = deque(maxlen=20)
         self.loggers: list = []
         self._bar = None
@@ -202,7 +208,14 @@ class RunRecorder:
         if agent.timesteps >= self._next_checkpoint:
             while self._next_checkpoint <= agent.timesteps:
                 self._next_checkpoint += self._interval
-            save_periodic(agent, self.out_dir, agent.timesteps, self.checkpoint_extra(), keep=tc.keep_checkpoints)
+            save_periodic(
+                agent,
+                self.out_dir,
+                agent.timesteps,
+                self.checkpoint_extra(),
+                keep=tc.keep_checkpoints,
+                attachments=self._attachments(),
+            )
         log_now = agent.timesteps >= self._next_log
         while self._next_log <= agent.timesteps:
             self._next_log += tc.log_interval
@@ -244,6 +257,20 @@ class RunRecorder:
         self.assembly.hook.rlgraph_on_iteration(metrics=row)
         return row
 
+    def _attachments(self) -> Attachments | None:
+        """What :attr:`checkpoint_attachments` returns now (None when it is unset or raised)."""
+        if self.checkpoint_attachments is None:
+            return None
+        try:
+            return self.checkpoint_attachments()
+        except Exception as exc:  # e.g. a replay shard died: the agent's checkpoint still gets written
+            warnings.warn(
+                f"rlgraph: checkpoint written without its attachments ({type(exc).__name__}: {exc})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return None
+
     def checkpoint_extra(self, **more) -> dict:
         """The ``extra`` of every checkpoint: the config and the run state (best evaluation)."""
         return {"config": self.config.to_dict(), "run_state": self.state.to_json(), **more}
@@ -253,9 +280,12 @@ class RunRecorder:
         """Final checkpoint, summary.json, plot and the train-end hook, however the run ended."""
         cfg, tc, agent, state = self.config, self.config.train, self.agent, self.state
         checkpoint_dir = self.out_dir / "checkpoint"
-        agent.save(
-            checkpoint_dir, self.checkpoint_extra(eval_return_mean=state.last_eval_return, ended_by=state.ended_by)
-        )
+        extra = self.checkpoint_extra(eval_return_mean=state.last_eval_return, ended_by=state.ended_by)
+        attachments = self._attachments()
+        if attachments:
+            save_checkpoint(agent, checkpoint_dir, extra, attachments)
+        else:
+            agent.save(checkpoint_dir, extra)
         start_steps, start_updates, t0 = self._start
         elapsed = time.perf_counter() - t0
         summary = {

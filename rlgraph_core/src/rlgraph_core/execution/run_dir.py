@@ -39,6 +39,7 @@ RUN_ARTIFACTS = (
     "checkpoint",
     "checkpoint_best",
     "checkpoints",
+    "replay_snapshots",
 )
 
 

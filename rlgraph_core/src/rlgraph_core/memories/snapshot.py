@@ -1,0 +1,142 @@
+"""A replay memory's state in the checkpoint format: checked from the ``.npy`` headers, then by value.
+
+A memory's ``state_dict`` is arrays only (records under ``data/<field>``, counters, generator
+state, priorities). Wherever such a state is stored, in an agent's checkpoint or as a replay
+shard's snapshot or checkpoint attachment, the same checks apply before it is loaded: a field's
+records must fit the memory's capacity and, where the inserter declares its record spaces,
+have exactly their shape and dtype (from the header, before any data is read) and values
+inside their bounds; the memory's own ``load_state_dict`` checks the rest before it changes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Mapping
+
+import numpy as np
+
+from rlgraph_core.checkpoint import Headers, dtype_family, is_count, load_arrays, save_arrays
+from rlgraph_core.errors import CheckpointError
+from rlgraph_core.spaces import BoundedSpace, Space, SpaceError
+
+#: Bytes per record allowed for a replay field without a declared record space.
+MAX_UNDECLARED_RECORD_BYTES = 2**24
+
+DATA_PREFIX = "data/"
+
+
+def replay_field_problem(
+    field: str,
+    shape: tuple[int, ...],
+    dtype: Any,
+    capacity: int | None,
+    records: Mapping[str, Space] | None,
+    max_record_bytes: int = MAX_UNDECLARED_RECORD_BYTES,
+) -> str | None:
+    """Why an array of ``shape``/``dtype`` cannot hold the replay records of ``field``, or None.
+
+    Records lie along the first axis, at most ``capacity`` of them; with ``records`` (the
+    inserter's record spaces) the field must be one of them with exactly its shape and dtype,
+    otherwise a record may take at most ``max_record_bytes``.
+    """
+    shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+    if not shape:
+        return "must hold replay records along its first axis, but is 0-d"
+    if capacity is not None and shape[0] > capacity:
+        return f"claims {shape[0]:,} records, but the replay memory holds at most {capacity:,}"
+    if records is None:
+        record_bytes = math.prod(shape[1:]) * dtype.itemsize
+        if record_bytes > max_record_bytes:
+            return f"claims {record_bytes:,} bytes per record, more than {max_record_bytes:,}"
+        return None
+    space = records.get(field)
+    if space is None:
+        return f"is a replay field that is not stored (the fields are {sorted(records)})"
+    if shape[1:] != tuple(space.shape) or dtype != space.dtype:
+        return (
+            f"holds '{field}' records of shape {shape[1:]} and dtype {dtype}, but '{field}' records have "
+            f"shape {tuple(space.shape)} and dtype {space.dtype} ({space!r})"
+        )
+    return None
+
+
+def replay_values_problem(
+    data: Mapping[str, np.ndarray], records: Mapping[str, Space] | None, prefix: str = DATA_PREFIX
+) -> str | None:
+    """Why the replay fields ``data`` (``{field: records}``) cannot be loaded, or None.
+
+    With ``records`` every field must be present and values of bounded spaces within bounds
+    (e.g. actions within the action space); ``prefix`` is how errors name a field's array.
+    """
+    if records is None or not data:
+        return None
+    if set(data) != set(records):
+        return f"the replay fields are {sorted(data)}, but every record must carry exactly {sorted(records)}."
+    for key, space in records.items():
+        if not isinstance(space, BoundedSpace) or np.all(np.isinf(space.low)) and np.all(np.isinf(space.high)):
+            continue  # no finite bounds to check (shape and dtype were checked from the header)
+        try:
+            space.with_batch_rank().check(data[key], name=f"replay field '{prefix}{key}'")
+        except SpaceError as exc:
+            return f"{str(exc).rstrip('.')}; replay records must be values that could have been inserted."
+    return None
+
+
+def memory_state_check(capacity: int, records: Mapping[str, Space] | None, what: str):
+    """A header check (for :func:`~rlgraph_core.checkpoint.load_arrays` and friends) of one memory's
+    ``state_dict`` of ``capacity`` records; ``what`` names it in errors."""
+
+    def check(headers: Headers) -> None:
+        for name, (shape, dtype) in headers.items():
+            if dtype_family(dtype) is None:
+                problem: str | None = "is not numeric; replay state arrays are bool, integer or float"
+            elif name.startswith(DATA_PREFIX):
+                problem = replay_field_problem(name[len(DATA_PREFIX) :], shape, dtype, capacity, records)
+            else:  # counters, generator state, priorities: at most a few numbers per record
+                nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+                problem = None if nbytes <= 64 * capacity + 4096 else f"claims {nbytes:,} bytes"
+            if problem:
+                raise CheckpointError(
+                    f"{what}: array '{name}' (shape {tuple(shape)}, dtype {dtype}) {problem}. Nothing was loaded."
+                )
+
+    return check
+
+
+def load_memory_state(memory, state: Mapping[str, np.ndarray], records: Mapping[str, Space] | None, what: str) -> None:
+    """Check ``state``'s records by value, then ``memory.load_state_dict(state)`` (which checks the rest).
+
+    Raises:
+        CheckpointError: naming ``what`` and the problem; the memory is unchanged then.
+    """
+    data = {k[len(DATA_PREFIX) :]: v for k, v in state.items() if k.startswith(DATA_PREFIX)}
+    problem = replay_values_problem(data, records)
+    if problem:
+        raise CheckpointError(f"{what} cannot be loaded: {problem}")
+    try:
+        memory.load_state_dict(state)
+    except ValueError as exc:
+        raise CheckpointError(
+            f"{what} cannot be loaded into this {type(memory).__name__} (capacity {memory.capacity}): {exc}"
+        ) from None
+
+
+def save_memory_snapshot(directory: str | os.PathLike, memory, info: Mapping[str, Any]) -> str:
+    """Write ``memory.state_dict()`` and the JSON ``info`` as the array folder ``directory``, atomically."""
+    return save_arrays(directory, memory.state_dict(), info)
+
+
+def load_memory_snapshot(directory: str | os.PathLike, memory, records: Mapping[str, Space] | None) -> dict:
+    """Check the snapshot ``directory`` against ``memory`` (capacity, record spaces) and load it; its info.
+
+    Raises:
+        CheckpointError: a missing, corrupt or mismatching snapshot (``memory`` is unchanged).
+    """
+    what = f"Replay snapshot '{directory}'"
+    info, state = load_arrays(directory, memory_state_check(memory.capacity, records, what))
+    inserted = info.get("inserted", 0)
+    if not is_count(inserted):
+        raise CheckpointError(f"{what} records {inserted!r} inserts, not a non-negative integer; corrupt snapshot.")
+    load_memory_state(memory, state, records, what)
+    return info

@@ -1,0 +1,130 @@
+"""Faults and resume in-process: a killed ray_apex shard comes back from its snapshot, save_replay
+survives --resume, and a ray_sync run resumes its learner and counters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from rlgraph_core.assemble import train  # noqa: E402
+from rlgraph_core.checkpoint import read_attachment  # noqa: E402
+from rlgraph_core.errors import CheckpointError  # noqa: E402
+from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config  # noqa: E402
+from rlgraph_core.plugins import PluginManager, hookimpl  # noqa: E402
+
+#: configs/apex_cartpole.yaml cut down to a few thousand env steps of a tiny network (these
+#: tests check bookkeeping, not learning).
+SMALL = [
+    "train.progress_bar=false",
+    "train.loggers=[jsonl]",
+    "agent.network.hidden=[16]",
+    "agent.learning_starts=500",
+    "agent.gradient_steps=16",
+    "agent.target_update_interval=64",
+    "train.target_return=null",
+    "train.eval_interval=100000",
+    "train.eval_episodes=1",
+    "train.log_interval=1000",
+]
+
+
+def apex(*overrides: str):
+    return validate_config(apply_overrides(load_shipped_config("apex_cartpole"), SMALL + list(overrides)))
+
+
+def rows(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+class ShardKiller:
+    """At the first metrics row: note shard 0's inserts, kill it, and read the snapshot it left."""
+
+    def __init__(self, out):
+        self.out, self.names = out, []
+        self.inserted = self.snapshot = None
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.names = run_info["ray"]["shards"]
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        if self.inserted is None:
+            shard = ray.get_actor(self.names[0])
+            self.inserted = ray.get(shard.counts.remote())["inserted"]
+            ray.kill(shard, no_restart=False)
+            meta = json.loads((self.out / "replay_snapshots" / "shard-0" / "meta.json").read_text())
+            self.snapshot = meta["info"]["inserted"]
+
+
+def test_a_killed_shard_comes_back_from_its_snapshot(ray_session, tmp_path):
+    pm = PluginManager()
+    killer = ShardKiller(tmp_path)
+    pm.register(killer, "shard-killer")
+    config = apex("train.total_timesteps=4000", "executor.replay_snapshot_interval=300")
+    summary = train(config, tmp_path, plugin_manager=pm)
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 4000
+    assert summary["shard_restarts"] == 1 and summary["worker_restarts"] == 0
+    assert 0 < killer.snapshot <= killer.inserted
+    # Lost: what the shard received after its snapshot. It held `inserted` when it was killed;
+    # each of the 2 workers may have had one more batch (a 50-step fragment) in flight to it.
+    since = killer.inserted - killer.snapshot
+    assert since <= summary["replay_lost_on_restart"] <= since + 2 * 60
+    assert summary["replay_lost_on_restart"] < 300 + 2 * 60  # never more than an interval (+ batches in flight)
+    after = rows(tmp_path)[1:]
+    assert after and after[0]["shard_restarts"] == 1
+    # the new shard started from the snapshot (not empty) and kept filling
+    assert after[0]["replay_size"] >= killer.snapshot and after[-1]["replay_size"] > after[0]["replay_size"]
+    assert summary["updates"] > 0
+    assert read_attachment(tmp_path / "checkpoint", "replay") is None  # save_replay is off by default
+
+
+def test_resume_with_save_replay_restores_the_shards(ray_session, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    one = ["executor.num_workers=1", "env.num_envs=1", "executor.save_replay=true"]  # (fewer processes to start)
+    summary = train(apex("train.total_timesteps=2000", *one), first)
+    assert summary["ended_by"] == "total_timesteps"
+    info, arrays = read_attachment(first / "checkpoint", "replay")
+    stored = int(arrays["shard_0/size"])
+    assert stored > 0 and info["shards"] == 1 and info["inserted"][0] >= stored
+    assert arrays["shard_0/data/obs"].shape == (stored, 4)
+
+    resumed = train(
+        apex("train.total_timesteps=2500", "train.log_interval=250", *one),
+        second,
+        resume_dir=first / "checkpoint",
+    )
+    assert resumed["replay_restored"] == stored
+    assert resumed["timesteps"] >= 2500 and resumed["updates"] > summary["updates"]
+    first_row = rows(second)[0]
+    assert first_row["timesteps"] > summary["timesteps"]  # the counters carried on
+    assert first_row["replay_size"] >= stored  # the shard started from the checkpoint's records
+
+    # shards of another layout are refused before any worker starts, naming the settings
+    with pytest.raises(CheckpointError, match="executor.num_replay_shards, agent.memory.capacity"):
+        train(apex(*one, "executor.num_replay_shards=2"), tmp_path / "x", first / "checkpoint")
+
+
+def test_a_ray_sync_run_resumes_its_learner_and_counters(ray_session, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    quiet = [
+        "train.progress_bar=false",
+        "train.loggers=[jsonl]",
+        "train.eval_interval=100000",
+        "train.log_interval=256",
+        "executor.num_workers=1",  # 8 envs on one worker: the same 256-sample rounds, fewer processes
+    ]
+    ppo = load_shipped_config("ppo_cartpole_ray")
+    summary = train(validate_config(apply_overrides(ppo, [*quiet, "train.total_timesteps=1024"])), first)
+    meta = json.loads((first / "checkpoint" / "meta.json").read_text())
+    assert meta["counters"]["timesteps"] == summary["timesteps"] == 1024
+
+    config = validate_config(apply_overrides(ppo, [*quiet, "train.total_timesteps=1536"]))
+    resumed = train(config, second, resume_dir=first / "checkpoint")
+    assert resumed["ended_by"] == "total_timesteps" and resumed["timesteps"] == 1536
+    # two more rounds of the same number of updates each: the learner carried on from its checkpoint
+    assert resumed["updates"] == summary["updates"] * 1536 // 1024
+    assert [r["timesteps"] for r in rows(second)] == [1280, 1536]

@@ -1,0 +1,140 @@
+"""SIGTERM on a real ``rlgraph train --executor ray_apex`` process: actors stopped, final checkpoint
+(with the replay shards), exit code 143; ``--resume`` then carries the run on.
+
+The runs are subprocesses with their own private Ray (``RAY_TMPDIR`` a fresh temp dir),
+so this module needs no in-process Ray session; the test signals only the pid it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from rlgraph_core.checkpoint import read_attachment, read_meta  # noqa: E402
+
+#: configs/apex_cartpole.yaml with one small worker, a run far longer than the test lets it go,
+#: a metrics row every 500 env steps, and the shards saved with every checkpoint.
+SETTINGS = [
+    "agent.network.hidden=[16]",
+    "agent.learning_starts=500",
+    "agent.gradient_steps=16",
+    "env.num_envs=1",
+    "executor.num_workers=1",
+    "executor.save_replay=true",
+    "train.total_timesteps=1000000",
+    "train.target_return=null",
+    "train.eval_interval=1000000",
+    "train.eval_episodes=1",
+    "train.log_interval=500",
+    "train.loggers=[jsonl]",
+]
+
+
+@pytest.fixture
+def ray_tmp():
+    """A private Ray temp dir with a short path (Ray's socket paths must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="rlgraph-ray-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _env(ray_tmp: Path) -> dict:
+    return dict(
+        os.environ,
+        RAY_AUTH_MODE="disabled",
+        RAY_TMPDIR=str(ray_tmp),
+        PYTHONUNBUFFERED="1",
+        TF_CPP_MIN_LOG_LEVEL="3",
+        MPLBACKEND="Agg",
+        RLGRAPH_TEST_QUIET="1",
+    )
+
+
+def _cli(*args: str, more: tuple[str, ...] = ()) -> list[str]:
+    sets = [item for s in (*SETTINGS, *more) for item in ("--set", s)]
+    return [sys.executable, "-m", "rlgraph_core.cli", "train", "--no-progress", *args, *sets]
+
+
+def _rows(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def _ray_processes(ray_tmp: Path) -> list[int]:
+    """Pids of processes whose command line names this test's Ray temp dir (raylet, workers ...)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(ray_tmp) in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see that Ray's processes are gone")
+def test_sigterm_stops_a_ray_apex_run_cleanly_and_resume_carries_on(tmp_path, ray_tmp):
+    out = tmp_path / "run"
+    env = _env(ray_tmp)
+    proc = subprocess.Popen(
+        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.time() + 240
+        while len(_rows(out)) < 2:  # mid-run: learning has started and rows are being logged
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended early with {proc.returncode}:\n{proc.communicate()[0]}")
+            if time.time() > deadline:
+                pytest.fail("timed out waiting for the run to log two rows")
+            time.sleep(0.2)
+        assert _ray_processes(ray_tmp), "the run's Ray processes are not found by their temp dir"
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "sigterm" and summary["exit_code"] == 143
+    stopped_at = summary["timesteps"]
+    meta, _ = read_meta(out / "checkpoint")
+    assert meta["counters"]["timesteps"] == stopped_at and meta["ended_by"] == "sigterm"
+    info, arrays = read_attachment(out / "checkpoint", "replay")
+    stored = int(arrays["shard_0/size"])
+    assert stored > 0 and info["shards"] == 1
+    time.sleep(2)  # the private Ray's processes exit with the driver
+    assert _ray_processes(ray_tmp) == [], "Ray processes outlived the stopped run"
+
+    target = stopped_at + 1000
+    resumed = subprocess.run(
+        _cli("--resume", str(out), more=(f"train.total_timesteps={target}",)),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "rlgraph: resuming" in resumed.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= target
+    assert summary["replay_restored"] == stored
+    rows = _rows(out)
+    assert [r["timesteps"] for r in rows] == sorted(r["timesteps"] for r in rows)  # one run, carried on
+    assert rows[-1]["timesteps"] > stopped_at
