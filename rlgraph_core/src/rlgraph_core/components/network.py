@@ -112,7 +112,9 @@ class MLP(Component):
         self.spec = spec
 
     @classmethod
-    def from_settings(cls, settings: NetworkSpec, *, name: str = "mlp", rng: np.random.Generator | None = None) -> "MLP":
+    def from_settings(
+        cls, settings: NetworkSpec, *, name: str = "mlp", rng: np.random.Generator | None = None
+    ) -> "MLP":
         """The network-slot constructor: an MLP as ``settings`` describe, drawing weights from ``rng``."""
         return cls(settings, rng, name=name)
 

@@ -197,8 +197,7 @@ def component_entry_problem(obj: Any) -> Optional[str]:
             return f"the component class {cls!r} is not callable"
         if not (isinstance(model, type) and issubclass(model, ComponentSettings)):
             return (
-                f"the settings model {model!r} is not a subclass of "
-                f"rlgraph_core.components.settings.ComponentSettings"
+                f"the settings model {model!r} is not a subclass of rlgraph_core.components.settings.ComponentSettings"
             )
         return None
     if not callable(obj):
