@@ -35,6 +35,10 @@ def known_slot_components(plugin_manager, slot: Slot) -> list[str]:
     return sorted(names)
 
 
+def _a(role: str) -> str:
+    return f"an {role}" if role[0] in "aeiou" else f"a {role}"
+
+
 def _unknown(plugin_manager, slot: Slot, name: str, field: str) -> ConfigError:
     known = known_slot_components(plugin_manager, slot)
     close = difflib.get_close_matches(name, known, n=1)
@@ -46,7 +50,7 @@ def _unknown(plugin_manager, slot: Slot, name: str, field: str) -> ConfigError:
         msg += f" Did you mean '{close[0]}'?"
     if name in plugin_manager.names("components"):
         msg = (
-            f"'{field}.type' = '{name}' is a component, but not a {slot.role}: it is not registered with a "
+            f"'{field}.type' = '{name}' is a component, but not {_a(slot.role)}: it is not registered with a "
             f"{slot.base.__name__ if slot.base else 'settings'} model. Known {slot.role}s: {', '.join(known)}."
         )
     failed = getattr(plugin_manager, "failed", [])
@@ -89,7 +93,7 @@ def validate_slot_settings(plugin_manager, slot: Slot, raw: Any, field: str) -> 
         given = None
     if not isinstance(value, Mapping):
         raise ConfigError(
-            f"'{field}' = {json.dumps(value, default=str)}: a {slot.role} is a registry name or a mapping "
+            f"'{field}' = {json.dumps(value, default=str)}: {_a(slot.role)} is a registry name or a mapping "
             f"{{type: name, <its settings>...}}; known {slot.role}s: "
             f"{', '.join(known_slot_components(plugin_manager, slot))}."
         )
