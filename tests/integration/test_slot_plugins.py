@@ -164,12 +164,16 @@ def test_rlgraph_config_shows_the_default_components():
     assert "exploration:\n    type: epsilon_greedy\n    epsilon:\n      type: linear" in out
     code, out, _ = run_cli("config", "--set", "agent.network.type=layer_norm_mlp")
     assert code == 0 and "type: layer_norm_mlp" in out and "eps: 1.0e-05" in out
+    code, out, _ = run_cli("plugins")
+    listed = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert listed["layer_norm_mlp"].split()[1] == DIST and listed["layer_norm_mlp"].endswith("[network slot]")
+    assert listed["boltzmann"].endswith("[exploration slot]") and listed["mlp"].endswith("[network slot]")
 
 
 # --------------------------------------------------------------------------- component math
 @pytest.mark.parametrize("backend", backend_params())
-@pytest.mark.parametrize("activation", ["relu", "tanh"])
-def test_layer_norm_mlp_matches_numpy(backend, activation):
+def test_layer_norm_mlp_matches_numpy(backend, activation="tanh"):
+    """(relu is compared in the DQN agent test below.)"""
     settings = LayerNormMLPSettings(hidden=[6, 5], activation=activation, eps=1e-3, initializer="glorot_uniform")
     net = LayerNormMLP.from_settings(settings, name="net", rng=np.random.default_rng(3))
     test = ComponentTest(net, {"call": {"x": FloatBox(shape=(4,)).with_batch_rank()}}, backend)
