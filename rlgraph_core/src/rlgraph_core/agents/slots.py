@@ -100,7 +100,7 @@ def make_exploration(
             f"num_actions) constructor (see docs/plugins.md, exploration slots)."
         )
     try:
-        exploration = factory(settings, name="exploration", num_actions=num_actions)
+        exploration = factory(settings, name=settings.type, num_actions=num_actions)
     except TypeError as exc:
         raise ConfigError(f"{what}: from_settings(settings, *, name, num_actions) failed: {exc}") from None
     if not isinstance(exploration, Exploration):
