@@ -131,10 +131,15 @@ class EpsilonGreedy(Exploration):
             return noise[:, 1].astype(np.int64)
         return None
 
+    def create_variables(self, input_spaces):
+        """No variables: the two column selectors are made once here, as constants (not weights)."""
+        self._draw_column = self.backend.to_tensor(np.array([1.0, 0.0], np.float32))
+        self._action_column = self.backend.to_tensor(np.array([0.0, 1.0], np.float32))
+
     @api
     def explore(self, q_values, noise, value):
         """``random_action`` where ``draw < epsilon`` else ``argmax(q_values)``."""
         ops = self.ops
-        draws = ops.reduce_sum(noise * ops.constant([1.0, 0.0]), axis=-1)
-        random_actions = ops.cast(ops.reduce_sum(noise * ops.constant([0.0, 1.0]), axis=-1), "int64")
+        draws = ops.reduce_sum(noise * self._draw_column, axis=-1)
+        random_actions = ops.cast(ops.reduce_sum(noise * self._action_column, axis=-1), "int64")
         return ops.where(draws < value, random_actions, ops.argmax(q_values, axis=-1))
