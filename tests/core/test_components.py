@@ -281,28 +281,37 @@ def test_dqn_loss_rejects_unknown_type():
 
 # --------------------------------------------------------------------------- exploration
 def test_epsilon_greedy_with_fixed_draws(backend):
-    spaces = {
-        "explore": {
-            "greedy_actions": ibatch(0, 2),
-            "random_actions": ibatch(0, 2),
-            "draws": fbatch(low=0.0, high=1.0),
-            "epsilon": FloatBox(0.0, 1.0, shape=()),
-        }
-    }
-    test = ComponentTest(EpsilonGreedy(), spaces, backend)
-    greedy = np.array([0, 1, 2, 0, 1], np.int64)
+    spaces = {"explore": {"q_values": fbatch(3), "noise": fbatch(2), "value": FloatBox(0.0, 1.0, shape=())}}
+    test = ComponentTest(EpsilonGreedy(3), spaces, backend)
+    q_values = np.array([[3, 1, 0], [0, 2, 1], [0, 1, 5], [9, 0, 0], [-1, 0, -2]], np.float32)
+    greedy = q_values.argmax(-1)
     random = np.array([2, 2, 0, 1, 0], np.int64)
     draws = np.array([0.05, 0.5, 0.3, 0.299, 0.9], np.float32)
+    noise = np.stack([draws, random.astype(np.float32)], axis=-1)
     for eps, expected in [
         (0.3, [2, 1, 2, 1, 1]),  # draw == epsilon keeps the greedy action
         (0.0, greedy),
         (1.0, random),
         (0.6, [2, 2, 0, 1, 1]),
     ]:
-        out = test.call("explore", greedy, random, draws, np.float32(eps))
+        out = test.call("explore", q_values, noise, np.float32(eps))
         assert out.dtype == np.int64
         np.testing.assert_array_equal(out, np.where(draws < np.float32(eps), random, greedy))
         np.testing.assert_array_equal(out, expected, err_msg=f"epsilon={eps}")
+
+
+def test_epsilon_greedy_noise_keeps_the_seeded_draw_order():
+    """The noise is the action then the draw, as DQN always drew them: seeded runs act as before."""
+    explore = EpsilonGreedy(4, LinearSchedule(start=1.0, end=0.1, steps=10))
+    noise = explore.draw_noise(np.random.default_rng(7), 6)
+    rng = np.random.default_rng(7)
+    actions, draws = rng.integers(0, 4, 6), rng.random(6, dtype=np.float32)
+    assert noise.dtype == np.float32 and noise.shape == (6, *explore.noise_shape)
+    np.testing.assert_array_equal(noise[:, 0], draws)
+    np.testing.assert_array_equal(noise[:, 1], actions)
+    assert explore.parameter == "epsilon" and explore.value(5) == pytest.approx(0.55)
+    np.testing.assert_array_equal(explore.actions_without_values(noise, 1.0), actions)
+    assert explore.actions_without_values(noise, 0.0) is None
 
 
 # --------------------------------------------------------------------------- target sync

@@ -129,8 +129,7 @@ dqn = ComponentTest(DQNGraph(DQNConfig(network={"hidden": [4]}), FloatBox(shape=
     "q_values": {"obs": f(3)}, "greedy": {"obs": f(3)},
     "loss": {"obs": f(3), "actions": IntBox(0, 1, shape=()).with_batch_rank(), "rewards": f(),
              "next_obs": f(3), "terminals": BoolBox().with_batch_rank(), "discounts": f(), "weights": f()},
-    "act": {"obs": f(3), "random_actions": IntBox(0, 1, shape=()).with_batch_rank(), "draws": f(),
-            "epsilon": FloatBox(shape=())}, "sync_target": {}}, NumpyBackend())
+    "act": {"obs": f(3), "noise": f(2), "value": FloatBox(shape=())}, "sync_target": {}}, NumpyBackend())
 loss, td = dqn.call("loss", obs, np.zeros(5, np.int64), np.ones(5, np.float32), obs, np.zeros(5, bool),
                     np.full(5, 0.9, np.float32), np.ones(5, np.float32))
 assert np.isfinite(loss) and td.shape == (5,)

@@ -151,7 +151,7 @@ def test_a_ppo_minibatch_larger_than_a_rollout_is_refused():
 @pytest.mark.parametrize("value", ["2.0", "-0.1", "{type: linear, start: 1.5, end: 0.05, steps: 100}"])
 def test_epsilon_must_be_a_probability(value):
     msg = config_error([f"agent.exploration={value}"])
-    assert "'agent.exploration'" in msg and "epsilon" in msg
+    assert "'agent.exploration.epsilon'" in msg and "epsilon" in msg
     assert "between 0 and 1" in msg or "in [0, 1]" in msg
 
 

@@ -73,6 +73,28 @@ def test_executors_refuse_agents_they_cannot_run():
     assert "ray_apex" in msg and "agent.type 'ppo'" in msg
 
 
+def test_ape_x_refuses_an_exploration_other_than_epsilon_greedy():
+    from typing import Literal
+
+    from rlgraph_core.components.exploration import EpsilonGreedy
+    from rlgraph_core.components.settings import ExplorationSettings
+    from rlgraph_core.plugins import PluginManager, hookimpl
+
+    class SoftSettings(ExplorationSettings):
+        type: Literal["soft"] = "soft"
+
+    class SoftPlugin:
+        @hookimpl
+        def rlgraph_components(self):
+            return {"soft": (EpsilonGreedy, SoftSettings)}
+
+    pm = PluginManager()
+    pm.register(SoftPlugin(), "soft-test", name="soft-test")
+    with pytest.raises(ConfigError, match=r"'agent\.exploration\.type' = 'soft': ray_apex .*epsilon_greedy"):
+        validate_config(apply_overrides(APEX, ["agent.exploration=soft"]), pm)
+    assert validate_config(apply_overrides(APEX, ["agent.exploration=0.2"]), pm).agent.exploration.epsilon == 0.2
+
+
 def test_ape_x_worker_epsilons():
     settings = RayApexSettings(num_workers=4, epsilon=0.4, epsilon_alpha=7)
     eps = [settings.worker_epsilon(i) for i in range(4)]

@@ -88,8 +88,12 @@ def test_plugins_lists_builtins_with_their_distributions():
             continue
         if kind == "failed to load":  # plugins that failed to import: name, distribution, error
             continue
-        name, dist, _version = line.split()
+        name, dist, _version, *note = line.split()
         listed[(kind, name)] = dist
+        if kind == "components" and name in ("mlp", "epsilon_greedy"):  # slot components say their slot
+            assert " ".join(note) == {"mlp": "[network slot]", "epsilon_greedy": "[exploration slot]"}[name], line
+        elif kind != "components":
+            assert not note, line
     assert listed[("backends", "torch")] == "rlgraph-torch"
     assert listed[("agents", "dqn")] == "rlgraph-core"
     assert listed[("executors", "local")] == "rlgraph-core"

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.backend.contract import Backend
+from rlgraph_core.components.settings import component_entry
 from rlgraph_core.config.memory import make_memory
 from rlgraph_core.envs import make_eval_env, make_vector_env
 from rlgraph_core.errors import ConfigError, PluginError
@@ -61,7 +62,7 @@ class Assembly:
 
     def resolve_component(self, name: str, field: str) -> type:
         """The component class registered as ``name`` (a ConfigError names ``field`` otherwise)."""
-        cls = _get(self.plugin_manager, "components", name, field)
+        cls, _ = component_entry(_get(self.plugin_manager, "components", name, field))
         return cls.resolve() if hasattr(cls, "resolve") else cls
 
     def make_memory(self, seed: int):
@@ -193,8 +194,15 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
     that cannot be resolved, and a PluginError for an agent class that breaks the constructor
     contract.
     """
+    from rlgraph_core.config.slots import validated_agent_config
+
     pm = plugin_manager
     tc = config.train
+    # Every component slot holds settings validated by its component's registered model (a no-op
+    # for a config from validate_config; a config built in code is checked here, once).
+    agent_config = validated_agent_config(pm, config.agent)
+    if agent_config is not config.agent:
+        config = config.model_copy(update={"agent": agent_config})
     agent_class, _ = _get(pm, "agents", config.agent.type, "agent.type")
     check_agent_class(agent_class, config.agent.type)
     backend_cls = _get(pm, "backends", tc.backend, "train.backend")

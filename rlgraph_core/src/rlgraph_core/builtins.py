@@ -23,13 +23,14 @@ def rlgraph_agents():
 
 @hookimpl
 def rlgraph_components():
-    """Built-in components that configs may name by ``type``."""
+    """Built-in components that configs may name by ``type``; slot components with settings
+    models (``mlp`` for network slots, ``epsilon_greedy`` for exploration) register them too."""
     from rlgraph_core.agents.slots import BUILTIN_SLOT_COMPONENTS
     from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
     from rlgraph_core.components.dqn_loss import DQNLoss
-    from rlgraph_core.components.exploration import EpsilonGreedy
+    from rlgraph_core.components.exploration import EpsilonGreedy, EpsilonGreedySettings
     from rlgraph_core.components.gae import GAE
-    from rlgraph_core.components.network import MLP, DenseLayer
+    from rlgraph_core.components.network import MLP, DenseLayer, NetworkSpec
     from rlgraph_core.components.pg_losses import A2CLoss, ImpalaLoss, PPOLoss
     from rlgraph_core.components.preprocessors import BoxNormalizer
     from rlgraph_core.components.q_head import QNetwork, QValueHead
@@ -40,16 +41,16 @@ def rlgraph_components():
 
     return {
         "dense": DenseLayer,
-        "mlp": MLP,
         "q_head": QValueHead,
         "q_network": QNetwork,
         "dqn_loss": DQNLoss,
-        "epsilon_greedy": EpsilonGreedy,
         "target_sync": TargetSync,
         "box_normalize": BoxNormalizer,
         "actor_critic": ActorCritic,
         "running_obs_normalizer": RunningObsNormalizer,
         **BUILTIN_SLOT_COMPONENTS,  # slot components by the names configs use (box_normalize, running_mean_std)
+        "mlp": (MLP, NetworkSpec),
+        "epsilon_greedy": (EpsilonGreedy, EpsilonGreedySettings),
         "gae": GAE,
         "ppo_loss": PPOLoss,
         "a2c_loss": A2CLoss,

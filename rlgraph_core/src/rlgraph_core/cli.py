@@ -225,6 +225,7 @@ def cmd_plugins(args) -> int:
         for name, claims in sorted(pm.claimants(kind).items()):
             for entry in claims:
                 note = f"  [contested; entry point '{entry.plugin}']" if len(claims) > 1 else ""
+                note += _slot_note(entry.obj) if kind == "components" else ""
                 print(f"  {name:<22} {entry.distribution} {entry.version}{note}")
             if len(claims) > 1:
                 print(
@@ -243,6 +244,17 @@ def cmd_plugins(args) -> int:
         for f in pm.failed:
             print(f"  {f.name:<22} {f.distribution}: {f.error}")
     return 0
+
+
+def _slot_note(obj) -> str:
+    """``  [network slot]`` / ``  [exploration slot]`` for a component registered with such a settings model."""
+    from rlgraph_core.components.settings import ExplorationSettings, NetworkSettings, component_entry
+
+    _, model = component_entry(obj)
+    for base, role in ((NetworkSettings, "network"), (ExplorationSettings, "exploration")):
+        if model is not None and issubclass(model, base):
+            return f"  [{role} slot]"
+    return ""
 
 
 def cmd_config(args) -> int:

@@ -153,6 +153,13 @@ class RayApexSettings(RaySettings):
                 f"replay memory); agent.type '{agent.type}' is not one: use ray_sync for ppo or a2c, or the "
                 f"local executor."
             )
+        exploration_type = getattr(agent.exploration, "type", None)
+        if exploration_type != "epsilon_greedy":
+            raise ConfigError(
+                f"'agent.exploration.type' = '{exploration_type}': ray_apex gives each worker its own fixed "
+                f"epsilon (executor.epsilon, executor.epsilon_alpha), so it needs epsilon_greedy exploration; "
+                f"use agent.exploration: epsilon_greedy (or a float), or the local executor for other explorations."
+            )
         per_shard = agent.memory.capacity // self.num_replay_shards
         if per_shard < agent.batch_size:
             raise ConfigError(

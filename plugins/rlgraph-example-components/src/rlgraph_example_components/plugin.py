@@ -1,6 +1,7 @@
 """Entry-point module: the hook implementations rlgraph's plugin manager calls.
 
-The memory class is registered as a :class:`~rlgraph_core.plugins.LazyObject`, and the logger
+The memory, network and exploration classes are registered as
+:class:`~rlgraph_core.plugins.LazyObject` s with their settings models, and the logger
 is imported inside its hook, so listing plugins and validating configs stay cheap and a
 problem in one class cannot break the import of this module.
 """
@@ -26,7 +27,19 @@ def rlgraph_loggers():
 
 @hookimpl
 def rlgraph_components():
-    """Register the observation clipper; configs use it with ``agent.preprocessor: {type: clip_obs, bound: 5}``."""
-    from rlgraph_example_components.clip_obs import ClipObservation
+    """Register the slot components.
 
-    return {"clip_obs": ClipObservation}
+    ``clip_obs`` fills a preprocessor slot (``agent.preprocessor: {type: clip_obs, bound: 5}``);
+    ``layer_norm_mlp`` a network slot (``agent.network: {type: layer_norm_mlp, hidden: [64]}``) and
+    ``boltzmann`` DQN's exploration slot (``agent.exploration: {type: boltzmann, temperature: 0.5}``),
+    each with the settings model that validates its config section. The network and the
+    exploration are registered lazily: validating a config imports only their settings models.
+    """
+    from rlgraph_example_components.clip_obs import ClipObservation
+    from rlgraph_example_components.settings import BoltzmannSettings, LayerNormMLPSettings
+
+    return {
+        "clip_obs": ClipObservation,
+        "layer_norm_mlp": (LazyObject("rlgraph_example_components.layer_norm_mlp:LayerNormMLP"), LayerNormMLPSettings),
+        "boltzmann": (LazyObject("rlgraph_example_components.boltzmann:Boltzmann"), BoltzmannSettings),
+    }

@@ -6,49 +6,74 @@ components (Q-network, DQN loss, epsilon-greedy, target sync) and runs on any ba
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
 from rlgraph_core.components.dqn_loss import DQNLoss
-from rlgraph_core.components.exploration import EpsilonGreedy
+from rlgraph_core.components.exploration import EpsilonGreedySettings
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.q_head import QNetwork
-from rlgraph_core.components.schedules import LinearSchedule, as_schedule, check_schedule_range
+from rlgraph_core.components.schedules import ConstantSchedule, ExponentialSchedule, LinearSchedule
 from rlgraph_core.agents.support import action_space_hint
-from rlgraph_core.agents.slots import ComponentResolver, make_slot_component
+from rlgraph_core.agents.slots import ComponentResolver, make_exploration, make_slot_component, network_maker
+from rlgraph_core.components.settings import ComponentSettings, ExplorationSettings, NetworkSettings, Slot
 from rlgraph_core.components.target_sync import TargetSync
-from rlgraph_core.config.common import ComponentSlot, ScheduleOrFloat
+from rlgraph_core.config.common import ComponentSlot
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
+
+
+SCHEDULE_TYPES = ("constant", "linear", "exponential")
+SCHEDULE_MODELS = (ConstantSchedule, LinearSchedule, ExponentialSchedule)
+
+
+def epsilon_shorthand(value: Any) -> Any:
+    """``exploration: 0.1`` or ``exploration: {type: linear, ...}`` (a float or a schedule, the
+    older form) means epsilon-greedy with that epsilon."""
+    if isinstance(value, (int, float, *SCHEDULE_MODELS)) and not isinstance(value, bool):
+        return {"type": "epsilon_greedy", "epsilon": value}
+    if isinstance(value, dict) and value.get("type") in SCHEDULE_TYPES:
+        return {"type": "epsilon_greedy", "epsilon": value}
+    return value
+
+
+#: DQN's network slot: the trunk of the online and the target Q-network (default: ``mlp``).
+NetworkSlot = Annotated[SerializeAsAny[ComponentSettings], Slot("network", NetworkSettings, NetworkSpec)]
+#: DQN's exploration slot (default: ``epsilon_greedy``; a float or a schedule is its epsilon).
+ExplorationSlot = Annotated[
+    SerializeAsAny[ComponentSettings],
+    Slot("exploration", ExplorationSettings, EpsilonGreedySettings, shorthand=epsilon_shorthand),
+]
 
 
 class DQNConfig(OffPolicyConfig):
     """Hyperparameters of the DQN family (the schedule and memory fields are :class:`OffPolicyConfig`'s)."""
 
     type: Literal["dqn"] = "dqn"
-    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    network: NetworkSlot = Field(
+        default_factory=NetworkSpec, description="network component of the Q-networks (type: mlp, or a plugin's)"
+    )
     dueling: bool = False
     double_q: bool = True
     loss_type: Literal["huber", "mse"] = "huber"
-    exploration: ScheduleOrFloat = Field(
-        default_factory=lambda: LinearSchedule(start=1.0, end=0.05, steps=10_000),
-        description="epsilon as a float or a schedule over env steps",
+    exploration: ExplorationSlot = Field(
+        default_factory=EpsilonGreedySettings,
+        description="exploration component (type: epsilon_greedy, or a plugin's); a float or a schedule "
+        "is epsilon-greedy's epsilon",
     )
     preprocessor: ComponentSlot = Field(None, description="observation preprocessor component (e.g. box_normalize)")
 
-    @field_validator("exploration")
-    @classmethod
-    def _epsilon_is_a_probability(cls, v: ScheduleOrFloat) -> ScheduleOrFloat:
-        """Epsilon is the probability of a random action: every value in [0, 1]."""
-        return check_schedule_range(v, "epsilon (the probability of a random action)", low=0.0, high=1.0)
-
 
 class DQNGraph(Component):
-    """The root component of DQN: policy and target Q-networks, loss, exploration, sync."""
+    """The root component of DQN: policy and target Q-networks, loss, exploration, sync.
+
+    The network, exploration and preprocessor are the components ``config`` names, resolved
+    with ``components`` (the assembly's resolver; None: rlgraph-core's own).
+    """
 
     def __init__(
         self,
@@ -67,20 +92,20 @@ class DQNGraph(Component):
                 config.preprocessor, obs_space, components, field="agent.preprocessor", name="preprocessor"
             )
 
-        self.policy = QNetwork(config.network, num_actions, config.dueling, preprocessor(), seed, name="policy")
-        self.target = QNetwork(
-            config.network, num_actions, config.dueling, preprocessor(), seed, name="target"
-        ).freeze()
+        network = network_maker(config.network, components, field="agent.network")
+        self.policy = QNetwork(network, num_actions, config.dueling, preprocessor(), seed, name="policy")
+        self.target = QNetwork(network, num_actions, config.dueling, preprocessor(), seed, name="target").freeze()
         self.dqn_loss = DQNLoss(config.loss_type, config.double_q)
-        self.exploration = EpsilonGreedy()
+        self.exploration = make_exploration(
+            config.exploration, components, field="agent.exploration", num_actions=num_actions
+        )
         self.target_sync = TargetSync(self.policy, self.target, config.tau)
         self.add_components(self.policy, self.target, self.dqn_loss, self.exploration, self.target_sync)
 
     @api
-    def act(self, obs, random_actions, draws, epsilon):
-        """Epsilon-greedy actions."""
-        greedy = self.ops.argmax(self.policy.call(obs), axis=-1)
-        return self.exploration.explore(greedy, random_actions, draws, epsilon)
+    def act(self, obs, noise, value):
+        """Exploring actions: the exploration component's choice from the Q-values."""
+        return self.exploration.explore(self.policy.call(obs), noise, value)
 
     @api
     def greedy(self, obs):
@@ -111,7 +136,7 @@ class DQNAgent(OffPolicyAgent):
 
     The replay memory, update schedule, target schedule, priorities and checkpoint state are
     :class:`~rlgraph_core.agents.off_policy.OffPolicyAgent`'s; this class holds the Q graph,
-    epsilon-greedy acting and the loss step.
+    acting through the configured exploration (epsilon-greedy by default) and the loss step.
     """
 
     def __init__(
@@ -145,8 +170,8 @@ class DQNAgent(OffPolicyAgent):
         )
         self.num_actions = int(action_space.n)
         self.action_start = int(action_space.start)
-        self.epsilon = as_schedule(config.exploration)
         self.graph = DQNGraph(config, observation_space, self.num_actions, seed, components)
+        self.exploration = self.graph.exploration
 
         obs_b = observation_space.with_batch_rank()
         act_b = IntBox(0, self.num_actions - 1, shape=()).with_batch_rank()
@@ -154,7 +179,11 @@ class DQNAgent(OffPolicyAgent):
         self.build_report = build(
             self.graph,
             {
-                "act": {"obs": obs_b, "random_actions": act_b, "draws": float_b, "epsilon": FloatBox(shape=())},
+                "act": {
+                    "obs": obs_b,
+                    "noise": FloatBox(shape=self.exploration.noise_shape).with_batch_rank(),
+                    "value": FloatBox(shape=()),
+                },
                 "greedy": {"obs": obs_b},
                 "q_values": {"obs": obs_b},
                 "loss": {
@@ -180,20 +209,19 @@ class DQNAgent(OffPolicyAgent):
 
     # --- acting ----------------------------------------------------------------------------
     def act(self, obs, explore=True):
-        """Epsilon-greedy (``explore``) or greedy env actions for a batch of observations."""
+        """Exploring (``explore``, e.g. epsilon-greedy) or greedy env actions for a batch of observations."""
         to_t = self.backend.to_tensor
         obs = np.asarray(obs, np.float32)
         if not explore:
             return self.backend.to_numpy(self.graph.greedy(to_t(obs))) + self.action_start
-        n = len(obs)
-        random_actions = self.rng.integers(0, self.num_actions, n)
-        draws = self.rng.random(n, dtype=np.float32)
-        epsilon = np.float32(self.epsilon(self.timesteps))
-        if np.all(draws < epsilon):
-            # Every env explores, so the greedy actions would be discarded: skip the network.
-            # The same draws are made either way, so a seed gives the same actions as always.
-            return random_actions + self.action_start
-        actions = self.graph.act(to_t(obs), to_t(random_actions), to_t(draws), to_t(epsilon))
+        noise = np.asarray(self.exploration.draw_noise(self.rng, len(obs)), np.float32)
+        value = np.float32(self.exploration.value(self.timesteps))
+        chosen = self.exploration.actions_without_values(noise, float(value))
+        if chosen is not None:
+            # The actions do not depend on the Q-values (every env explores): skip the network.
+            # The same noise is drawn either way, so a seed gives the same actions as always.
+            return np.asarray(chosen, np.int64) + self.action_start
+        actions = self.graph.act(to_t(obs), to_t(noise), to_t(value))
         return self.backend.to_numpy(actions) + self.action_start
 
     def _stored_actions(self, actions):
@@ -242,8 +270,8 @@ class DQNAgent(OffPolicyAgent):
         return float(self.backend.to_numpy(self._evaluate_loss(batch)[0]))
 
     def metrics(self) -> dict[str, float]:
-        """Latest training metrics: epsilon, learning rate, updates and the last loss."""
-        return {"epsilon": float(self.epsilon(self.timesteps)), **super().metrics()}
+        """Latest training metrics: the exploration parameter (epsilon ...), learning rate, updates and the last loss."""
+        return {self.exploration.parameter: self.exploration.value(self.timesteps), **super().metrics()}
 
     # --- weights ---------------------------------------------------------------------------
     def variables(self):

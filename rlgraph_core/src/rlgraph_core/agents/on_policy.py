@@ -19,10 +19,10 @@ keeps the unclipped sample so log-probabilities stay exact.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.base import Agent, LearnResult, rng_state_problem
 from rlgraph_core.components.actor_critic import ActorCritic
@@ -31,7 +31,8 @@ from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.agents.support import action_space_hint
-from rlgraph_core.agents.slots import ComponentResolver, make_slot_component
+from rlgraph_core.agents.slots import ComponentResolver, make_slot_component, network_maker
+from rlgraph_core.components.settings import ComponentSettings, NetworkSettings, Slot
 from rlgraph_core.config.common import ComponentSlot, OptimizerConfig, ScheduleOrFloat, StrictModel
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
@@ -47,6 +48,12 @@ class ActorCriticNetworkSpec(NetworkSpec):
     initializer: str = Field("orthogonal", description="one of glorot_uniform, he_uniform, lecun_uniform, orthogonal")
 
 
+#: The network slot of the on-policy agents (default: ``mlp`` with the actor-critic defaults).
+ActorCriticNetworkSlot = Annotated[
+    SerializeAsAny[ComponentSettings], Slot("network", NetworkSettings, ActorCriticNetworkSpec)
+]
+
+
 class OnPolicyOptimizerConfig(OptimizerConfig):
     """Adam with the on-policy defaults of Stable-Baselines3: lr 3e-4, eps 1e-5, grad-norm clip 0.5."""
 
@@ -58,8 +65,9 @@ class OnPolicyOptimizerConfig(OptimizerConfig):
 class OnPolicyConfig(StrictModel):
     """Fields shared by the on-policy actor-critic agents (PPO, A2C)."""
 
-    network: ActorCriticNetworkSpec = Field(
-        default_factory=ActorCriticNetworkSpec, description="each trunk (policy and value)"
+    network: ActorCriticNetworkSlot = Field(
+        default_factory=ActorCriticNetworkSpec,
+        description="network component of each trunk, policy and value (type: mlp, or a plugin's)",
     )
     shared_trunk: bool = Field(False, description="one trunk for policy and value (else one each)")
     n_steps: int = Field(2048, gt=0, description="env steps per env in each rollout")
@@ -112,8 +120,9 @@ class OnPolicyGraph(Component):
         self.obs_normalizer = (
             preprocessor if preprocessor is not None and "update" in type(preprocessor).api_methods() else None
         )
+        network = network_maker(config.network, components, field="agent.network")
         self.policy = ActorCritic(
-            config.network, action_space, config.shared_trunk, preprocessor, seed, config.log_std_init, name="policy"
+            network, action_space, config.shared_trunk, preprocessor, seed, config.log_std_init, name="policy"
         )
         self.gae = GAE(config.gamma, config.gae_lambda)
         self.pg_loss = loss

@@ -25,7 +25,9 @@ from pydantic import Field, SerializeAsAny, field_validator
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
-from rlgraph_core.components.network import MLP, NetworkSpec
+from rlgraph_core.agents.slots import ComponentResolver, network_maker
+from rlgraph_core.components.network import NetworkMaker, NetworkSpec, as_network_maker
+from rlgraph_core.components.settings import ComponentSettings, NetworkSettings, Slot
 from rlgraph_core.components.sac_loss import SACLoss
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.components.twin_q import TwinQNetwork
@@ -42,12 +44,20 @@ def _sac_network() -> NetworkSpec:
     return NetworkSpec(hidden=[256, 256], activation="relu")
 
 
+#: A network slot of SAC (default: ``mlp``, 256-256 relu).
+SACNetworkSlot = Annotated[SerializeAsAny[ComponentSettings], Slot("network", NetworkSettings, NetworkSpec)]
+
+
 class SACConfig(OffPolicyConfig):
     """Hyperparameters of SAC (defaults follow Stable-Baselines3 / the SAC paper)."""
 
     type: Literal["sac"] = "sac"
-    actor_network: NetworkSpec = Field(default_factory=_sac_network, description="policy trunk")
-    critic_network: NetworkSpec = Field(default_factory=_sac_network, description="trunk of each Q-network")
+    actor_network: SACNetworkSlot = Field(
+        default_factory=_sac_network, description="network component of the policy trunk (type: mlp, or a plugin's)"
+    )
+    critic_network: SACNetworkSlot = Field(
+        default_factory=_sac_network, description="network component of each Q-network's trunk"
+    )
     tau: float = Field(0.005, gt=0, le=1, description="Polyak factor of the target critic (1 = hard copy)")
     target_update_interval: int = Field(1, gt=0, description="gradient steps between target updates")
     batch_size: int = Field(256, gt=0)
@@ -77,11 +87,11 @@ class SACConfig(OffPolicyConfig):
 
 
 class SquashedGaussianPolicy(Component):
-    """The SAC actor: MLP trunk → tanh-squashed Gaussian head; actions in (-1, 1)."""
+    """The SAC actor: network trunk → tanh-squashed Gaussian head; actions in (-1, 1)."""
 
     def __init__(
         self,
-        spec: NetworkSpec,
+        spec: NetworkSpec | NetworkMaker,
         action_space: FloatBox,
         log_std_bounds: tuple[float, float],
         seed: int = 0,
@@ -89,11 +99,12 @@ class SquashedGaussianPolicy(Component):
     ):
         super().__init__(name)
         rng = np.random.default_rng(seed)
-        self.trunk = MLP(spec, rng, name="trunk")
+        maker = as_network_maker(spec)
+        self.trunk = maker(name="trunk", rng=rng)
         self.head = DistributionHead(
             action_space,
             squashed=True,
-            initializer=spec.initializer,
+            initializer=maker.initializer,
             rng=rng,
             log_std_bounds=tuple(log_std_bounds),
             name="head",
@@ -114,13 +125,17 @@ class SquashedGaussianPolicy(Component):
 class SACGraph(Component):
     """The root component of SAC: actor, online and target twin critics, losses, target sync."""
 
-    def __init__(self, config: SACConfig, action_space: FloatBox, seed: int):
+    def __init__(
+        self, config: SACConfig, action_space: FloatBox, seed: int, components: ComponentResolver | None = None
+    ):
         super().__init__("sac")
         action_dim = int(action_space.shape[0])
-        self.actor = SquashedGaussianPolicy(config.actor_network, action_space, config.log_std_bounds, seed)
+        actor_network = network_maker(config.actor_network, components, field="agent.actor_network")
+        critic_network = network_maker(config.critic_network, components, field="agent.critic_network")
+        self.actor = SquashedGaussianPolicy(actor_network, action_space, config.log_std_bounds, seed)
         # Same seed for the online and the target critic: they start identical.
-        self.critic = TwinQNetwork(config.critic_network, seed + 1, name="critic")
-        self.critic_target = TwinQNetwork(config.critic_network, seed + 1, name="critic_target").freeze()
+        self.critic = TwinQNetwork(critic_network, seed + 1, name="critic")
+        self.critic_target = TwinQNetwork(critic_network, seed + 1, name="critic_target").freeze()
         self.sac_loss = SACLoss(action_dim, config.ent_coef, config.init_ent_coef, config.target_entropy)
         self.target_sync = TargetSync(self.critic, self.critic_target, config.tau)
         self.add_components(self.actor, self.critic, self.critic_target, self.sac_loss, self.target_sync)
@@ -218,7 +233,7 @@ class SACAgent(OffPolicyAgent):
         )
         self.action_dim = int(action_space.shape[0])
         self.low, self.high = low, high
-        self.graph = SACGraph(config, action_space, seed)
+        self.graph = SACGraph(config, action_space, seed, components)
 
         obs_b = observation_space.with_batch_rank()
         unit_b = FloatBox(-1.0, 1.0, shape=(self.action_dim,)).with_batch_rank()

@@ -1,12 +1,17 @@
-"""Swappable component slots: build the component a config names (``preprocessor: ...``).
+"""Swappable component slots: build the component a config names (network, exploration, preprocessor).
 
-An algorithm with a slot (DQN and the on-policy agents have ``preprocessor``) builds whatever
-component the config's :class:`~rlgraph_core.config.common.ComponentSpec` names. Names resolve
-through the resolver the assembly hands the agent (every registered component, third-party ones
-included) or, without one, through the core's own slot components below.
+An algorithm with a slot builds whatever component the slot's settings (see
+:mod:`rlgraph_core.components.settings`) name. Names resolve through the resolver the assembly
+hands the agent (every registered component, third-party ones included) or, without one,
+through the core's own slot components below. The slot contracts (see docs/plugins.md):
 
-A slot component class provides ``from_space(space, *, name, **settings)`` and an API method
-``call(x)`` that maps a batch of the slot's input space to a batch of the same space.
+* **network** (``network``, SAC's ``actor_network`` / ``critic_network``):
+  ``cls.from_settings(settings, *, name, rng)`` → a component whose API method ``call(x)`` maps
+  rank-1 float features ``[B, n]`` to ``[B, m]``; the algorithm adds its heads on top.
+* **exploration** (DQN's ``exploration``): ``cls.from_settings(settings, *, name, num_actions)`` →
+  an :class:`~rlgraph_core.components.exploration.Exploration`.
+* **preprocessor**: ``cls.from_space(space, *, name, **settings)`` → a component whose API method
+  ``call(x)`` maps a batch of the slot's input space to a batch of the same space.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from __future__ import annotations
 from typing import Callable
 
 from rlgraph_core.components.actor_critic import RunningObsNormalizer
+from rlgraph_core.components.exploration import EpsilonGreedy, Exploration
+from rlgraph_core.components.network import MLP, NetworkMaker
 from rlgraph_core.components.preprocessors import BoxNormalizer
-from rlgraph_core.config.common import ComponentSpec
+from rlgraph_core.components.settings import ComponentSettings
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component
 from rlgraph_core.spaces import Space
@@ -24,6 +31,8 @@ from rlgraph_core.spaces import Space
 BUILTIN_SLOT_COMPONENTS: dict[str, type] = {
     "box_normalize": BoxNormalizer,
     "running_mean_std": RunningObsNormalizer,
+    "mlp": MLP,
+    "epsilon_greedy": EpsilonGreedy,
 }
 
 #: ``resolve(name, field) -> component class``; raises a ConfigError for an unknown name.
@@ -42,7 +51,7 @@ def builtin_resolver(name: str, field: str) -> type:
 
 
 def make_slot_component(
-    spec: ComponentSpec | None,
+    spec: ComponentSettings | None,
     space: Space,
     resolve: ComponentResolver | None,
     *,
@@ -50,7 +59,7 @@ def make_slot_component(
     name: str,
     defaults: dict | None = None,
 ) -> Component | None:
-    """Build the component ``spec`` names for input ``space`` (None for an empty slot).
+    """Build the preprocessor-style component ``spec`` names for input ``space`` (None for an empty slot).
 
     ``defaults`` are settings the algorithm supplies unless the spec sets them.
     """
@@ -70,3 +79,34 @@ def make_slot_component(
         raise ConfigError(
             f"'{field}' = {spec.model_dump()}: the settings do not fit {cls.__qualname__}.from_space ({exc})."
         ) from None
+
+
+def network_maker(settings: ComponentSettings, resolve: ComponentResolver | None, *, field: str) -> NetworkMaker:
+    """The :class:`NetworkMaker` of a network slot's ``settings`` (the component its type names)."""
+    cls = (resolve or builtin_resolver)(settings.type, f"{field}.type")
+    return NetworkMaker(cls, settings, field)
+
+
+def make_exploration(
+    settings: ComponentSettings, resolve: ComponentResolver | None, *, field: str, num_actions: int
+) -> Exploration:
+    """The exploration component an exploration slot's ``settings`` name, for ``num_actions`` actions."""
+    cls = (resolve or builtin_resolver)(settings.type, f"{field}.type")
+    factory = getattr(cls, "from_settings", None)
+    what = f"'{field}.type' = '{settings.type}' ({getattr(cls, '__qualname__', cls)!s})"
+    if factory is None:
+        raise ConfigError(
+            f"{what} cannot fill an exploration slot: it has no from_settings(settings, *, name, "
+            f"num_actions) constructor (see docs/plugins.md, exploration slots)."
+        )
+    try:
+        exploration = factory(settings, name=settings.type, num_actions=num_actions)
+    except TypeError as exc:
+        raise ConfigError(f"{what}: from_settings(settings, *, name, num_actions) failed: {exc}") from None
+    if not isinstance(exploration, Exploration):
+        raise ConfigError(
+            f"{what}: from_settings built {type(exploration).__name__}, which is not an "
+            f"rlgraph_core.components.exploration.Exploration (explore(q_values, noise, value), "
+            f"draw_noise, noise_shape, value)."
+        )
+    return exploration

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlgraph_core.components.distributions import DistributionHead
-from rlgraph_core.components.network import MLP, DenseLayer, NetworkSpec
+from rlgraph_core.components.network import DenseLayer, NetworkMaker, NetworkSpec, as_network_maker
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import FloatBox, SpaceError
 
@@ -30,7 +30,8 @@ class ActorCritic(Component):
         V(s)     = w_v . h_v + b_v                     # [B]
 
     Args:
-        network: hidden sizes, activation and initializer of each trunk.
+        network: each trunk: the built-in MLP's settings (hidden sizes, activation,
+            initializer) or a :class:`NetworkMaker` for any network component.
         action_space: ``Discrete(n)`` (categorical) or a rank-1 ``FloatBox`` (diagonal
             Gaussian with a state-independent learned log-std).
         shared_trunk: one trunk feeding both heads (True) or one trunk per head (False).
@@ -42,7 +43,7 @@ class ActorCritic(Component):
 
     def __init__(
         self,
-        network: NetworkSpec,
+        network: NetworkSpec | NetworkMaker,
         action_space,
         shared_trunk: bool = False,
         preprocessor: Component | None = None,
@@ -54,22 +55,23 @@ class ActorCritic(Component):
         rng = np.random.default_rng(seed)
         self.shared_trunk = shared_trunk
         self.preprocessor = preprocessor
+        maker = as_network_maker(network)
         if shared_trunk:
-            self.pi_trunk = self.vf_trunk = MLP(network, rng, name="trunk")
+            self.pi_trunk = self.vf_trunk = maker(name="trunk", rng=rng)
             trunks = [self.pi_trunk]
         else:
-            self.pi_trunk = MLP(network, rng, name="pi_trunk")
-            self.vf_trunk = MLP(network, rng, name="vf_trunk")
+            self.pi_trunk = maker(name="pi_trunk", rng=rng)
+            self.vf_trunk = maker(name="vf_trunk", rng=rng)
             trunks = [self.pi_trunk, self.vf_trunk]
         self.distribution = DistributionHead(
             action_space,
             squashed=False,
-            initializer=network.initializer,
+            initializer=maker.initializer,
             rng=rng,
             log_std_init=log_std_init,
             name="distribution",
         )
-        self.value_head = DenseLayer(1, "linear", network.initializer, rng, gain=1.0, name="value_head")
+        self.value_head = DenseLayer(1, "linear", maker.initializer, rng, gain=1.0, name="value_head")
         self.add_components(
             *([preprocessor] if preprocessor is not None else []), *trunks, self.distribution, self.value_head
         )

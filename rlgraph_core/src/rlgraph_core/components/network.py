@@ -1,25 +1,37 @@
-"""Dense layers and MLP networks built from a backend-neutral spec."""
+"""Dense layers and MLP networks built from a backend-neutral spec.
+
+:class:`MLP` is the built-in component of the network slots (registered as ``mlp`` with its
+settings model :class:`NetworkSpec`); any component registered with a
+:class:`~rlgraph_core.components.settings.NetworkSettings` model can take its place.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from rlgraph_core.components.initializers import INITIALIZERS, initialize
+import numpy as np
+from pydantic import Field, field_validator
+
+from rlgraph_core.components.initializers import initialize
+from rlgraph_core.components.settings import ComponentSettings, NetworkSettings
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import FloatBox, SpaceError
 
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "softplus", "leaky_relu", "linear")
 
 
-class NetworkSpec(BaseModel):
-    """A multilayer perceptron: hidden sizes, activation, and initializers."""
+class NetworkSpec(NetworkSettings):
+    """Settings of the built-in network ``mlp``: hidden sizes, activation and initializer.
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    ``{type: mlp, hidden: [64, 64], activation: relu, initializer: lecun_uniform}``; the network
+    slots of the agents default to it (each algorithm with its own defaults, e.g. PPO's tanh).
+    """
 
+    type: Literal["mlp"] = "mlp"
     hidden: list[int] = Field(default_factory=lambda: [64, 64], description="hidden layer sizes")
     activation: str = Field("relu", description=f"one of {', '.join(ACTIVATIONS)}")
-    initializer: str = Field("lecun_uniform", description=f"one of {', '.join(sorted(INITIALIZERS))}")
 
     @field_validator("hidden")
     @classmethod
@@ -35,12 +47,9 @@ class NetworkSpec(BaseModel):
             raise ValueError(f"unknown activation '{v}'; use one of {', '.join(ACTIVATIONS)}")
         return v
 
-    @field_validator("initializer")
-    @classmethod
-    def _initializer(cls, v):
-        if v not in INITIALIZERS:
-            raise ValueError(f"unknown initializer '{v}'; use one of {', '.join(sorted(INITIALIZERS))}")
-        return v
+
+#: The settings model registered with ``mlp`` (another name for :class:`NetworkSpec`).
+MLPSettings = NetworkSpec
 
 
 class DenseLayer(Component):
@@ -102,6 +111,13 @@ class MLP(Component):
         self.add_components(*self.layers)
         self.spec = spec
 
+    @classmethod
+    def from_settings(
+        cls, settings: NetworkSpec, *, name: str = "mlp", rng: np.random.Generator | None = None
+    ) -> "MLP":
+        """The network-slot constructor: an MLP as ``settings`` describe, drawing weights from ``rng``."""
+        return cls(settings, rng, name=name)
+
     @property
     def output_size(self) -> int | None:
         """Size of the last hidden layer (None for an empty spec: the input passes through)."""
@@ -113,3 +129,63 @@ class MLP(Component):
         for layer in self.layers:
             x = layer.call(x)
         return x
+
+
+@dataclass(frozen=True)
+class NetworkMaker:
+    """Makes the network a network slot names, as often as an algorithm needs one.
+
+    ``maker(name=..., rng=...)`` calls ``network_class.from_settings(settings, name=name, rng=rng)``:
+    a component with an API method ``call(x)`` mapping a batch of rank-1 float features
+    ``[B, n]`` to features ``[B, m]`` (its input size is known at build time). Containers
+    (Q-networks, actor-critics, SAC's actor and critics) put their output heads on it, initialised
+    with :attr:`initializer`.
+
+    Attributes:
+        network_class: the registered network component class.
+        settings: its validated settings.
+        field: the config path of the slot (for messages), e.g. ``agent.network``.
+    """
+
+    network_class: Any
+    settings: ComponentSettings
+    field: str = "network"
+
+    @property
+    def initializer(self) -> str:
+        """Initializer of the layers put on top of the network (the settings' ``initializer``)."""
+        return str(getattr(self.settings, "initializer", "lecun_uniform"))
+
+    def __call__(self, *, name: str, rng: np.random.Generator) -> Component:
+        """A new network component named ``name`` whose initial weights come from ``rng``."""
+        cls = self.network_class
+        factory = getattr(cls, "from_settings", None)
+        what = f"'{self.field}.type' = '{self.settings.type}' ({getattr(cls, '__qualname__', cls)!s})"
+        if factory is None:
+            raise ConfigError(
+                f"{what} cannot fill a network slot: it has no from_settings(settings, *, name, rng) "
+                f"constructor (see docs/plugins.md, network slots)."
+            )
+        try:
+            network = factory(self.settings, name=name, rng=rng)
+        except TypeError as exc:
+            raise ConfigError(f"{what}: from_settings(settings, *, name, rng) failed: {exc}") from None
+        if not isinstance(network, Component) or "call" not in type(network).api_methods():
+            raise ConfigError(
+                f"{what}: from_settings built {type(network).__name__}, which is not a Component with an "
+                f"API method call(x) (see docs/plugins.md, network slots)."
+            )
+        return network
+
+
+def as_network_maker(network: "NetworkSpec | NetworkMaker") -> NetworkMaker:
+    """``network`` as a :class:`NetworkMaker`: settings of the built-in ``mlp`` make an :class:`MLP`."""
+    if isinstance(network, NetworkMaker):
+        return network
+    if isinstance(network, NetworkSpec):
+        return NetworkMaker(MLP, network)
+    raise ConfigError(
+        f"A network of type '{getattr(network, 'type', network)}' must be resolved to its component first "
+        f"(rlgraph_core.agents.slots.network_maker, with the resolver rlgraph_core.assemble passes agents); "
+        f"only the built-in 'mlp' settings (NetworkSpec) can be used directly."
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlgraph_core.components.network import MLP, DenseLayer, NetworkSpec
+from rlgraph_core.components.network import DenseLayer, NetworkMaker, NetworkSpec, as_network_maker
 from rlgraph_core.graph import Component, api
 
 
@@ -44,11 +44,14 @@ class QValueHead(Component):
 
 
 class QNetwork(Component):
-    """Preprocessor (optional) → MLP trunk → Q-value head: the whole DQN policy."""
+    """Preprocessor (optional) → network trunk → Q-value head: the whole DQN policy.
+
+    ``spec`` is the built-in MLP's settings or a :class:`NetworkMaker` for any network component.
+    """
 
     def __init__(
         self,
-        spec: NetworkSpec,
+        spec: NetworkSpec | NetworkMaker,
         num_actions: int,
         dueling: bool = False,
         preprocessor: Component | None = None,
@@ -58,8 +61,9 @@ class QNetwork(Component):
         super().__init__(name)
         rng = np.random.default_rng(seed)
         self.preprocessor = preprocessor
-        self.trunk = MLP(spec, rng, name="trunk")
-        self.head = QValueHead(num_actions, dueling, spec.initializer, rng, name="head")
+        maker = as_network_maker(spec)
+        self.trunk = maker(name="trunk", rng=rng)
+        self.head = QValueHead(num_actions, dueling, maker.initializer, rng, name="head")
         self.add_components(*([preprocessor] if preprocessor else []), self.trunk, self.head)
 
     @api

@@ -54,6 +54,8 @@ class ExponentialSchedule(BaseModel):
 
 
 Schedule = Union[ConstantSchedule, LinearSchedule, ExponentialSchedule]
+#: A config field holding a float or a schedule of it.
+ScheduleOrFloat = Union[float, ConstantSchedule, LinearSchedule, ExponentialSchedule]
 SCHEDULE_FIELD = Field(discriminator="type")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlgraph_core.components.network import MLP, DenseLayer, NetworkSpec
+from rlgraph_core.components.network import DenseLayer, NetworkMaker, NetworkSpec, as_network_maker
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import FloatBox, SpaceError
 
@@ -23,19 +23,20 @@ def _check_rank1_float(name: str, space) -> None:
 
 
 class ContinuousQNetwork(Component):
-    """``Q(s, a)``: an MLP trunk on the concatenated ``[obs, action]`` and a linear output.
+    """``Q(s, a)``: a network trunk on the concatenated ``[obs, action]`` and a linear output.
 
     Args:
-        spec: the trunk's hidden sizes, activation and initializer.
+        spec: the trunk: the built-in MLP's settings or a :class:`NetworkMaker`.
         rng: numpy generator for the initial weights (draws happen at build time, in layer order).
         name: component name.
     """
 
-    def __init__(self, spec: NetworkSpec, rng: np.random.Generator | None = None, name: str = "q"):
+    def __init__(self, spec: NetworkSpec | NetworkMaker, rng: np.random.Generator | None = None, name: str = "q"):
         super().__init__(name)
         rng = rng if rng is not None else np.random.default_rng()
-        self.trunk = MLP(spec, rng, name="trunk")
-        self.out = DenseLayer(1, "linear", spec.initializer, rng, name="out")
+        maker = as_network_maker(spec)
+        self.trunk = maker(name="trunk", rng=rng)
+        self.out = DenseLayer(1, "linear", maker.initializer, rng, name="out")
         self.add_components(self.trunk, self.out)
 
     def check_input_spaces(self, method, spaces):
@@ -57,12 +58,12 @@ class TwinQNetwork(Component):
     start identical (an online critic and its target copy).
 
     Args:
-        spec: network spec of each Q-network's trunk.
+        spec: each Q-network's trunk: the built-in MLP's settings or a :class:`NetworkMaker`.
         seed: seed of the weight initialisation.
         name: component name.
     """
 
-    def __init__(self, spec: NetworkSpec, seed: int = 0, name: str = "twin_q"):
+    def __init__(self, spec: NetworkSpec | NetworkMaker, seed: int = 0, name: str = "twin_q"):
         super().__init__(name)
         rng = np.random.default_rng(seed)
         self.q1 = ContinuousQNetwork(spec, rng, name="q1")

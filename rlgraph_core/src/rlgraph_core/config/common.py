@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-import math
 import re
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
-from rlgraph_core.components.schedules import (
-    ConstantSchedule,
-    ExponentialSchedule,
-    LinearSchedule,
-    check_schedule_range,
-)
+from rlgraph_core.components.schedules import ScheduleOrFloat, check_schedule_range
+from rlgraph_core.components.settings import ComponentSettings, ComponentSpec, Slot
 
-ScheduleOrFloat = Union[float, ConstantSchedule, LinearSchedule, ExponentialSchedule]
+__all__ = [
+    "ComponentSettings",
+    "ComponentSlot",
+    "ComponentSpec",
+    "EnvConfig",
+    "OptimizerConfig",
+    "ScheduleOrFloat",
+    "Slot",
+    "StrictModel",
+    "TrainConfig",
+]
 
 
 class StrictModel(BaseModel):
@@ -97,48 +102,7 @@ class TrainConfig(StrictModel):
         return v
 
 
-class ComponentSpec(BaseModel):
-    """A swappable component chosen by registry name: ``{type: name, <its settings>...}``.
-
-    A plain string is shorthand for ``{type: name}``; ``none`` (or null) leaves the slot empty.
-    The settings are passed to the component's ``from_space`` constructor; the assembly checks
-    that ``type`` names a registered component.
-    """
-
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    type: str
-
-    @model_validator(mode="after")
-    def _finite_settings(self) -> "ComponentSpec":
-        """Settings are untyped here (the component checks them), but NaN and infinity never fit."""
-        for key, value in (self.model_extra or {}).items():
-            if _has_non_finite(value):
-                raise ValueError(f"setting {key!r} = {value!r} of component '{self.type}' must be finite (no NaN/inf)")
-        return self
-
-    def settings(self) -> dict:
-        """The settings beyond ``type``, as keyword arguments."""
-        return dict(self.model_extra or {})
-
-
-def _has_non_finite(value: Any) -> bool:
-    """Whether a (nested) setting holds a NaN or infinite float."""
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_non_finite(v) for v in value)
-    return False
-
-
-def _component_slot(value):
-    if value is None or value == "none":
-        return None
-    if isinstance(value, str):
-        return {"type": value}
-    return value
-
-
-#: A config field holding an optional :class:`ComponentSpec` (string shorthand accepted).
-ComponentSlot = Annotated[Optional[ComponentSpec], BeforeValidator(_component_slot)]
+#: A config field holding an optional swappable component (string shorthand accepted; ``none``
+#: empties it): the settings of the component its ``type`` names (see
+#: :mod:`rlgraph_core.components.settings`).
+ComponentSlot = Annotated[Optional[SerializeAsAny[ComponentSettings]], Slot("component")]

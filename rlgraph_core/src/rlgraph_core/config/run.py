@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model
 
-from rlgraph_core.config.common import ComponentSpec, EnvConfig, TrainConfig
+from rlgraph_core.config.common import EnvConfig, TrainConfig
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.execution.settings import ExecutorSettings
 
@@ -202,6 +202,11 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
 
         # The memory's own registered settings model validates its section (plugins add fields).
         agent_raw["memory"] = validate_memory_settings(pm, agent_raw["memory"], field="agent.memory")
+    from rlgraph_core.config.slots import validate_agent_slots
+
+    # Each component slot (network, exploration, preprocessor ...) is validated by the settings
+    # model its component's plugin registered.
+    agent_raw = validate_agent_slots(pm, model, agent_raw)
     try:
         agent = model.model_validate(agent_raw)
     except ValidationError as exc:
@@ -231,12 +236,6 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             pm.get("loggers", name, field="train.loggers")
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
-    for name, value in agent:
-        if isinstance(value, ComponentSpec):
-            try:
-                pm.get("components", value.type, field=f"agent.{name}.type")
-            except PluginError as exc:
-                raise ConfigError(str(exc)) from None
     _check_env_id(env.id)
     # Checks that need more than the agent section (e.g. PPO: a minibatch fits in a rollout of
     # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run.

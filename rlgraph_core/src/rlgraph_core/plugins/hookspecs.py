@@ -33,7 +33,13 @@ def rlgraph_executors():
 
 @hookspec
 def rlgraph_components():
-    """Return ``{name: class}`` for components that configs may name by ``type``."""
+    """Return ``{name: class}`` or ``{name: (class, settings_model)}`` for components configs may name by ``type``.
+
+    A component that fills a slot with settings (a network, an exploration) is registered with
+    its settings model, a subclass of the slot's base in :mod:`rlgraph_core.components.settings`
+    (``NetworkSettings``, ``ExplorationSettings``), which validates its config section; the class
+    may be a :class:`~rlgraph_core.plugins.LazyObject`.
+    """
 
 
 @hookspec

@@ -367,6 +367,10 @@ def _entry_problem(kind: str, obj: Any) -> str | None:
         from rlgraph_core.execution.settings import executor_entry_problem
 
         return executor_entry_problem(obj)
+    if kind == "components":
+        from rlgraph_core.components.settings import component_entry_problem
+
+        return component_entry_problem(obj)
     if kind == "memories":
         from rlgraph_core.memories.settings import MemorySettings
 
