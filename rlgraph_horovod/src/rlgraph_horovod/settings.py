@@ -1,0 +1,28 @@
+"""Settings of the ``horovod`` executor (the run config's ``executor:`` section).
+
+Only pydantic and core are imported here, so configs validate without Horovod installed.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from rlgraph_core.execution.settings import ExecutorSettings
+
+
+class HorovodSettings(ExecutorSettings):
+    """Knobs of the data-parallel executor; the budget, evaluation and seeds stay in ``train``."""
+
+    check_interval: int = Field(
+        100,
+        ge=0,
+        description="updates between checks that every rank holds identical weights (a CRC of the "
+        "weights compared across ranks); 0 turns the check off",
+    )
+    sync_interval: int = Field(
+        1,
+        ge=1,
+        description="vector-env steps between the ranks' agreement on whether to stop (target return, "
+        "Ctrl-C/SIGTERM on any rank; the step budget is always met exactly); larger saves one tiny "
+        "allreduce per step but stops up to this many steps later",
+    )
