@@ -77,7 +77,10 @@ class HorovodExecutor(Executor):
         )
         recorder.summary_extra = loop.summary_metrics
         info = {"horovod": {"ranks": loop.coll.size, "collectives": loop.coll.framework}}
-        return recorder.run(lambda rec, stop: loop.run(stop, rec), run_info=info)
+        try:
+            return recorder.run(lambda rec, stop: loop.run(stop, rec), run_info=info)
+        finally:
+            loop.finished()
 
     def _run_other_rank(self, loop: "_RankLoop") -> dict:
         start = time.perf_counter()
@@ -88,6 +91,7 @@ class HorovodExecutor(Executor):
             except Exception as exc:  # reported like rank 0's, after the others were told
                 error = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
+        loop.finished()  # after rank 0's final checkpoint: the launcher may end rank 0 once we exit
         ended_by = "error" if error else (stop.reason or loop.ended_by or "total_timesteps")
         elapsed = time.perf_counter() - start
         agent = loop.agent
@@ -159,6 +163,20 @@ class _RankLoop:
             "allreduce_ms_per_update": self._allreduce_ms_per_update(self.hook.seconds, self.agent.updates),
             "rank_env_steps_per_s": [float(v) for v in self.rank_rates],
         }
+
+    def finished(self) -> None:
+        """Last collective of the run, reached by rank 0 after its final checkpoint and summary.
+
+        Other ranks wait here before their process exits: a launcher that sees one rank exit
+        with a non-zero code (e.g. 143 after SIGTERM) ends the others, which must not cut rank
+        0's final checkpoint short. A peer that is already gone (it crashed) is not waited for.
+        """
+        if self.coll.size == 1:
+            return
+        try:
+            self.coll.allreduce(np.zeros(1), average=False, name="rlgraph.finished")
+        except Exception:  # noqa: BLE001 - a lost peer: nothing left to wait for
+            pass
 
     # ------------------------------------------------------------------ the loop
     def _agree(self, stop: StopRequest, recorder: RunRecorder | None) -> np.ndarray:
