@@ -20,7 +20,7 @@ class HorovodSettings(ExecutorSettings):
         "weights compared across ranks); 0 turns the check off",
     )
     sync_interval: int = Field(
-        1,
+        16,
         ge=1,
         description="vector-env steps between the ranks' agreement on whether to stop (target return, "
         "Ctrl-C/SIGTERM on any rank; the step budget is always met exactly); larger saves one tiny "
