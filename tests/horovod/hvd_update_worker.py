@@ -1,7 +1,7 @@
 """Run on every rank by test_hvd_updates: K gradient updates on per-rank batches, weights saved.
 
-Usage: ``hvd_update_worker.py BACKEND MODE[,MODE] K OUT_DIR``. Each rank builds DQN and PPO
-agents with its own seed (so their initial weights differ), takes rank 0's state through the
+Usage: ``hvd_update_worker.py BACKEND MODE:ALGO[+ALGO][,MODE:ALGO...] K OUT_DIR`` (e.g.
+``eager:dqn+ppo,static:dqn``). Each rank builds the named agents with its own seed (so their initial weights differ), takes rank 0's state through the
 executor's broadcast, learns ``K`` times from batches only it sees with the executor's gradient
 hook, and writes ``OUT_DIR/<algo>-<mode>-rank<r>.npz`` (start and final weights).
 """
@@ -22,8 +22,9 @@ import hvd_batches
 def main(backend_name: str, modes: str, k: int, out: Path) -> None:
     coll = collectives_for(make_backend(backend_name, "eager", device="cpu", seed=0))
     rank = coll.rank
-    for mode in modes.split(","):
-        for algo in ("dqn", "ppo"):
+    for case in modes.split(","):
+        mode, algos = case.split(":")
+        for algo in algos.split("+"):
             backend = make_backend(backend_name, mode, device="cpu", seed=rank)
             backend.set_num_threads(1)
             agent = hvd_batches.make_agent(algo, backend, seed=rank)

@@ -20,7 +20,11 @@ from hvd_launch import HERE, run_horovod
 from rlgraph_core.assemble import make_backend
 
 K = 3
-CASES = {"torch": "eager,static", "tf": "eager,static"}
+# mode -> agents; torch.compile of PPO's step is left to the integration tests (it is slow on 2 cores).
+CASES = {
+    "torch": {"eager": ("dqn", "ppo"), "static": ("dqn",)},
+    "tf": {"eager": ("dqn", "ppo"), "static": ("dqn", "ppo")},
+}
 
 
 def _load(path):
@@ -33,12 +37,13 @@ def _load(path):
 @pytest.mark.parametrize("backend", sorted(CASES))
 def test_two_ranks_stay_identical_and_match_the_averaged_update(backend, tmp_path):
     pytest.importorskip({"torch": "torch", "tf": "tensorflow"}[backend])
+    spec = ",".join(f"{mode}:{'+'.join(algos)}" for mode, algos in CASES[backend].items())
     proc = run_horovod(
-        sys.executable, str(HERE / "hvd_update_worker.py"), backend, CASES[backend], str(K), str(tmp_path), timeout=420
+        sys.executable, str(HERE / "hvd_update_worker.py"), backend, spec, str(K), str(tmp_path), timeout=420
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    for mode in CASES[backend].split(","):
-        for algo in ("dqn", "ppo"):
+    for mode, algos in CASES[backend].items():
+        for algo in algos:
             start0, final0, calls0 = _load(tmp_path / f"{algo}-{mode}-rank0.npz")
             start1, final1, calls1 = _load(tmp_path / f"{algo}-{mode}-rank1.npz")
             # PPO: K learns x 2 epochs x 2 minibatches of 8 from 16 samples; DQN: one step per learn.
