@@ -66,3 +66,23 @@ def test_settings_are_validated_and_target_kl_is_refused(tmp_path):
     )
     with pytest.raises(ConfigError, match="agent.target_kl.*horovod executor"):
         train(validate_config(raw), tmp_path / "kl")
+
+
+def test_listing_and_validating_never_import_horovod():
+    """``rlgraph plugins`` shows ``horovod`` under rlgraph-horovod; validating a horovod config
+    imports neither Horovod nor the executor module (it is registered lazily)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from rlgraph_core.cli import main; "
+        "from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config; "
+        f"validate_config(apply_overrides(load_config_file({str(CONFIGS / 'ppo_cartpole.yaml')!r}), "
+        "['train.executor=horovod', 'executor.sync_interval=4'])); main(['plugins']); "
+        "bad = [m for m in ('horovod', 'rlgraph_horovod.executor') if m in sys.modules]; "
+        "sys.exit(f'imported {bad}') if bad else None"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("horovod"))
+    assert "rlgraph-horovod" in line
