@@ -184,3 +184,31 @@ def test_ppo_reaches_475_on_cartpole_with_two_ranks(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     summary = _summary(out)
     assert summary["target_reached"] and summary["eval_return_mean"] >= 475.0, summary
+
+
+def test_env_error_on_rank1_ends_the_run_with_rank0_checkpoint(tmp_path):
+    """Rank 1's simulator crashes: its process ends, rank 0's next collective fails (Horovod
+    reports the lost rank) and rank 0 records the error and writes its final checkpoint."""
+    import sys
+
+    out = tmp_path / "faulty"
+    args = [
+        "train",
+        str(CONFIGS / "ppo_cartpole.yaml"),
+        "--executor",
+        "horovod",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "env.id=RankFaultyCartPole-v0",
+        "--set",
+        "train.target_return=null",
+    ]
+    code = f"import sys, hvd_faulty_env; from rlgraph_core.cli import main; sys.exit(main({args!r}))"
+    proc = run_horovod(sys.executable, "-c", code, timeout=240)
+    assert proc.returncode != 0
+    assert "simulated simulator crash on rank 1" in proc.stdout + proc.stderr
+    summary = _summary(out)
+    assert summary["ended_by"] == "error" and "HorovodInternalError" in summary["error"], summary.get("error")
+    assert (out / "checkpoint" / "meta.json").is_file() and summary["timesteps"] > 0

@@ -34,7 +34,7 @@ from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 from rlgraph_horovod.collectives import Collectives, TimedAllreduce, collectives_for
 from rlgraph_horovod.ranks import launched_rank
-from rlgraph_horovod.state_sync import broadcast_agent, check_identical
+from rlgraph_horovod.state_sync import WeightDivergence, broadcast_agent, check_identical
 
 # Slots of the control vector allreduced (summed) at every stop agreement.
 _SIGINT, _SIGTERM, _DONE, _RATES = 0, 1, 2, 3
@@ -88,7 +88,7 @@ class HorovodExecutor(Executor):
         with StopRequest() as stop:
             try:
                 loop.run(stop, None)
-            except Exception as exc:  # reported like rank 0's, after the others were told
+            except Exception as exc:  # this rank's traceback goes to its output; rank 0 keeps the checkpoint
                 error = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
         loop.finished()  # after rank 0's final checkpoint: the launcher may end rank 0 once we exit
@@ -134,6 +134,8 @@ class _RankLoop:
         self.settings = cfg.executor
         self.local_steps = 0
         self.ended_by: str | None = None
+        #: the loop ended where every rank ends it (an agreed stop, a weight divergence all see)
+        self.ended_together = False
         self.rank_rates = np.zeros(coll.size)
         self._start = time.perf_counter()
         self._window = (0.0, 0, 0)  # (allreduce seconds, updates, calls) at the last log row
@@ -171,8 +173,8 @@ class _RankLoop:
         with a non-zero code (e.g. 143 after SIGTERM) ends the others, which must not cut rank
         0's final checkpoint short. A peer that is already gone (it crashed) is not waited for.
         """
-        if self.coll.size == 1:
-            return
+        if self.coll.size == 1 or not self.ended_together:
+            return  # a rank that failed alone: the others are in another collective, never this one
         try:
             self.coll.allreduce(np.zeros(1), average=False, name="rlgraph.finished")
         except Exception:  # noqa: BLE001 - a lost peer: nothing left to wait for
@@ -211,6 +213,7 @@ class _RankLoop:
                     stop.request("sigint" if flags[_SIGINT] else "sigterm")
                 if flags[_SIGINT] or flags[_SIGTERM] or flags[_DONE]:
                     self.ended_by = stop.reason or "total_timesteps"
+                    self.ended_together = True
                     return
             actions = agent.act(obs)
             next_obs, rewards, terminated, truncated, infos = envs.step(actions)
@@ -221,7 +224,11 @@ class _RankLoop:
             agent.update()
             if next_check is not None and agent.updates >= next_check:
                 next_check = (agent.updates // check + 1) * check
-                check_identical(coll, agent.get_weights(), agent.updates)
+                try:
+                    check_identical(coll, agent.get_weights(), agent.updates)
+                except WeightDivergence:
+                    self.ended_together = True  # every rank saw the same checksums
+                    raise
             ep_returns += rewards
             done = np.logical_or(terminated, truncated)
             if done.any():
