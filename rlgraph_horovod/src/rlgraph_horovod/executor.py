@@ -27,7 +27,6 @@ import traceback
 
 import numpy as np
 
-from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.local import true_next_obs
 from rlgraph_core.execution.recorder import RunRecorder
@@ -53,7 +52,6 @@ class HorovodExecutor(Executor):
 
     def run(self) -> dict:
         cfg, parts = self.config, self.assembly
-        _refuse_rank_dependent_schedules(cfg)
         coll = collectives_for(parts.backend)
         seed = cfg.train.seed + coll.rank
         envs = parts.make_vector_env(seed)
@@ -113,17 +111,6 @@ class HorovodExecutor(Executor):
             summary["error"] = error
             raise RunFailed(summary)
         return summary
-
-
-def _refuse_rank_dependent_schedules(cfg) -> None:
-    """Refuse settings under which ranks would do different numbers of gradient steps (a hang)."""
-    target_kl = getattr(cfg.agent, "target_kl", None)
-    if target_kl is not None:
-        raise ConfigError(
-            f"'agent.target_kl' = {target_kl} cannot be used with the horovod executor: each rank would stop its "
-            f"epochs at its own KL, so ranks would do different numbers of gradient steps and wait forever in "
-            f"the gradient allreduce. Set agent.target_kl: null (the epochs then run in full on every rank)."
-        )
 
 
 class _RankLoop:

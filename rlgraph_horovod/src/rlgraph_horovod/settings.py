@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.settings import ExecutorSettings
 
 
@@ -26,3 +27,19 @@ class HorovodSettings(ExecutorSettings):
         "Ctrl-C/SIGTERM on any rank; the step budget is always met exactly); larger saves one tiny "
         "allreduce per step but stops up to this many steps later",
     )
+
+    def validate_run(self, agent, env, train) -> None:
+        """Refuse agent settings under which ranks would take different numbers of gradient steps.
+
+        PPO's ``target_kl`` stops a rollout's epochs once the approximate KL of *this rank's* data
+        is too large: ranks would stop at different minibatches and wait forever in the gradient
+        allreduce.
+        """
+        target_kl = getattr(agent, "target_kl", None)
+        if target_kl is not None:
+            raise ConfigError(
+                f"'agent.target_kl' = {target_kl} cannot be used with the horovod executor: each rank would "
+                f"stop its epochs at its own KL, so ranks would do different numbers of gradient steps and wait "
+                f"forever in the gradient allreduce. Set agent.target_kl: null (the epochs then run in full on "
+                f"every rank)."
+            )
