@@ -53,7 +53,7 @@ def broadcast_arrays(
         else:
             raw = np.zeros(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, np.uint8)
         got = coll.broadcast(raw, root=0, name=f"{name}.{i}") if raw.size else raw
-        out[key] = np.frombuffer(got.tobytes(), dt).reshape(shape)
+        out[key] = np.array(got, np.uint8).view(dt).reshape(shape)  # a writable copy
     return out, decoded["meta"]
 
 
