@@ -10,7 +10,7 @@ import nox
 
 nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "core", "torch", "tf", "integration", "ray"]
+nox.options.sessions = ["lint", "core", "torch", "tf", "integration", "ray", "horovod"]
 nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
@@ -27,8 +27,10 @@ def _install(session, *folders):
     session.install(*CONSTRAINTS, *TEST_DEPS, *args)
 
 
-def _pytest(session, *paths):
-    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths, *session.posargs, env=ENV)
+def _pytest(session, *paths, env=None):
+    session.run(
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths, *session.posargs, env={**ENV, **(env or {})}
+    )
 
 
 @nox.session(python=PYTHON)
@@ -71,6 +73,16 @@ def ray(session):
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
     _pytest(session, "tests/ray")
+
+
+@nox.session(python=PYTHON)
+def horovod(session):
+    """Core + both backends + rlgraph-horovod; Horovod itself is built by ``rlgraph_horovod.install``
+    (minutes on an empty cache; seconds when its wheel cache, outside the clone, has the wheel),
+    then the executor's tests under ``horovodrun -np 2 --gloo``."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_horovod")
+    session.run("python", "-m", "rlgraph_horovod.install", env=ENV)
+    _pytest(session, "tests/horovod", env={"RLGRAPH_REQUIRE_HOROVOD": "1"})
 
 
 #: rlgraph-core's public contracts, type-checked by the lint session.

@@ -113,6 +113,15 @@ def cmd_train(args) -> int:
 
         print(dry_run(assembly, out, resume_dir=resume))
         return 0
+    owns_out_dir = getattr(assembly.executor_class, "owns_out_dir", None)  # Executor subclasses have it
+    if owns_out_dir is not None and not owns_out_dir():
+        # One of several processes a launcher started (e.g. a Horovod rank other than 0): another
+        # process owns, writes and reports the run; this one only takes part in it.
+        try:
+            summary = assembly.executor_class(config, out, assembly=assembly, resume_dir=resume).run()
+        except RunFailed:
+            return EXIT_CODES["error"]
+        return EXIT_CODES.get(summary.get("ended_by", "total_timesteps"), 0)
     with claim_run_dir(out, resume=continuing, overwrite=args.overwrite):
         if continuing:
             # Rows logged after the checkpoint would be logged again by the resumed run.

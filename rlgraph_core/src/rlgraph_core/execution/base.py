@@ -25,6 +25,17 @@ class Executor(abc.ABC):
         self.resume_dir = Path(resume_dir) if resume_dir else None
         self.assembly = assembly
 
+    @classmethod
+    def owns_out_dir(cls) -> bool:
+        """Whether this process owns the run's output folder: locks it, writes it, reports the run.
+
+        True for single-process executors and for drivers of distributed ones. An executor that
+        is started once per process by an outside launcher (``horovodrun`` starts ``rlgraph
+        train`` on every rank) answers False on all processes but one, so only that one claims
+        the folder and prints; the others still run.
+        """
+        return True
+
     @abc.abstractmethod
     def run(self) -> dict:
         """Train until the stop condition; return a summary dict (final metrics, paths)."""

@@ -1,0 +1,195 @@
+"""Collectives on numpy buffers, through the Horovod module of the backend in use.
+
+The executor moves numpy (the gradient hook's flat float32 buffer, weights, small control
+vectors). Horovod reduces framework tensors, so each adapter wraps one Horovod framework module:
+``horovod.torch`` for backends whose tensors are torch tensors, ``horovod.tensorflow`` for
+TensorFlow ones. The adapter is chosen from the backend *object* (the module its tensors come
+from), so any backend built on those frameworks works, and core never names one.
+
+Without a launcher (plain ``rlgraph train``) :class:`SingleProcess` stands in: one rank, every
+collective is the identity, and Horovod is not imported.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from typing import Callable
+
+import numpy as np
+
+from rlgraph_horovod.ranks import under_launcher
+
+
+class Collectives(abc.ABC):
+    """Rank, size and the collectives the executor needs, on numpy arrays.
+
+    Every rank must call the same collectives in the same order with equally shaped arrays;
+    ``name`` identifies the operation to Horovod (its timeline and stall reports).
+    """
+
+    #: Horovod framework module name (for messages), or None for :class:`SingleProcess`.
+    framework: str | None = None
+
+    @property
+    @abc.abstractmethod
+    def rank(self) -> int:
+        """This process's rank (0 = the one that evaluates, logs and checkpoints)."""
+
+    @property
+    @abc.abstractmethod
+    def size(self) -> int:
+        """Number of ranks."""
+
+    @abc.abstractmethod
+    def allreduce(self, array: np.ndarray, *, average: bool, name: str) -> np.ndarray:
+        """Sum (or mean, with ``average``) of ``array`` over all ranks; same shape and dtype."""
+
+    @abc.abstractmethod
+    def broadcast(self, array: np.ndarray, *, root: int, name: str) -> np.ndarray:
+        """``root``'s ``array`` on every rank (all ranks pass the same shape and dtype)."""
+
+    def shutdown(self) -> None:
+        """Release Horovod's background thread (a no-op for one process)."""
+
+
+class SingleProcess(Collectives):
+    """One rank: every collective returns its input. Used when no launcher started the process."""
+
+    @property
+    def rank(self) -> int:
+        return 0
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def allreduce(self, array: np.ndarray, *, average: bool, name: str) -> np.ndarray:
+        return np.array(array, copy=True)
+
+    def broadcast(self, array: np.ndarray, *, root: int, name: str) -> np.ndarray:
+        return np.array(array, copy=True)
+
+
+class HorovodTorch(Collectives):
+    """``horovod.torch`` on ``torch.from_numpy`` views (no copy into the allreduce)."""
+
+    framework = "horovod.torch"
+
+    def __init__(self) -> None:
+        import horovod.torch as hvd
+        import torch
+
+        self._hvd, self._torch = hvd, torch
+        hvd.init()
+
+    @property
+    def rank(self) -> int:
+        return int(self._hvd.rank())
+
+    @property
+    def size(self) -> int:
+        return int(self._hvd.size())
+
+    def allreduce(self, array: np.ndarray, *, average: bool, name: str) -> np.ndarray:
+        hvd = self._hvd
+        tensor = self._torch.from_numpy(np.ascontiguousarray(array))
+        out = hvd.allreduce(tensor, name=name, op=hvd.Average if average else hvd.Sum)
+        return out.numpy()
+
+    def broadcast(self, array: np.ndarray, *, root: int, name: str) -> np.ndarray:
+        tensor = self._torch.from_numpy(np.ascontiguousarray(array))
+        return self._hvd.broadcast(tensor, root_rank=root, name=name).numpy()
+
+    def shutdown(self) -> None:
+        self._hvd.shutdown()
+
+
+class HorovodTensorFlow(Collectives):
+    """``horovod.tensorflow`` on eager tensors made from the numpy arrays."""
+
+    framework = "horovod.tensorflow"
+
+    def __init__(self) -> None:
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        self._hvd, self._tf = hvd, tf
+        hvd.init()
+
+    @property
+    def rank(self) -> int:
+        return int(self._hvd.rank())
+
+    @property
+    def size(self) -> int:
+        return int(self._hvd.size())
+
+    def allreduce(self, array: np.ndarray, *, average: bool, name: str) -> np.ndarray:
+        hvd = self._hvd
+        tensor = self._tf.convert_to_tensor(np.ascontiguousarray(array))
+        out = hvd.allreduce(tensor, name=name, op=hvd.Average if average else hvd.Sum)
+        return out.numpy()
+
+    def broadcast(self, array: np.ndarray, *, root: int, name: str) -> np.ndarray:
+        tensor = self._tf.convert_to_tensor(np.ascontiguousarray(array))
+        return self._hvd.broadcast(tensor, root_rank=root, name=name).numpy()
+
+    def shutdown(self) -> None:
+        self._hvd.shutdown()
+
+
+#: Adapter per framework, keyed by the top-level module of the backend's tensor type.
+ADAPTERS: dict[str, Callable[[], Collectives]] = {"torch": HorovodTorch, "tensorflow": HorovodTensorFlow}
+
+
+class HorovodSetupError(RuntimeError):
+    """Horovod cannot serve this backend (not installed, or built without its framework)."""
+
+
+def tensor_framework(backend) -> str:
+    """Top-level module of the tensors ``backend`` makes (``torch``, ``tensorflow`` ...)."""
+    probe = backend.to_tensor(np.zeros(1, np.float32))
+    return type(probe).__module__.split(".")[0]
+
+
+def collectives_for(backend) -> Collectives:
+    """The collectives for ``backend``: Horovod's module for its framework under a launcher,
+    :class:`SingleProcess` otherwise."""
+    if not under_launcher():
+        return SingleProcess()
+    framework = tensor_framework(backend)
+    factory = ADAPTERS.get(framework)
+    if factory is None:
+        raise HorovodSetupError(
+            f"The backend {type(backend).__name__} makes {framework} tensors, which Horovod cannot reduce; "
+            f"the horovod executor supports backends built on {sorted(ADAPTERS)} (train.backend torch or tf)."
+        )
+    try:
+        return factory()
+    except ImportError as exc:
+        raise HorovodSetupError(
+            f"Horovod's {framework} support cannot be imported ({exc}). Build and install Horovod for this "
+            f"interpreter's frameworks with `python -m rlgraph_horovod.install` (it rebuilds when torch or "
+            f"TensorFlow was added after the last build)."
+        ) from None
+
+
+class TimedAllreduce:
+    """The gradient hook: mean of the flat gradient buffer over all ranks, timed.
+
+    :attr:`seconds` and :attr:`calls` accumulate the time spent inside the allreduce and the
+    number of calls, for the ``allreduce_ms_per_update`` metric.
+    """
+
+    def __init__(self, collectives: Collectives):
+        self.collectives = collectives
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, flat: np.ndarray) -> np.ndarray:
+        start = time.perf_counter()
+        out = self.collectives.allreduce(flat, average=True, name="rlgraph.gradients")
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return out.astype(np.float32, copy=False)

@@ -1,0 +1,227 @@
+"""The ``horovod`` executor: data-parallel learners, one per ``horovodrun`` process (rank).
+
+Every rank runs its own vector envs and its own copy of the agent. At the start rank 0's
+weights, optimizer state, replay and counters are broadcast (after rank 0 loaded ``--resume``).
+Each rank acts and explores with its own seed (``train.seed + rank``), so the ranks gather
+different experience; every update's gradients pass through the backend's gradient hook, where
+an allreduce averages them over the ranks before the optimizer step, so all ranks apply the
+same update and keep identical weights (checked every ``executor.check_interval`` updates).
+
+Only rank 0 evaluates, logs, plots and checkpoints, through the same
+:class:`~rlgraph_core.execution.recorder.RunRecorder` as the local and Ray executors. Whether
+to stop (budget, target return, Ctrl-C/SIGTERM on any rank) is agreed by all ranks with a small
+allreduce every ``executor.sync_interval`` vector steps, so no rank is left waiting in a
+collective the others never reach. A rank whose environment or agent raises ends its process;
+the others then fail in their next collective (Gloo reports the lost peer) and rank 0 still
+writes its final checkpoint, unless the launcher ends it first.
+
+``train.total_timesteps`` counts the env steps of all ranks together, and so does
+``agent.timesteps`` on every rank: schedules (learning rate, exploration, ``learning_starts``)
+run on the global step count, as they do for the Ray executors' learners.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+import numpy as np
+
+from rlgraph_core.execution.base import Executor
+from rlgraph_core.execution.local import true_next_obs
+from rlgraph_core.execution.recorder import RunRecorder
+from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
+from rlgraph_horovod.collectives import Collectives, TimedAllreduce, collectives_for
+from rlgraph_horovod.ranks import launched_rank
+from rlgraph_horovod.state_sync import WeightDivergence, broadcast_agent, check_identical
+
+# Slots of the control vector allreduced (summed) at every stop agreement.
+_SIGINT, _SIGTERM, _DONE, _RATES = 0, 1, 2, 3
+
+
+class HorovodExecutor(Executor):
+    """Data-parallel training over the ranks ``horovodrun`` started (one rank without it).
+
+    Launch: ``horovodrun -np 2 -H localhost:2 --gloo rlgraph train CONFIG --executor horovod``.
+    """
+
+    @classmethod
+    def owns_out_dir(cls) -> bool:
+        """Only rank 0 locks and writes the output folder."""
+        return launched_rank() == 0
+
+    def run(self) -> dict:
+        cfg, parts = self.config, self.assembly
+        coll = collectives_for(parts.backend)
+        seed = cfg.train.seed + coll.rank
+        envs = parts.make_vector_env(seed)
+        try:
+            agent = parts.make_agent(
+                envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs, seed=seed
+            )
+            hook = TimedAllreduce(coll)
+            if coll.size > 1:
+                agent.set_gradient_hook(hook)
+            loop = _RankLoop(cfg, agent, envs, coll, hook, seed)
+            if coll.rank == 0:
+                return self._run_rank0(loop)
+            return self._run_other_rank(loop)
+        finally:
+            envs.close()
+
+    def _run_rank0(self, loop: "_RankLoop") -> dict:
+        recorder = RunRecorder(
+            self.config, self.out_dir, assembly=self.assembly, agent=loop.agent, resume_dir=self.resume_dir
+        )
+        recorder.summary_extra = loop.summary_metrics
+        info = {"horovod": {"ranks": loop.coll.size, "collectives": loop.coll.framework}}
+        try:
+            return recorder.run(lambda rec, stop: loop.run(stop, rec), run_info=info)
+        finally:
+            loop.finished()
+
+    def _run_other_rank(self, loop: "_RankLoop") -> dict:
+        start = time.perf_counter()
+        error = None
+        with StopRequest() as stop:
+            try:
+                loop.run(stop, None)
+            except Exception as exc:  # this rank's traceback goes to its output; rank 0 keeps the checkpoint
+                error = f"{type(exc).__name__}: {exc}"
+                traceback.print_exc()
+        loop.finished()  # after rank 0's final checkpoint: the launcher may end rank 0 once we exit
+        ended_by = "error" if error else (stop.reason or loop.ended_by or "total_timesteps")
+        elapsed = time.perf_counter() - start
+        agent = loop.agent
+        summary = {
+            "rank": loop.coll.rank,
+            "ended_by": ended_by,
+            "exit_code": EXIT_CODES.get(ended_by, 1),
+            "timesteps": agent.timesteps,
+            "updates": agent.updates,
+            "wall_time": elapsed,
+            "env_steps_per_s": loop.local_steps / max(elapsed, 1e-9),
+            "updates_per_s": agent.updates / max(elapsed, 1e-9),
+            "eval_return_mean": None,
+            "checkpoint": str(self.out_dir / "checkpoint"),
+            "build_seconds": agent.build_report.build_seconds if agent.build_report else 0.0,
+            **loop.summary_metrics(),
+        }
+        if error:
+            summary["error"] = error
+            raise RunFailed(summary)
+        return summary
+
+
+class _RankLoop:
+    """One rank's training loop: step envs, agree on stopping, update, check weights."""
+
+    def __init__(self, cfg, agent, envs, coll: Collectives, hook: TimedAllreduce, seed: int):
+        self.cfg, self.agent, self.envs, self.coll, self.hook, self.seed = cfg, agent, envs, coll, hook, seed
+        self.settings = cfg.executor
+        self.local_steps = 0
+        self.ended_by: str | None = None
+        #: the loop ended where every rank ends it (an agreed stop, a weight divergence all see)
+        self.ended_together = False
+        self.rank_rates = np.zeros(coll.size)
+        self._start = time.perf_counter()
+        self._window = (0.0, 0, 0)  # (allreduce seconds, updates, calls) at the last log row
+
+    # ------------------------------------------------------------------ metrics
+    def _allreduce_ms_per_update(self, seconds: float, updates: int) -> float:
+        return 1000.0 * seconds / updates if updates else 0.0
+
+    def row_metrics(self) -> dict:
+        """Extra fields of rank 0's metric rows (since the previous row)."""
+        secs, ups, calls = self._window
+        d_secs, d_ups, d_calls = self.hook.seconds - secs, self.agent.updates - ups, self.hook.calls - calls
+        self._window = (self.hook.seconds, self.agent.updates, self.hook.calls)
+        row = {
+            "ranks": self.coll.size,
+            "allreduce_ms_per_update": self._allreduce_ms_per_update(d_secs, d_ups),
+            "allreduce_ms_per_call": 1000.0 * d_secs / d_calls if d_calls else 0.0,
+        }
+        row.update({f"rank{r}_env_steps_per_s": float(v) for r, v in enumerate(self.rank_rates)})
+        return row
+
+    def summary_metrics(self) -> dict:
+        """Totals for ``summary.json``: ranks, per-rank env steps/s, allreduce time per update."""
+        return {
+            "ranks": self.coll.size,
+            "allreduce_calls": self.hook.calls,
+            "allreduce_ms_per_update": self._allreduce_ms_per_update(self.hook.seconds, self.agent.updates),
+            "rank_env_steps_per_s": [float(v) for v in self.rank_rates],
+        }
+
+    def finished(self) -> None:
+        """Last collective of the run, reached by rank 0 after its final checkpoint and summary.
+
+        Other ranks wait here before their process exits: a launcher that sees one rank exit
+        with a non-zero code (e.g. 143 after SIGTERM) ends the others, which must not cut rank
+        0's final checkpoint short. A peer that is already gone (it crashed) is not waited for.
+        """
+        if self.coll.size == 1 or not self.ended_together:
+            return  # a rank that failed alone: the others are in another collective, never this one
+        try:
+            self.coll.allreduce(np.zeros(1), average=False, name="rlgraph.finished")
+        except Exception:  # noqa: BLE001 - a lost peer: nothing left to wait for
+            pass
+
+    # ------------------------------------------------------------------ the loop
+    def _agree(self, stop: StopRequest, recorder: RunRecorder | None) -> np.ndarray:
+        """Sum over ranks of each rank's stop flags and env-step rate (every rank calls this)."""
+        flags = np.zeros(_RATES + self.coll.size, np.float64)
+        flags[_SIGINT] = stop.reason == "sigint"
+        flags[_SIGTERM] = stop.reason == "sigterm"
+        if recorder is not None:
+            flags[_DONE] = recorder.done(None)
+        else:
+            flags[_DONE] = self.agent.timesteps >= self.cfg.train.total_timesteps
+        flags[_RATES + self.coll.rank] = self.local_steps / max(time.perf_counter() - self._start, 1e-9)
+        return self.coll.allreduce(flags, average=False, name="rlgraph.stop")
+
+    def run(self, stop: StopRequest, recorder: RunRecorder | None) -> None:
+        """Train until the ranks agree to stop; rank 0 passes its recorder, the others None."""
+        cfg, agent, envs, coll = self.cfg, self.agent, self.envs, self.coll
+        broadcast_agent(coll, agent, self.seed)
+        n, size = cfg.env.num_envs, coll.size
+        interval, check = self.settings.sync_interval, self.settings.check_interval
+        next_check = (agent.updates // check + 1) * check if check else None
+        obs, _ = envs.reset(seed=self.seed + agent.timesteps)
+        ep_returns = np.zeros(n)
+        step = 0
+        self._start = time.perf_counter()
+        while True:
+            # Agree where every rank is at the same point: before this step, with the same counters.
+            if step % interval == 0 or agent.timesteps >= cfg.train.total_timesteps:
+                flags = self._agree(stop, recorder)
+                self.rank_rates = flags[_RATES:]
+                if flags[_SIGINT] or flags[_SIGTERM]:
+                    stop.request("sigint" if flags[_SIGINT] else "sigterm")
+                if flags[_SIGINT] or flags[_SIGTERM] or flags[_DONE]:
+                    self.ended_by = stop.reason or "total_timesteps"
+                    self.ended_together = True
+                    return
+            actions = agent.act(obs)
+            next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+            agent.observe(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
+            step += 1
+            self.local_steps += n
+            agent.timesteps += (size - 1) * n  # every rank took as many steps: count them all
+            agent.update()
+            if next_check is not None and agent.updates >= next_check:
+                next_check = (agent.updates // check + 1) * check
+                try:
+                    check_identical(coll, agent.get_weights(), agent.updates)
+                except WeightDivergence:
+                    self.ended_together = True  # every rank saw the same checksums
+                    raise
+            ep_returns += rewards
+            done = np.logical_or(terminated, truncated)
+            if done.any():
+                if recorder is not None:
+                    recorder.add_episode_returns(ep_returns[done].tolist())
+                ep_returns[done] = 0.0
+            obs = next_obs
+            if recorder is not None:
+                recorder.step(n * size, self.row_metrics)

@@ -1,0 +1,45 @@
+"""Settings of the ``horovod`` executor (the run config's ``executor:`` section).
+
+Only pydantic and core are imported here, so configs validate without Horovod installed.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.execution.settings import ExecutorSettings
+
+
+class HorovodSettings(ExecutorSettings):
+    """Knobs of the data-parallel executor; the budget, evaluation and seeds stay in ``train``."""
+
+    check_interval: int = Field(
+        100,
+        ge=0,
+        description="updates between checks that every rank holds identical weights (a CRC of the "
+        "weights compared across ranks); 0 turns the check off",
+    )
+    sync_interval: int = Field(
+        16,
+        ge=1,
+        description="vector-env steps between the ranks' agreement on whether to stop (target return, "
+        "Ctrl-C/SIGTERM on any rank; the step budget is always met exactly); larger saves one tiny "
+        "allreduce per step but stops up to this many steps later",
+    )
+
+    def validate_run(self, agent, env, train) -> None:
+        """Refuse agent settings under which ranks would take different numbers of gradient steps.
+
+        PPO's ``target_kl`` stops a rollout's epochs once the approximate KL of *this rank's* data
+        is too large: ranks would stop at different minibatches and wait forever in the gradient
+        allreduce.
+        """
+        target_kl = getattr(agent, "target_kl", None)
+        if target_kl is not None:
+            raise ConfigError(
+                f"'agent.target_kl' = {target_kl} cannot be used with the horovod executor: each rank would "
+                f"stop its epochs at its own KL, so ranks would do different numbers of gradient steps and wait "
+                f"forever in the gradient allreduce. Set agent.target_kl: null (the epochs then run in full on "
+                f"every rank)."
+            )

@@ -1,0 +1,214 @@
+"""The ``horovod`` executor end to end: ``horovodrun -np 2 --gloo rlgraph train ... --executor horovod``.
+
+Rank 0 alone writes the run folder (metrics with per-rank rates and allreduce time, plot,
+checkpoints, summary); the ranks agree on when to stop although their episodes end at different
+steps (each rank explores with its own seed); SIGTERM on rank 1 ends both ranks with rank 0's
+final checkpoint; ``--resume`` continues from rank 0's checkpoint on both ranks; weights that
+diverge between ranks are reported naming the rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hvd_launch import CONFIGS, horovodrun_cmd, rank_env, rlgraph_train, run_horovod
+
+QUICK_DQN = [
+    "--set",
+    "train.eval_interval=1024",
+    "--set",
+    "train.eval_episodes=2",
+    "--set",
+    "train.log_interval=512",
+    "--set",
+    "agent.learning_starts=256",
+    "--set",
+    "executor.check_interval=20",
+    "--set",
+    "agent.train_freq=64",
+    "--set",
+    "agent.gradient_steps=16",
+]
+
+
+def _rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_budget_stop_metrics_and_resume(tmp_path):
+    """Both ranks stop at the shared budget (no hang although their episodes end at different
+    steps); rank 0's outputs carry the Horovod metrics; a resumed run continues on both ranks."""
+    out = tmp_path / "dqn"
+    cmd = rlgraph_train(str(CONFIGS / "dqn_cartpole.yaml"), "--executor", "horovod", "--out", str(out), *QUICK_DQN)
+    proc = run_horovod(*cmd, "--set", "train.total_timesteps=2000", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    summary = _summary(out)
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 2000
+    assert summary["ranks"] == 2 and summary["allreduce_calls"] == summary["updates"] > 0
+    assert len(summary["rank_env_steps_per_s"]) == 2 and min(summary["rank_env_steps_per_s"]) > 0
+    rows = _rows(out)
+    assert rows and all(r["ranks"] == 2 for r in rows)
+    assert any(r["allreduce_ms_per_update"] > 0 for r in rows)
+    assert all(r["rank1_env_steps_per_s"] > 0 for r in rows)
+    assert (out / "checkpoint").is_dir() and (out / "learning_curve.png").is_file()
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
+        ["checkpoint", "checkpoint_best", "checkpoints", "learning_curve.png", "metrics.jsonl", "summary.json"]
+    )  # rank 1 wrote nothing of its own
+    assert proc.stdout.count("done:") == 1  # only rank 0 reports
+
+    resumed = run_horovod(
+        *rlgraph_train(
+            "--resume", str(out), "--set", "train.total_timesteps=3000", "--set", "executor.check_interval=5"
+        ),
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+    again = _summary(out)
+    # continued from the checkpoint's counters on both ranks (checksums every 5 updates agreed)
+    assert again["timesteps"] >= 3000 and again["updates"] > summary["updates"]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _rank_pids(ancestor: int, rank: int) -> list[int]:
+    """Pids of ``rlgraph`` processes under ``ancestor`` whose environment has HOROVOD_RANK=rank."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"HOROVOD_RANK={rank}".encode() not in environ or b"rlgraph" not in cmdline:
+            continue
+        pid = int(entry.name)
+        while pid > 1 and pid != ancestor:
+            pid = _parent(pid)
+        if pid == ancestor:
+            found.append(int(entry.name))
+    return found
+
+
+def test_sigterm_on_rank1_ends_both_with_rank0_checkpoint(tmp_path):
+    out = tmp_path / "ppo"
+    cmd = horovodrun_cmd(
+        *rlgraph_train(
+            str(CONFIGS / "ppo_cartpole.yaml"),
+            "--executor",
+            "horovod",
+            "--out",
+            str(out),
+            "--set",
+            "train.log_interval=512",
+            "--set",
+            "train.target_return=null",
+        )
+    )
+    proc = subprocess.Popen(cmd, env=rank_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not ((out / "metrics.jsonl").is_file() and _rows(out)):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended or never logged"
+            time.sleep(0.5)
+        pids = _rank_pids(proc.pid, 1)
+        assert pids, "rank 1's process was not found"
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    summary = _summary(out)
+    assert summary["ended_by"] == "sigterm", output[-4000:]
+    assert summary["timesteps"] < 100_000 and (out / "checkpoint" / "meta.json").is_file()
+
+
+def test_diverging_weights_are_reported_naming_the_rank(tmp_path):
+    """A running observation normaliser learns from each rank's own data: the weights checksum
+    catches the difference and the run fails, naming rank 1, with rank 0's checkpoint written."""
+    out = tmp_path / "ppo_norm"
+    cmd = rlgraph_train(
+        str(CONFIGS / "ppo_cartpole.yaml"),
+        "--executor",
+        "horovod",
+        "--out",
+        str(out),
+        "--set",
+        "agent.preprocessor.type=running_mean_std",
+        "--set",
+        "executor.check_interval=40",
+        "--set",
+        "train.total_timesteps=20000",
+    )
+    proc = run_horovod(*cmd, timeout=300)
+    assert proc.returncode != 0
+    summary = _summary(out)
+    assert summary["ended_by"] == "error"
+    assert "WeightDivergence" in summary["error"] and "rank(s) [1]" in summary["error"], summary["error"]
+    assert (out / "checkpoint" / "meta.json").is_file()
+
+
+@pytest.mark.learning
+def test_ppo_reaches_475_on_cartpole_with_two_ranks(tmp_path):
+    out = tmp_path / "ppo475"
+    cmd = rlgraph_train(
+        str(CONFIGS / "ppo_cartpole.yaml"),
+        "--executor",
+        "horovod",
+        "--out",
+        str(out),
+        "--set",
+        "train.total_timesteps=60000",
+        "--set",
+        "train.eval_interval=2048",
+    )
+    proc = run_horovod(*cmd, timeout=420)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    summary = _summary(out)
+    assert summary["target_reached"] and summary["eval_return_mean"] >= 475.0, summary
+
+
+def test_env_error_on_rank1_ends_the_run_with_rank0_checkpoint(tmp_path):
+    """Rank 1's simulator crashes: its process ends, rank 0's next collective fails (Horovod
+    reports the lost rank) and rank 0 records the error and writes its final checkpoint."""
+    import sys
+
+    out = tmp_path / "faulty"
+    args = [
+        "train",
+        str(CONFIGS / "ppo_cartpole.yaml"),
+        "--executor",
+        "horovod",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "env.id=RankFaultyCartPole-v0",
+        "--set",
+        "train.target_return=null",
+    ]
+    code = f"import sys, hvd_faulty_env; from rlgraph_core.cli import main; sys.exit(main({args!r}))"
+    proc = run_horovod(sys.executable, "-c", code, timeout=240)
+    assert proc.returncode != 0
+    assert "simulated simulator crash on rank 1" in proc.stdout + proc.stderr
+    summary = _summary(out)
+    assert summary["ended_by"] == "error" and "HorovodInternalError" in summary["error"], summary.get("error")
+    assert (out / "checkpoint" / "meta.json").is_file() and summary["timesteps"] > 0

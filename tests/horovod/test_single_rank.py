@@ -1,0 +1,88 @@
+"""The ``horovod`` executor without a launcher is one rank: it needs no Horovod and trains exactly
+as the local executor does (same seeds, same loop, same outputs), so configs can be tried out
+with ``rlgraph train ... --executor horovod`` before launching them on many processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from rlgraph_core.assemble import train  # noqa: E402
+from rlgraph_core.checkpoint import read_meta  # noqa: E402
+from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config  # noqa: E402
+from rlgraph_core.errors import ConfigError  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+QUICK = [
+    "train.progress_bar=false",
+    "train.loggers=[jsonl]",
+    "train.total_timesteps=800",
+    "train.eval_interval=400",
+    "train.eval_episodes=2",
+    "agent.learning_starts=200",
+]
+
+
+def _config(executor: str, *more: str):
+    raw = apply_overrides(
+        load_config_file(CONFIGS / "dqn_cartpole.yaml"), [*QUICK, f"train.executor={executor}", *more]
+    )
+    return validate_config(raw)
+
+
+def test_one_rank_without_launcher_trains_like_local(tmp_path, monkeypatch):
+    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    local = train(_config("local"), tmp_path / "local")
+    hvd = train(_config("horovod"), tmp_path / "hvd")
+    assert hvd["ranks"] == 1 and hvd["allreduce_calls"] == 0  # one rank: the fused step, no hook
+    for key in ("timesteps", "updates", "eval_return_mean", "ended_by"):
+        assert hvd[key] == local[key], key
+    with (
+        np.load(tmp_path / "local" / "checkpoint" / "weights.npz") as a,
+        np.load(tmp_path / "hvd" / "checkpoint" / "weights.npz") as b,
+    ):
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert read_meta(tmp_path / "hvd" / "checkpoint")[0]["counters"]["timesteps"] == local["timesteps"]
+    rows = [json.loads(line) for line in (tmp_path / "hvd" / "metrics.jsonl").read_text().splitlines()]
+    assert rows and all(r["ranks"] == 1 and "rank0_env_steps_per_s" in r for r in rows)
+
+
+def test_settings_are_validated_and_target_kl_is_refused():
+    with pytest.raises(ConfigError, match="executor.check_interval"):
+        _config("horovod", "executor.check_interval=-1")
+    with pytest.raises(ConfigError, match="executor.nope"):
+        _config("horovod", "executor.nope=1")
+    raw = apply_overrides(
+        load_config_file(CONFIGS / "ppo_cartpole.yaml"),
+        ["train.executor=horovod", "agent.target_kl=0.02", "train.progress_bar=false"],
+    )
+    with pytest.raises(ConfigError, match="agent.target_kl.*horovod executor"):
+        validate_config(raw)  # refused before anything is built
+
+
+def test_listing_and_validating_never_import_horovod():
+    """``rlgraph plugins`` shows ``horovod`` under rlgraph-horovod; validating a horovod config
+    imports neither Horovod nor the executor module (it is registered lazily)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from rlgraph_core.cli import main; "
+        "from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config; "
+        f"validate_config(apply_overrides(load_config_file({str(CONFIGS / 'ppo_cartpole.yaml')!r}), "
+        "['train.executor=horovod', 'executor.sync_interval=4'])); main(['plugins']); "
+        "bad = [m for m in ('horovod', 'rlgraph_horovod.executor') if m in sys.modules]; "
+        "sys.exit(f'imported {bad}') if bad else None"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("horovod"))
+    assert "rlgraph-horovod" in line
