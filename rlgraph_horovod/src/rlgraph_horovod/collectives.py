@@ -71,7 +71,35 @@ class SingleProcess(Collectives):
         return np.array(array, copy=True)
 
 
-class HorovodTorch(Collectives):
+class _HorovodModule(Collectives):
+    """One Horovod framework module (``hvd``) and the function that turns numpy into its tensors."""
+
+    def __init__(self, hvd, to_tensor: Callable[[np.ndarray], object]) -> None:
+        self._hvd, self._to_tensor = hvd, to_tensor
+        hvd.init()
+
+    @property
+    def rank(self) -> int:
+        return int(self._hvd.rank())
+
+    @property
+    def size(self) -> int:
+        return int(self._hvd.size())
+
+    def allreduce(self, array: np.ndarray, *, average: bool, name: str) -> np.ndarray:
+        hvd = self._hvd
+        tensor = self._to_tensor(np.ascontiguousarray(array))
+        return hvd.allreduce(tensor, name=name, op=hvd.Average if average else hvd.Sum).numpy()
+
+    def broadcast(self, array: np.ndarray, *, root: int, name: str) -> np.ndarray:
+        tensor = self._to_tensor(np.ascontiguousarray(array))
+        return self._hvd.broadcast(tensor, root_rank=root, name=name).numpy()
+
+    def shutdown(self) -> None:
+        self._hvd.shutdown()
+
+
+class HorovodTorch(_HorovodModule):
     """``horovod.torch`` on ``torch.from_numpy`` views (no copy into the allreduce)."""
 
     framework = "horovod.torch"
@@ -80,32 +108,10 @@ class HorovodTorch(Collectives):
         import horovod.torch as hvd
         import torch
 
-        self._hvd, self._torch = hvd, torch
-        hvd.init()
-
-    @property
-    def rank(self) -> int:
-        return int(self._hvd.rank())
-
-    @property
-    def size(self) -> int:
-        return int(self._hvd.size())
-
-    def allreduce(self, array: np.ndarray, *, average: bool, name: str) -> np.ndarray:
-        hvd = self._hvd
-        tensor = self._torch.from_numpy(np.ascontiguousarray(array))
-        out = hvd.allreduce(tensor, name=name, op=hvd.Average if average else hvd.Sum)
-        return out.numpy()
-
-    def broadcast(self, array: np.ndarray, *, root: int, name: str) -> np.ndarray:
-        tensor = self._torch.from_numpy(np.ascontiguousarray(array))
-        return self._hvd.broadcast(tensor, root_rank=root, name=name).numpy()
-
-    def shutdown(self) -> None:
-        self._hvd.shutdown()
+        super().__init__(hvd, torch.from_numpy)
 
 
-class HorovodTensorFlow(Collectives):
+class HorovodTensorFlow(_HorovodModule):
     """``horovod.tensorflow`` on eager tensors made from the numpy arrays."""
 
     framework = "horovod.tensorflow"
@@ -114,29 +120,7 @@ class HorovodTensorFlow(Collectives):
         import horovod.tensorflow as hvd
         import tensorflow as tf
 
-        self._hvd, self._tf = hvd, tf
-        hvd.init()
-
-    @property
-    def rank(self) -> int:
-        return int(self._hvd.rank())
-
-    @property
-    def size(self) -> int:
-        return int(self._hvd.size())
-
-    def allreduce(self, array: np.ndarray, *, average: bool, name: str) -> np.ndarray:
-        hvd = self._hvd
-        tensor = self._tf.convert_to_tensor(np.ascontiguousarray(array))
-        out = hvd.allreduce(tensor, name=name, op=hvd.Average if average else hvd.Sum)
-        return out.numpy()
-
-    def broadcast(self, array: np.ndarray, *, root: int, name: str) -> np.ndarray:
-        tensor = self._tf.convert_to_tensor(np.ascontiguousarray(array))
-        return self._hvd.broadcast(tensor, root_rank=root, name=name).numpy()
-
-    def shutdown(self) -> None:
-        self._hvd.shutdown()
+        super().__init__(hvd, tf.convert_to_tensor)
 
 
 #: Adapter per framework, keyed by the top-level module of the backend's tensor type.
