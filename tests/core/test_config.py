@@ -158,7 +158,7 @@ def test_unknown_field_suggests_the_close_one_and_lists_the_fields():
 def test_unknown_nested_field_names_its_section():
     msg = config_error(["agent.network.hiden=[8]"])
     assert "'agent.network.hiden'" in msg and "did you mean 'hidden'" in msg
-    assert "Known fields of 'agent.network': hidden, activation" in msg
+    assert "Known fields of 'agent.network': type, initializer, hidden, activation" in msg
 
 
 def test_unknown_top_level_key():
