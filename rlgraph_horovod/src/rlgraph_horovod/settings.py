@@ -28,6 +28,20 @@ class HorovodSettings(ExecutorSettings):
         "allreduce per step but stops up to this many steps later",
     )
 
+    elastic: bool = Field(
+        False,
+        description="survive losing ranks with Horovod's elastic API: the agent's state is committed every "
+        "commit_interval updates and, when a rank dies, the others restore the last commit and train on with "
+        "fewer ranks. Needs an elastic launch (horovodrun --min-np/--max-np with --host-discovery-script); "
+        "rank 0 must survive (it logs and checkpoints)",
+    )
+    commit_interval: int = Field(
+        20,
+        ge=1,
+        description="elastic mode: updates between commits of the agent's state to host memory; the updates "
+        "since the last commit are redone after a lost rank",
+    )
+
     def validate_run(self, agent, env, train) -> None:
         """Refuse agent settings under which ranks would take different numbers of gradient steps.
 

@@ -1,0 +1,85 @@
+"""Elastic mode: ``executor.elastic: true`` under an elastic ``horovodrun`` survives a lost rank.
+
+Rank 1's process is SIGKILLed mid-run (its env kills it); rank 0's next collective fails, it
+restores the last commit, meets the launcher again as the only rank and finishes the run:
+budget reached, final checkpoint written, the reset and the lost rank counted in the summary.
+Elastic mode under a plain (non-elastic) launch is refused with an error naming the flags.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from hvd_launch import CONFIGS, discovery_script, horovodrun_elastic_cmd, rlgraph_train, run_horovod
+
+QUICK_DQN = [
+    "--set",
+    "train.eval_interval=1024",
+    "--set",
+    "train.eval_episodes=2",
+    "--set",
+    "train.log_interval=256",
+    "--set",
+    "train.target_return=null",
+    "--set",
+    "agent.learning_starts=256",
+    "--set",
+    "agent.train_freq=64",
+    "--set",
+    "agent.gradient_steps=8",
+    "--set",
+    "executor.elastic=true",
+    "--set",
+    "executor.commit_interval=8",
+    "--set",
+    "executor.check_interval=8",
+]
+
+
+def _train_code(args: list[str]) -> str:
+    """``rlgraph train ARGS`` in a process that registers the rank-killing env first."""
+    return f"import sys, hvd_faulty_env; from rlgraph_core.cli import main; sys.exit(main({args!r}))"
+
+
+def test_rank1_killed_rank0_finishes_the_run(tmp_path):
+    out = tmp_path / "elastic"
+    args = [
+        "train",
+        str(CONFIGS / "dqn_cartpole.yaml"),
+        "--executor",
+        "horovod",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "env.id=RankDyingCartPole-v0",
+        "--set",
+        "train.total_timesteps=3000",
+        *QUICK_DQN,
+    ]
+    launcher = horovodrun_elastic_cmd(discovery=discovery_script(tmp_path))
+    proc = run_horovod(sys.executable, "-c", _train_code(args), timeout=150, launcher=launcher)
+    log = proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode == 0, log
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "total_timesteps", log
+    assert summary["timesteps"] >= 3000 and summary["updates"] > 0
+    assert summary["elastic_resets"] == 1 and summary["ranks_lost"] == 1, summary
+    assert summary["ranks_at_start"] == 2 and summary["ranks"] == 1
+    assert (out / "checkpoint" / "meta.json").is_file()
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    assert rows[0]["ranks"] == 2 and rows[0]["elastic_resets"] == 0
+    assert rows[-1]["ranks"] == 1 and rows[-1]["elastic_resets"] == 1 and rows[-1]["ranks_lost"] == 1
+    assert proc.stdout.count("done:") == 1
+
+
+def test_elastic_without_elastic_launch_is_refused(tmp_path):
+    out = tmp_path / "refused"
+    proc = run_horovod(
+        *rlgraph_train(str(CONFIGS / "dqn_cartpole.yaml"), "--executor", "horovod", "--out", str(out), *QUICK_DQN),
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "horovodrun was not started in elastic mode" in proc.stdout + proc.stderr
+    assert "--host-discovery-script" in proc.stdout + proc.stderr
