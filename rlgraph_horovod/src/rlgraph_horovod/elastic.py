@@ -16,40 +16,14 @@ Needs Horovod; imported only when elastic mode runs under ``horovodrun``.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any, Callable
 
 import numpy as np
 from horovod.common.elastic import State
 from horovod.runner.elastic.worker import HostUpdateResult
 
-from rlgraph_core.errors import ConfigError
 from rlgraph_horovod.collectives import Collectives
 from rlgraph_horovod.state_sync import broadcast_agent
-
-#: Launch line shown in errors and docs (a discovery script names every local slot once).
-ELASTIC_LAUNCH = (
-    "horovodrun -np 2 --min-np 1 --max-np 2 --host-discovery-script ./discover_hosts.sh --gloo "
-    "rlgraph train CONFIG --executor horovod --set executor.elastic=true"
-)
-
-
-def elastic_launch() -> bool:
-    """Whether ``horovodrun`` started this process in elastic mode (it sets ``HOROVOD_ELASTIC=1``)."""
-    return os.environ.get("HOROVOD_ELASTIC") == "1"
-
-
-def require_elastic_launch() -> None:
-    """Raise :class:`ConfigError` when ``executor.elastic`` is on but the launch is not elastic."""
-    if not elastic_launch():
-        raise ConfigError(
-            "'executor.elastic' is true but horovodrun was not started in elastic mode, so a lost rank could "
-            "not be replaced by a reset (the job would just fail). Launch with --min-np/--max-np and a "
-            "--host-discovery-script (or several --hosts), e.g.\n  " + ELASTIC_LAUNCH + "\nwhere "
-            "discover_hosts.sh prints one line per host and slot count. On one machine name it twice "
-            "('localhost:1' and '127.0.0.1:1'): Horovod blacklists the whole host of a rank that dies, and a "
-            "job whose every host is blacklisted stops. Or set executor.elastic: false."
-        )
 
 
 class AgentState(State):

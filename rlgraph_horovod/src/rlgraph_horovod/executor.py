@@ -38,7 +38,7 @@ from rlgraph_core.execution.local import true_next_obs
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 from rlgraph_horovod.collectives import Collectives, TimedAllreduce, collectives_for
-from rlgraph_horovod.ranks import launched_rank, under_launcher
+from rlgraph_horovod.ranks import launched_rank, require_elastic_launch, under_launcher
 from rlgraph_horovod.state_sync import WeightDivergence, broadcast_agent, check_identical
 
 # Slots of the control vector allreduced (summed) at every stop agreement.
@@ -60,9 +60,7 @@ class HorovodExecutor(Executor):
         cfg, parts = self.config, self.assembly
         elastic = cfg.executor.elastic and under_launcher()
         if elastic:
-            from rlgraph_horovod.elastic import require_elastic_launch
-
-            require_elastic_launch()
+            require_elastic_launch()  # also checked when the config is validated
         coll = collectives_for(parts.backend)
         seed = cfg.train.seed + coll.rank
         envs = parts.make_vector_env(seed)

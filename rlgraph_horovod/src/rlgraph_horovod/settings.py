@@ -9,6 +9,7 @@ from pydantic import Field
 
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.settings import ExecutorSettings
+from rlgraph_horovod.ranks import require_elastic_launch, under_launcher
 
 
 class HorovodSettings(ExecutorSettings):
@@ -43,12 +44,15 @@ class HorovodSettings(ExecutorSettings):
     )
 
     def validate_run(self, agent, env, train) -> None:
-        """Refuse agent settings under which ranks would take different numbers of gradient steps.
+        """Refuse ``elastic`` under a non-elastic ``horovodrun``, and agent settings under which ranks
+        would take different numbers of gradient steps.
 
         PPO's ``target_kl`` stops a rollout's epochs once the approximate KL of *this rank's* data
         is too large: ranks would stop at different minibatches and wait forever in the gradient
         allreduce.
         """
+        if self.elastic and under_launcher():
+            require_elastic_launch()
         target_kl = getattr(agent, "target_kl", None)
         if target_kl is not None:
             raise ConfigError(
