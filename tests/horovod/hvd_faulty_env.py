@@ -32,12 +32,12 @@ if "RankFaultyCartPole-v0" not in gym.registry:
 
 
 class RankDyingCartPole(CartPoleEnv):
-    """CartPole whose process is SIGKILLed on step ``die_after`` when ``HOROVOD_RANK`` is 1 (a lost
-    rank: no exception, no cleanup, as when a machine goes away)."""
+    """CartPole whose process is SIGKILLed on step ``die_after`` when ``HOROVOD_RANK`` is ``rank``
+    (default 1): a lost rank, with no exception and no cleanup, as when a machine goes away."""
 
-    def __init__(self, die_after: int = 300, **kwargs):
+    def __init__(self, die_after: int = 300, rank: int = 1, **kwargs):
         super().__init__(**kwargs)
-        self.die_after = die_after if os.environ.get("HOROVOD_RANK") == "1" else None
+        self.die_after = die_after if os.environ.get("HOROVOD_RANK") == str(rank) else None
         self.steps = 0
 
     def step(self, action):
