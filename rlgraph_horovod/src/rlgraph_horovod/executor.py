@@ -69,7 +69,7 @@ class HorovodExecutor(Executor):
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs, seed=seed
             )
             hook = TimedAllreduce(coll)
-            if coll.size > 1:
+            if coll.size > 1 or elastic:  # elastic: ranks may join a job that started with one
                 agent.set_gradient_hook(hook)
             loop = _RankLoop(cfg, agent, envs, coll, hook, seed, elastic=elastic)
             if coll.rank == 0:
