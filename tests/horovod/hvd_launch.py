@@ -31,11 +31,44 @@ def horovodrun_cmd(*command: str, np_: int = 2) -> list[str]:
     return [str(BIN / "horovodrun"), "-np", str(np_), "-H", f"localhost:{np_}", "--gloo", *command]
 
 
-def run_horovod(*command: str, timeout: float, np_: int = 2) -> subprocess.CompletedProcess:
-    """Run ``command`` under horovodrun; a hang fails the test after ``timeout`` seconds."""
+def discovery_script(folder: Path) -> Path:
+    """A ``--host-discovery-script`` offering this machine as two one-slot hosts.
+
+    Horovod blacklists the host of a rank that dies and stops a job whose hosts are all
+    blacklisted, so one ``localhost:2`` would end the job; ``localhost`` and ``127.0.0.1`` are
+    both this machine (spawned locally, no ssh), and losing one leaves the other.
+    """
+    script = folder / "discover_hosts.sh"
+    script.write_text("#!/bin/sh\necho localhost:1\necho 127.0.0.1:1\n")
+    script.chmod(0o755)
+    return script
+
+
+def horovodrun_elastic_cmd(*command: str, discovery: Path, min_np: int = 1, max_np: int = 2) -> list[str]:
+    """Elastic ``horovodrun``: ``max_np`` ranks to start, down to ``min_np`` after losses."""
+    return [
+        str(BIN / "horovodrun"),
+        "-np",
+        str(max_np),
+        "--min-np",
+        str(min_np),
+        "--max-np",
+        str(max_np),
+        "--host-discovery-script",
+        str(discovery),
+        "--gloo",
+        *command,
+    ]
+
+
+def run_horovod(
+    *command: str, timeout: float, np_: int = 2, launcher: list[str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``command`` under horovodrun (or the given ``launcher`` prefix); a hang fails the test
+    after ``timeout`` seconds."""
     try:
         return subprocess.run(
-            horovodrun_cmd(*command, np_=np_),
+            [*launcher, *command] if launcher is not None else horovodrun_cmd(*command, np_=np_),
             env=rank_env(),
             capture_output=True,
             text=True,

@@ -68,6 +68,23 @@ def test_settings_are_validated_and_target_kl_is_refused():
         validate_config(raw)  # refused before anything is built
 
 
+def test_elastic_needs_an_elastic_launch(monkeypatch):
+    """``executor.elastic`` under a plain ``horovodrun`` (no --min-np/--max-np, no discovery script)
+    is refused when the config is validated, naming the launch flags; an elastic launch (which
+    sets HOROVOD_ELASTIC=1) and no launcher at all (one rank) are accepted."""
+    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_ELASTIC"):
+        monkeypatch.delenv(var, raising=False)
+    assert _config("horovod", "executor.elastic=true").executor.elastic  # no launcher: one rank
+    monkeypatch.setenv("HOROVOD_RANK", "0")
+    with pytest.raises(ConfigError, match="not started in elastic mode.*--min-np/--max-np.*--host-discovery-script"):
+        _config("horovod", "executor.elastic=true")
+    assert not _config("horovod").executor.elastic  # the default needs nothing
+    monkeypatch.setenv("HOROVOD_ELASTIC", "1")
+    assert _config("horovod", "executor.elastic=true", "executor.commit_interval=5").executor.commit_interval == 5
+    with pytest.raises(ConfigError, match="executor.commit_interval"):
+        _config("horovod", "executor.elastic=true", "executor.commit_interval=0")
+
+
 def test_listing_and_validating_never_import_horovod():
     """``rlgraph plugins`` shows ``horovod`` under rlgraph-horovod; validating a horovod config
     imports neither Horovod nor the executor module (it is registered lazily)."""

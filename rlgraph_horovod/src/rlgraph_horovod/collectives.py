@@ -52,6 +52,11 @@ class Collectives(abc.ABC):
     def shutdown(self) -> None:
         """Release Horovod's background thread (a no-op for one process)."""
 
+    def elastic_run(self, func: Callable) -> Callable:
+        """``func`` wrapped by Horovod's ``elastic.run`` for this framework (reset = shutdown + init
+        of this module); one process has nothing to reset, so ``func`` is returned unchanged."""
+        return func
+
 
 class SingleProcess(Collectives):
     """One rank: every collective returns its input. Used when no launcher started the process."""
@@ -74,8 +79,8 @@ class SingleProcess(Collectives):
 class _HorovodModule(Collectives):
     """One Horovod framework module (``hvd``) and the function that turns numpy into its tensors."""
 
-    def __init__(self, hvd, to_tensor: Callable[[np.ndarray], object]) -> None:
-        self._hvd, self._to_tensor = hvd, to_tensor
+    def __init__(self, hvd, to_tensor: Callable[[np.ndarray], object], elastic_module: str) -> None:
+        self._hvd, self._to_tensor, self._elastic_module = hvd, to_tensor, elastic_module
         hvd.init()
 
     @property
@@ -98,6 +103,11 @@ class _HorovodModule(Collectives):
     def shutdown(self) -> None:
         self._hvd.shutdown()
 
+    def elastic_run(self, func: Callable) -> Callable:
+        import importlib
+
+        return importlib.import_module(self._elastic_module).run(func)
+
 
 class HorovodTorch(_HorovodModule):
     """``horovod.torch`` on ``torch.from_numpy`` views (no copy into the allreduce)."""
@@ -108,7 +118,7 @@ class HorovodTorch(_HorovodModule):
         import horovod.torch as hvd
         import torch
 
-        super().__init__(hvd, torch.from_numpy)
+        super().__init__(hvd, torch.from_numpy, "horovod.torch.elastic")
 
 
 class HorovodTensorFlow(_HorovodModule):
@@ -120,7 +130,7 @@ class HorovodTensorFlow(_HorovodModule):
         import horovod.tensorflow as hvd
         import tensorflow as tf
 
-        super().__init__(hvd, tf.convert_to_tensor)
+        super().__init__(hvd, tf.convert_to_tensor, "horovod.tensorflow.elastic")
 
 
 #: Adapter per framework, keyed by the top-level module of the backend's tensor type.

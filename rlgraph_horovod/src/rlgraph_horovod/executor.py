@@ -15,6 +15,12 @@ collective the others never reach. A rank whose environment or agent raises ends
 the others then fail in their next collective (Gloo reports the lost peer) and rank 0 still
 writes its final checkpoint, unless the launcher ends it first.
 
+With ``executor.elastic: true`` (launched by an elastic ``horovodrun``) the loop runs under
+Horovod's ``elastic.run`` instead: the agent's state is committed every
+``executor.commit_interval`` updates, and when a rank dies the survivors restore the last commit,
+meet again with fewer ranks and train on (see :mod:`rlgraph_horovod.elastic`). The summary then
+counts ``elastic_resets`` and ``ranks_lost``. Rank 0 must be among the survivors.
+
 ``train.total_timesteps`` counts the env steps of all ranks together, and so does
 ``agent.timesteps`` on every rank: schedules (learning rate, exploration, ``learning_starts``)
 run on the global step count, as they do for the Ray executors' learners.
@@ -32,7 +38,7 @@ from rlgraph_core.execution.local import true_next_obs
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 from rlgraph_horovod.collectives import Collectives, TimedAllreduce, collectives_for
-from rlgraph_horovod.ranks import launched_rank
+from rlgraph_horovod.ranks import launched_rank, require_elastic_launch, under_launcher
 from rlgraph_horovod.state_sync import WeightDivergence, broadcast_agent, check_identical
 
 # Slots of the control vector allreduced (summed) at every stop agreement.
@@ -52,6 +58,9 @@ class HorovodExecutor(Executor):
 
     def run(self) -> dict:
         cfg, parts = self.config, self.assembly
+        elastic = cfg.executor.elastic and under_launcher()
+        if elastic:
+            require_elastic_launch()  # also checked when the config is validated
         coll = collectives_for(parts.backend)
         seed = cfg.train.seed + coll.rank
         envs = parts.make_vector_env(seed)
@@ -60,9 +69,9 @@ class HorovodExecutor(Executor):
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs, seed=seed
             )
             hook = TimedAllreduce(coll)
-            if coll.size > 1:
+            if coll.size > 1 or elastic:  # elastic: ranks may join a job that started with one
                 agent.set_gradient_hook(hook)
-            loop = _RankLoop(cfg, agent, envs, coll, hook, seed)
+            loop = _RankLoop(cfg, agent, envs, coll, hook, seed, elastic=elastic)
             if coll.rank == 0:
                 return self._run_rank0(loop)
             return self._run_other_rank(loop)
@@ -76,7 +85,7 @@ class HorovodExecutor(Executor):
         recorder.summary_extra = loop.summary_metrics
         info = {"horovod": {"ranks": loop.coll.size, "collectives": loop.coll.framework}}
         try:
-            return recorder.run(lambda rec, stop: loop.run(stop, rec), run_info=info)
+            return recorder.run(lambda rec, stop: loop.train(stop, rec), run_info=info)
         finally:
             loop.finished()
 
@@ -85,7 +94,7 @@ class HorovodExecutor(Executor):
         error = None
         with StopRequest() as stop:
             try:
-                loop.run(stop, None)
+                loop.train(stop, None)
             except Exception as exc:  # this rank's traceback goes to its output; rank 0 keeps the checkpoint
                 error = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
@@ -116,9 +125,14 @@ class HorovodExecutor(Executor):
 class _RankLoop:
     """One rank's training loop: step envs, agree on stopping, update, check weights."""
 
-    def __init__(self, cfg, agent, envs, coll: Collectives, hook: TimedAllreduce, seed: int):
+    def __init__(self, cfg, agent, envs, coll: Collectives, hook: TimedAllreduce, seed: int, elastic: bool = False):
         self.cfg, self.agent, self.envs, self.coll, self.hook, self.seed = cfg, agent, envs, coll, hook, seed
         self.settings = cfg.executor
+        self.elastic_state = None
+        if elastic:
+            from rlgraph_horovod.elastic import AgentState
+
+            self.elastic_state = AgentState(coll, agent, seed)
         self.local_steps = 0
         self.ended_by: str | None = None
         #: the loop ended where every rank ends it (an agreed stop, a weight divergence all see)
@@ -142,16 +156,21 @@ class _RankLoop:
             "allreduce_ms_per_call": 1000.0 * d_secs / d_calls if d_calls else 0.0,
         }
         row.update({f"rank{r}_env_steps_per_s": float(v) for r, v in enumerate(self.rank_rates)})
+        if self.elastic_state is not None:
+            row.update(elastic_resets=self.elastic_state.resets, ranks_lost=self.elastic_state.ranks_lost)
         return row
 
     def summary_metrics(self) -> dict:
         """Totals for ``summary.json``: ranks, per-rank env steps/s, allreduce time per update."""
-        return {
+        out = {
             "ranks": self.coll.size,
             "allreduce_calls": self.hook.calls,
             "allreduce_ms_per_update": self._allreduce_ms_per_update(self.hook.seconds, self.agent.updates),
             "rank_env_steps_per_s": [float(v) for v in self.rank_rates],
         }
+        if self.elastic_state is not None:
+            out.update(self.elastic_state.metrics())
+        return out
 
     def finished(self) -> None:
         """Last collective of the run, reached by rank 0 after its final checkpoint and summary.
@@ -180,13 +199,36 @@ class _RankLoop:
         flags[_RATES + self.coll.rank] = self.local_steps / max(time.perf_counter() - self._start, 1e-9)
         return self.coll.allreduce(flags, average=False, name="rlgraph.stop")
 
+    def train(self, stop: StopRequest, recorder: RunRecorder | None) -> None:
+        """Train until the ranks agree to stop; rank 0 passes its recorder, the others None.
+
+        In elastic mode :meth:`run` is re-run after each reset, from the last commit synced from
+        rank 0; otherwise it runs once after rank 0's state was broadcast.
+        """
+        state = self.elastic_state
+        if state is None:
+            broadcast_agent(self.coll, self.agent, self.seed)
+            self.run(stop, recorder)
+            return
+        from rlgraph_horovod.elastic import run_elastic
+
+        run_elastic(self.coll, state, lambda: self.run(stop, recorder))
+
     def run(self, stop: StopRequest, recorder: RunRecorder | None) -> None:
-        """Train until the ranks agree to stop; rank 0 passes its recorder, the others None."""
+        """The loop proper, from the agent's current (already synced) state."""
         cfg, agent, envs, coll = self.cfg, self.agent, self.envs, self.coll
-        broadcast_agent(coll, agent, self.seed)
+        state = self.elastic_state
+        if state is not None and (recorder is not None) != (coll.rank == 0):
+            raise RuntimeError(
+                f"Elastic reset made this process rank {coll.rank}, but rank 0 must stay the process that logs "
+                f"and checkpoints: the original rank 0 was lost. Elastic mode survives losing other ranks only; "
+                f"continue from rank 0's last checkpoint with `rlgraph train --resume OUT_DIR`."
+            )
         n, size = cfg.env.num_envs, coll.size
         interval, check = self.settings.sync_interval, self.settings.check_interval
         next_check = (agent.updates // check + 1) * check if check else None
+        commit = self.settings.commit_interval
+        next_commit = (agent.updates // commit + 1) * commit if state is not None else None
         obs, _ = envs.reset(seed=self.seed + agent.timesteps)
         ep_returns = np.zeros(n)
         step = 0
@@ -216,6 +258,9 @@ class _RankLoop:
                 except WeightDivergence:
                     self.ended_together = True  # every rank saw the same checksums
                     raise
+            if next_commit is not None and agent.updates >= next_commit:
+                next_commit = (agent.updates // commit + 1) * commit
+                state.commit()  # every rank: same update count here (it also checks for host changes)
             ep_returns += rewards
             done = np.logical_or(terminated, truncated)
             if done.any():

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.settings import ExecutorSettings
+from rlgraph_horovod.ranks import require_elastic_launch, under_launcher
 
 
 class HorovodSettings(ExecutorSettings):
@@ -28,13 +29,30 @@ class HorovodSettings(ExecutorSettings):
         "allreduce per step but stops up to this many steps later",
     )
 
+    elastic: bool = Field(
+        False,
+        description="survive losing ranks with Horovod's elastic API: the agent's state is committed every "
+        "commit_interval updates and, when a rank dies, the others restore the last commit and train on with "
+        "fewer ranks. Needs an elastic launch (horovodrun --min-np/--max-np with --host-discovery-script); "
+        "rank 0 must survive (it logs and checkpoints)",
+    )
+    commit_interval: int = Field(
+        20,
+        ge=1,
+        description="elastic mode: updates between commits of the agent's state to host memory; the updates "
+        "since the last commit are redone after a lost rank",
+    )
+
     def validate_run(self, agent, env, train) -> None:
-        """Refuse agent settings under which ranks would take different numbers of gradient steps.
+        """Refuse ``elastic`` under a non-elastic ``horovodrun``, and agent settings under which ranks
+        would take different numbers of gradient steps.
 
         PPO's ``target_kl`` stops a rollout's epochs once the approximate KL of *this rank's* data
         is too large: ranks would stop at different minibatches and wait forever in the gradient
         allreduce.
         """
+        if self.elastic and under_launcher():
+            require_elastic_launch()
         target_kl = getattr(agent, "target_kl", None)
         if target_kl is not None:
             raise ConfigError(
