@@ -237,23 +237,24 @@ def test_box_normalizer(ref_pair, pair, variant):
 @pytest.mark.parametrize("ref_pair,pair,variant", with_pairs(["discrete"], torch_static=("discrete",)))
 def test_epsilon_greedy(ref_pair, pair, variant):
     greedy = LOSS_BATCH["actions"]
+    q_values = np.eye(NUM_ACTIONS, dtype=np.float32)[greedy]  # argmax = greedy, unique
     random_actions = (greedy + 1) % NUM_ACTIONS
     draws = DRAWS
+    noise = np.stack([draws, random_actions.astype(np.float32)], axis=-1)
 
     def compute(p):
         t = ComponentTest(
-            EpsilonGreedy(),
+            EpsilonGreedy(NUM_ACTIONS),
             {
                 "explore": {
-                    "greedy_actions": ACT_B,
-                    "random_actions": ACT_B,
-                    "draws": FLOAT_B,
-                    "epsilon": FloatBox(shape=()),
+                    "q_values": batched(FloatBox(shape=(NUM_ACTIONS,))),
+                    "noise": batched(FloatBox(shape=(2,))),
+                    "value": FloatBox(shape=()),
                 }
             },
             p,
         )
-        return {eps: t.call("explore", greedy, random_actions, draws, np.float32(eps)) for eps in (0.0, 0.3, 1.0)}
+        return {eps: t.call("explore", q_values, noise, np.float32(eps)) for eps in (0.0, 0.3, 1.0)}
 
     got, ref = results("egreedy", pair, compute), results("egreedy", ref_pair, compute)
     for eps, out in got.items():
@@ -280,7 +281,7 @@ def build_dqn_graph(cfg: DQNConfig, p, tau=None) -> ComponentTest:
     return ComponentTest(
         DQNGraph(cfg, obs_space, NUM_ACTIONS, seed=11),
         {
-            "act": {"obs": obs_b, "random_actions": ACT_B, "draws": FLOAT_B, "epsilon": FloatBox(shape=())},
+            "act": {"obs": obs_b, "noise": batched(FloatBox(shape=(2,))), "value": FloatBox(shape=())},
             "greedy": {"obs": obs_b},
             "q_values": {"obs": obs_b},
             "loss": {

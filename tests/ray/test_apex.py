@@ -40,7 +40,6 @@ def test_apex_dqn_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path
     assert 0 < summary["updates"] <= (summary["timesteps"] // 256 + 1) * 64
 
 
-
 def test_apex_dqn_on_tf_static_with_two_workers(ray_session, tmp_path):
     """The same run with a tf.function learner and tf.function workers."""
     raw = apply_overrides(
@@ -51,6 +50,7 @@ def test_apex_dqn_on_tf_static_with_two_workers(ray_session, tmp_path):
     assert summary["ended_by"] == "target_return", summary
     assert summary["eval_return_mean"] >= 475 and summary["timesteps"] <= 60000
     assert summary["worker_backend"] == "tf" and summary["worker_restarts"] == 0
+
 
 class WorkerKiller:
     """Kills worker 0 (as a crash Ray could restart) at the first metrics row."""
