@@ -312,8 +312,10 @@ class RayExecutor(Executor):
             return sizes
 
     def _shard_capacity(self) -> int:
-        """Records one shard holds at most."""
-        return int(self.config.agent.memory.capacity) // max(1, len(self.shards))
+        """Records one shard holds at most: ``agent.memory.capacity / executor.num_replay_shards``
+        (from the settings, not from ``self.shards``, which is still filling while shards start)."""
+        shards = int(getattr(self.config.executor, "num_replay_shards", 1) or 1)
+        return int(self.config.agent.memory.capacity) // shards
 
     def _shard_record_spaces(self) -> dict | None:
         """``{field: Space}`` of one record as shards store it (the learner's, plus ``policy_version``)."""
