@@ -49,18 +49,8 @@ class RayApexExecutor(RayExecutor):
     def _make_worker(self, index: int, seed: int):
         settings = self.config.executor
         eps = settings.worker_epsilon(index)
-        return (
-            ray.remote(ApexWorker)
-            .options(**self._worker_options(index))
-            .remote(
-                self._worker_config(),
-                index,
-                seed,
-                settings.workers_envs(self.config.env),
-                {"exploration": eps},
-                self._shards_box(),
-                settings.fragment_length,
-            )
+        return self._spawn_worker(
+            ApexWorker, index, seed, {"exploration": eps}, self._shards_box(), settings.fragment_length
         )
 
     def _make_shard(self, index: int, restore: bool):

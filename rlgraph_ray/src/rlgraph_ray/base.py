@@ -184,6 +184,16 @@ class RayExecutor(Executor):
     def _worker_options(self, index: int) -> dict:
         return actor_options(self._worker_name(index), self.config.executor.num_cpus_per_worker)
 
+    def _spawn_worker(self, actor_class: type, index: int, seed: int, *extra):
+        """Start worker actor ``index`` of ``actor_class`` (not yet waited for): every worker gets the
+        worker config, its index and seed and its number of envs, then the executor's ``extra``."""
+        envs = self.config.executor.workers_envs(self.config.env)
+        return (
+            ray.remote(actor_class)
+            .options(**self._worker_options(index))
+            .remote(self._worker_config(), index, seed, envs, *extra)
+        )
+
     def _start_workers(self) -> None:
         settings = self.config.executor
         check_cpus(settings.num_workers * settings.num_cpus_per_worker, f"{settings.num_workers} workers")

@@ -65,17 +65,7 @@ class RayImpalaExecutor(RayExecutor):
 
     def _make_worker(self, index: int, seed: int):
         settings = self.config.executor
-        return (
-            ray.remote(ImpalaWorker)
-            .options(**self._worker_options(index))
-            .remote(
-                self._worker_config(),
-                index,
-                seed,
-                settings.workers_envs(self.config.env),
-                {"n_steps": settings.fragment_steps(self.config.agent)},
-            )
-        )
+        return self._spawn_worker(ImpalaWorker, index, seed, {"n_steps": settings.fragment_steps(self.config.agent)})
 
     def _start_actors(self) -> None:
         self._lag_sum, self._lag_batches, self._lag_max = 0.0, 0, None

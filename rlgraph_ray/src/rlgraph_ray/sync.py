@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import ray
 
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_ray.actors import SyncWorker
@@ -27,12 +26,7 @@ class RaySyncExecutor(RayExecutor):
         return settings.num_workers * settings.workers_envs(self.config.env)
 
     def _make_worker(self, index: int, seed: int):
-        settings = self.config.executor
-        return (
-            ray.remote(SyncWorker)
-            .options(**self._worker_options(index))
-            .remote(self._worker_config(), index, seed, settings.workers_envs(self.config.env))
-        )
+        return self._spawn_worker(SyncWorker, index, seed)
 
     def _start_actors(self) -> None:
         self._start_workers()
