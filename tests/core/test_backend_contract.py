@@ -98,7 +98,7 @@ def test_ops_contract_is_derived_from_the_protocol():
     from rlgraph_core.backend import OPS_CONTRACT, Ops
 
     methods = {n for n, f in vars(Ops).items() if inspect.isfunction(f) and not n.startswith("_")}
-    assert set(OPS_CONTRACT) == methods and len(methods) == 31
+    assert set(OPS_CONTRACT) == methods and len(methods) == 32
     assert OPS_CONTRACT["dense"] == "dense(x, w, b) -> x @ w + b, w is [in, out]"
     assert "\n" not in OPS_CONTRACT["activation"] and "leaky_relu (negative slope 0.2)" in OPS_CONTRACT["activation"]
 
@@ -146,3 +146,23 @@ def test_protocol_check_finds_missing_ops_and_wrong_signatures():
         "huber: parameter 'delta' needs the default 1.0",
         "squeeze: extra parameter 'mode' needs a default",
     ]
+
+
+def test_default_fused_loop_runs_the_body_once_per_step_in_order(eager_backend):
+    """The base class's fused_loop (a Python loop; eager backends use it): step k sees the
+    variable changes of step k - 1 and the outputs come back stacked [K, ...]."""
+    be = make_test_backend(*eager_backend)
+    total = be.variable("total", np.zeros(2, np.float32), trainable=False)
+    scale = be.to_tensor(np.float32(10.0))
+
+    def body(x, factor):
+        be.ops.assign(total, total + x * factor)
+        return (total + 0.0, be.ops.reduce_sum(x))
+
+    xs = np.arange(6, dtype=np.float32).reshape(3, 2)
+    assert not be.fuses_loops  # eager mode: nothing is compiled, a loop is a loop of steps
+    loop = be.fused_loop(body)
+    running, sums = loop([be.to_tensor(xs)], [scale])
+    np.testing.assert_allclose(be.to_numpy(running), np.cumsum(xs * 10.0, axis=0))
+    np.testing.assert_allclose(be.to_numpy(sums), xs.sum(1))
+    assert loop.trace_count is None

@@ -656,6 +656,7 @@ def _ops_cases(rng):
         ("reduce_max", lambda be: (T(be, x),), x.max()),
         ("argmax", lambda be: (T(be, np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 1.0]], np.float32)),), np.array([1, 0])),
         ("gather_last", lambda be: (T(be, x), T(be, idx)), x[np.arange(3), idx]),
+        ("take", lambda be: (T(be, x), T(be, np.array([2, 0, 2, 1], np.int64))), x[[2, 0, 2, 1]]),
         ("one_hot", lambda be: (T(be, idx), 4), np.eye(4)[idx]),
         ("where", lambda be: (T(be, cond), T(be, x), T(be, y)), np.where(cond, x, y)),
         ("abs", lambda be: (T(be, x),), np.abs(x)),
@@ -722,6 +723,14 @@ def test_every_backend_assign_and_polyak_in_place(eager_backend):
     np.testing.assert_array_equal(be.to_numpy(t), s0)
     be.ops.assign(t, be.to_tensor(t0))
     np.testing.assert_array_equal(be.to_numpy(t), t0)
+    # A tensor tau (a fused loop's per-step tau): 0 leaves t bit for bit, 1 copies s bit for bit.
+    be.ops.polyak([t], [s], be.to_tensor(np.float32(0.0)))
+    np.testing.assert_array_equal(be.to_numpy(t), t0)
+    be.ops.polyak([t], [s], be.to_tensor(np.float32(0.25)))
+    np.testing.assert_allclose(be.to_numpy(t), 0.75 * t0 + 0.25 * s0, rtol=1e-6)
+    be.ops.polyak([t], [s], be.to_tensor(np.float32(1.0)))
+    np.testing.assert_array_equal(be.to_numpy(t), s0)
+    be.ops.assign(t, be.to_tensor(t0))
     be.assign_numpy(s, t0 * 2)
     np.testing.assert_array_equal(be.to_numpy(s), t0 * 2)
     assert re.fullmatch(r"\w+ \(eager, .+\)", be.describe())

@@ -81,6 +81,11 @@ class TFOps:
         return tf.gather(x, tf.cast(idx, tf.int64), axis=rank, batch_dims=rank)
 
     @staticmethod
+    def take(x, indices):
+        """Rows ``x[indices]`` along axis 0."""
+        return tf.gather(x, tf.cast(indices, tf.int64), axis=0)
+
+    @staticmethod
     def one_hot(idx, depth):
         """One-hot float32 encoding of integer ``idx``."""
         return tf.one_hot(tf.cast(idx, tf.int64), depth, dtype=tf.float32)
@@ -187,7 +192,14 @@ class TFOps:
         """In place ``t <- (1 - tau) t + tau s`` for each pair (``tau >= 1``: plain copy).
 
         Computed as ``t + tau (s - t)``, the form of ``torch.lerp``, so both backends round alike.
+        A tensor ``tau`` (traced code: a fused loop's per-step tau) selects ``s`` exactly where it
+        is 1 and leaves ``t`` exactly where it is 0.
         """
+        if isinstance(tau, (tf.Tensor, tf.Variable)):
+            tau = tf.cast(tau, tf.float32)
+            for t, s in zip(targets, sources):
+                t.assign(tf.where(tau >= 1.0, tf.convert_to_tensor(s), t + tau * (s - t)))
+            return
         tau = float(tau)
         for t, s in zip(targets, sources):
             if tau >= 1.0:

@@ -56,6 +56,10 @@ class TorchOps:
         return x.gather(-1, idx.long().unsqueeze(-1)).squeeze(-1)
 
     @staticmethod
+    def take(x, indices):
+        return x.index_select(0, indices.long())
+
+    @staticmethod
     def one_hot(idx, depth):
         return F.one_hot(idx.long(), depth).float()
 
@@ -159,7 +163,13 @@ class TorchOps:
     @staticmethod
     def polyak(targets, sources, tau):
         with torch.no_grad():
-            if float(tau) >= 1.0:
+            if torch.is_tensor(tau):
+                # Traced code (a fused loop's per-step tau): no Python branch on the value. lerp's
+                # ``t + w (s - t)`` would not give s exactly at w = 1, so select there.
+                targets, sources = list(targets), list(sources)
+                mixed = torch._foreach_lerp(targets, sources, tau)
+                torch._foreach_copy_(targets, [torch.where(tau >= 1.0, s, m) for s, m in zip(sources, mixed)])
+            elif float(tau) >= 1.0:
                 torch._foreach_copy_(list(targets), list(sources))
             else:
                 torch._foreach_lerp_(list(targets), list(sources), float(tau))

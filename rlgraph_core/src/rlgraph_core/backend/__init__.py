@@ -3,6 +3,24 @@
 Backends are resolved by name in the application layer (:func:`rlgraph_core.assemble.make_backend`).
 """
 
-from rlgraph_core.backend.contract import OPS_CONTRACT, Backend, GradientHook, Ops, TrainStep, ops_contract_problems
+from rlgraph_core.backend.contract import (
+    OPS_CONTRACT,
+    Backend,
+    FusedLoop,
+    GradientHook,
+    Ops,
+    PythonLoop,
+    TrainStep,
+    ops_contract_problems,
+)
 
-__all__ = ["Backend", "GradientHook", "OPS_CONTRACT", "Ops", "TrainStep", "ops_contract_problems"]
+__all__ = [
+    "Backend",
+    "FusedLoop",
+    "GradientHook",
+    "PythonLoop",
+    "OPS_CONTRACT",
+    "Ops",
+    "TrainStep",
+    "ops_contract_problems",
+]

@@ -64,6 +64,9 @@ class Ops(Protocol):
     def gather_last(self, x: Tensor, idx: Tensor) -> Tensor:
         """gather_last(x, idx): x[..., idx] per row; x [B, N], idx [B] -> [B]"""
 
+    def take(self, x: Tensor, indices: Tensor) -> Tensor:
+        """take(x, indices): rows x[indices] along axis 0; x [N, ...], indices int64 [B] -> [B, ...]"""
+
     def one_hot(self, idx: Tensor, depth: int) -> Tensor:
         """one_hot(idx, depth) -> float32"""
 
@@ -133,8 +136,10 @@ class Ops(Protocol):
     def assign(self, variable: Variable, value: Tensor) -> None:
         """assign(variable, value): in-place copy, no gradient"""
 
-    def polyak(self, targets: Sequence[Variable], sources: Sequence[Variable], tau: float) -> None:
-        """polyak(targets, sources, tau): in place t <- (1 - tau) t + tau s for each pair"""
+    def polyak(self, targets: Sequence[Variable], sources: Sequence[Variable], tau: float | Tensor) -> None:
+        """polyak(targets, sources, tau): in place t <- (1 - tau) t + tau s for each pair; tau is a
+        float or a 0-d float32 tensor (traced code: a fused loop's per-step tau); tau 0 leaves t
+        exactly as it is and tau 1 copies s exactly"""
 
 
 def _op_methods() -> dict[str, Callable]:
@@ -262,6 +267,28 @@ class TrainStep(abc.ABC):
     @abc.abstractmethod
     def _fused_step(self, *inputs: Any) -> tuple[Any, ...]:
         """The whole update in one call (compiled as one unit in static mode where possible)."""
+
+    def inline(self, *inputs: Any) -> tuple[Any, ...]:
+        """The fused update as plain traceable code, for the body of :meth:`Backend.fused_loop`.
+
+        Same math as a call without a gradient hook (forward, backward, clipping, optimizer
+        update; the learning rate is read from the step's current value *inside* the program,
+        so a schedule never retraces it) and returns ``(loss, *aux)``. It is not compiled by
+        itself: the loop that traces it compiles it. Outside a loop body call the step itself.
+        This default runs the fused step (right for the Python loop of eager mode); a backend
+        whose :meth:`Backend.fused_loop` compiles overrides it with the uncompiled step.
+        """
+        return self._fused_step(*inputs)
+
+    @property
+    def trace_count(self) -> int | None:
+        """How many programs static mode has traced/compiled for this step so far (all its
+        parts together), or None where nothing is compiled (eager mode).
+
+        A step compiles once per distinct input shape; changing the learning rate (a schedule)
+        never adds one. Tests assert this count.
+        """
+        return None
 
     @abc.abstractmethod
     def compute_gradients(self, *inputs: Any) -> tuple[tuple[Any, ...], np.ndarray]:
@@ -424,6 +451,32 @@ class Backend(abc.ABC):
         depend on, or a non-trainable one, gets a zero gradient.
         """
 
+    @property
+    def fuses_loops(self) -> bool:
+        """Whether :meth:`fused_loop` runs a whole loop as one compiled program (static mode of
+        a backend that can). Agents fuse their update rounds only where this is True: in eager
+        mode a loop of single steps is what runs anyway."""
+        return False
+
+    def fused_loop(self, body: Callable[..., Sequence[Any]]) -> "FusedLoop":
+        """Make a loop that runs ``body`` once per step, in order, as one program where it can.
+
+        ``loop(per_step, constants)`` runs, for ``k`` in ``0 .. K-1`` (``K`` the leading
+        dimension of every ``per_step`` tensor)::
+
+            outputs_k = body(*(x[k] for x in per_step), *constants)
+
+        and returns the outputs stacked along a new leading axis (a tuple of ``[K, ...]``
+        tensors, detached). ``body`` changes variables through :meth:`TrainStep.inline` and the
+        ``assign``/``polyak`` ops, so step ``k + 1`` sees step ``k``'s updates, exactly as ``K``
+        separate calls would. ``body`` must return a tuple of tensors of fixed shapes.
+
+        In static mode a backend compiles the whole loop (one program per distinct input
+        shape; :attr:`FusedLoop.trace_count`); this default runs it as a Python loop, which is
+        what eager mode does.
+        """
+        return PythonLoop(self, body)
+
     def set_num_threads(self, num_threads: int) -> None:
         """Limit the framework's CPU threads (per process). Small RL networks on CPU usually run
         fastest on one thread; the default implementation does nothing."""
@@ -431,3 +484,47 @@ class Backend(abc.ABC):
     def describe(self) -> str:
         """A one-line description: name, mode, device."""
         return f"{self.name} ({self.mode}, {self.device})"
+
+
+class FusedLoop(Protocol):
+    """What :meth:`Backend.fused_loop` returns: ``loop(per_step, constants) -> stacked outputs``."""
+
+    def __call__(self, per_step: Sequence[Any], constants: Sequence[Any] = ()) -> tuple[Any, ...]:
+        """Run the body once per leading index of ``per_step``; outputs stacked ``[K, ...]``."""
+        ...
+
+    @property
+    def trace_count(self) -> int | None:
+        """Programs traced/compiled so far (one per distinct input shape), None when not compiled."""
+        ...
+
+
+class PythonLoop:
+    """The default :meth:`Backend.fused_loop`: a plain Python loop over the body (eager).
+
+    Args:
+        backend: the backend whose ops stack the outputs.
+        body: the loop body (see :meth:`Backend.fused_loop`).
+    """
+
+    def __init__(self, backend: Backend, body: Callable[..., Sequence[Any]]):
+        self.backend = backend
+        self.body = body
+
+    def __call__(self, per_step: Sequence[Any], constants: Sequence[Any] = ()) -> tuple[Any, ...]:
+        """Run ``body`` for every leading index of ``per_step`` and stack its outputs."""
+        per_step, constants = list(per_step), list(constants)
+        if not per_step:
+            raise ValueError("fused_loop needs at least one per-step tensor (its leading dimension is K).")
+        steps = int(per_step[0].shape[0])
+        outputs: list[Sequence[Any]] = [tuple(self.body(*(x[k] for x in per_step), *constants)) for k in range(steps)]
+        if not outputs:
+            return ()
+        stack = self.backend.ops.stack
+        stop = self.backend.ops.stop_gradient
+        return tuple(stack([stop(out[i]) for out in outputs], axis=0) for i in range(len(outputs[0])))
+
+    @property
+    def trace_count(self) -> int | None:
+        """Nothing is compiled: None."""
+        return None

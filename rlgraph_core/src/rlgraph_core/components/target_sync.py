@@ -46,3 +46,12 @@ class TargetSync(Component):
         if pairs is not None:
             self.ops.polyak(*pairs, self.tau)
         return None
+
+    def sync_if(self, due):
+        """Traced form of :meth:`sync` for a fused update loop: sync where ``due`` (a 0-d float32
+        tensor, 1 or 0) is 1, leave the target exactly as it is where it is 0 (no Python branch
+        on a tensor)."""
+        pairs = self._pairs()
+        if pairs is not None:
+            self.ops.polyak(*pairs, due * self.tau)
+        return None

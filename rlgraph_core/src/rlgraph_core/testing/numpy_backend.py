@@ -110,6 +110,11 @@ class NumpyOps:
         return np.take_along_axis(np.asarray(x), idx[..., None], axis=-1)[..., 0]
 
     @staticmethod
+    def take(x, indices):
+        """Rows ``x[indices]`` along axis 0."""
+        return np.asarray(x)[np.asarray(indices).astype(np.int64)]
+
+    @staticmethod
     def one_hot(idx, depth):
         """float32 one-hot vectors of length ``depth``."""
         return np.eye(int(depth), dtype=np.float32)[np.asarray(idx).astype(np.int64)]
@@ -231,7 +236,7 @@ class NumpyOps:
     @staticmethod
     def polyak(targets, sources, tau):
         """In place ``t <- (1 - tau) t + tau s`` for each pair (a plain copy when ``tau >= 1``)."""
-        tau = float(tau)
+        tau = float(np.asarray(tau))
         for t, s in zip(targets, sources):
             if tau >= 1.0:
                 np.copyto(t, s)
