@@ -186,6 +186,26 @@ def test_ppo_reaches_475_on_cartpole_with_two_ranks(tmp_path):
     assert summary["target_reached"] and summary["eval_return_mean"] >= 475.0, summary
 
 
+@pytest.mark.learning
+def test_dqn_reaches_475_on_cartpole_with_two_ranks(tmp_path):
+    """The shipped DQN config (128 gradient steps every 256 env steps, counted over both ranks):
+    each round's 128 allreduces average the two ranks' replay batches."""
+    out = tmp_path / "dqn475"
+    cmd = rlgraph_train(
+        str(CONFIGS / "dqn_cartpole.yaml"),
+        "--executor",
+        "horovod",
+        "--out",
+        str(out),
+        "--set",
+        "train.total_timesteps=60000",
+    )
+    proc = run_horovod(*cmd, timeout=480)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    summary = _summary(out)
+    assert summary["target_reached"] and summary["eval_return_mean"] >= 475.0, summary
+
+
 def test_env_error_on_rank1_ends_the_run_with_rank0_checkpoint(tmp_path):
     """Rank 1's simulator crashes: its process ends, rank 0's next collective fails (Horovod
     reports the lost rank) and rank 0 records the error and writes its final checkpoint."""
