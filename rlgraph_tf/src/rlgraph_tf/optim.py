@@ -277,7 +277,8 @@ class CompiledFunction:
         return out
 
     def experimental_get_tracing_count(self) -> int:
-        """How many concrete graphs the underlying ``tf.function`` has traced."""
+        """How many concrete graphs the underlying ``tf.function`` has traced (after an XLA
+        fallback: the plain graph's, the program in use)."""
         return self._fn.experimental_get_tracing_count()
 
 
@@ -362,6 +363,37 @@ class TFTrainStep(TrainStep):
         outputs, grads = self._loss_and_grads(inputs)
         self._update(grads)
         return tuple(None if o is None else tf.stop_gradient(o) for o in outputs)
+
+    def _traceable_step(self, *inputs):
+        """The whole update as plain ops (no ``tf.function`` of its own): for a loop body."""
+        outputs, grads = self._loss_and_grads(inputs)
+        self._clip_and_apply(grads)
+        return tuple(None if o is None else tf.stop_gradient(o) for o in outputs)
+
+    def inline(self, *inputs):
+        """The fused update for the body of a fused loop (:meth:`TFBackend.fused_loop`).
+
+        While a loop is being traced this adds the step's ops (forward, backward, clipping,
+        optimizer update on the ``tf.Variable`` s, the learning rate read from the optimizer's
+        variable) to the loop's program, which compiles them with the rest of the body. Called
+        eagerly (eager mode, or outside a loop) it is the step itself. A gradient hook is not
+        run here: it is numpy code and cannot be traced (the contract's inline is the step
+        without a hook).
+        """
+        if tf.executing_eagerly():
+            return self._fused_step(*inputs)
+        return self._traceable_step(*inputs)
+
+    @property
+    def trace_count(self) -> int | None:
+        """Graphs traced so far for this step's compiled parts (fused step, gradient half, update
+        half) in static mode; None in eager mode. The learning rate is a variable, so changing
+        it never adds one; a new input shape adds at most one per part (``reduce_retracing``
+        generalises the second shape's signature)."""
+        if not self.compiled:
+            return None
+        parts = [self._step, self._compute, *self._apply_fns.values()]
+        return sum(int(fn.experimental_get_tracing_count()) for fn in parts)
 
     def _fused_step(self, *inputs):
         if self._device is not None and not self.compiled:
