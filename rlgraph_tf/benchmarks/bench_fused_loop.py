@@ -12,7 +12,7 @@ Variants, each timed on the same inputs in one process, interleaved and repeated
 step, XLA), ``loop-xla`` and ``loop-plain`` (one call of a fused loop whose body takes the
 minibatch rows from constants with per-step index rows and calls ``train_step.inline``; DQN's
 body also calls ``target_sync.sync_if``). Single-step inputs are converted to tensors before
-timing. Run from the repository root::
+timing. Wall-clock and process CPU time (steadier on a shared machine) are reported. Run from the repository root::
 
     OMP_NUM_THREADS=1 python rlgraph_tf/benchmarks/bench_fused_loop.py --repeats 5
 """
@@ -136,16 +136,19 @@ def main():
         for fn in runs.values():  # warm-up: traces and XLA compiles outside the timing
             fn()
         print(f"{algo}: warm-up (traces, compiles) {time.perf_counter() - t0:.1f} s")
-        times: dict[str, list[float]] = {name: [] for name in runs}
+        wall: dict[str, list[float]] = {name: [] for name in runs}
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(args.repeats):
             for name, fn in runs.items():
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 for _ in range(args.rounds):
                     fn()
-                times[name].append((time.perf_counter() - start) / (args.rounds * k) * 1e6)
-        for name, ts in times.items():
+                wall[name].append((time.perf_counter() - start) / (args.rounds * k) * 1e6)
+                cpu[name].append((time.process_time() - start_cpu) / (args.rounds * k) * 1e6)
+        for name, ts in wall.items():
             print(
-                f"  {algo} {name:10s} {statistics.median(ts):8.0f} us/step  (runs: {', '.join(f'{t:.0f}' for t in ts)})"
+                f"  {algo} {name:10s} {statistics.median(ts):8.0f} us/step wall, "
+                f"{statistics.median(cpu[name]):8.0f} us/step cpu  (wall runs: {', '.join(f'{t:.0f}' for t in ts)})"
             )
 
 
