@@ -181,14 +181,21 @@ MAX_CONCRETE = 32
 
 
 def _signature_key(args) -> tuple | None:
-    """``((dtype, shape), ...)`` of eager tensor arguments; None if any argument is not one."""
+    """``((dtype, shape), ...)`` of eager tensor arguments; None if any argument is not one.
+
+    An argument may also be a list of tensors and Nones (the gradients of an update, None for
+    a variable the loss does not reach): its key is the tuple of its entries' keys.
+    """
     if not tf.executing_eagerly():
         return None
-    key = []
+    key: list = []
     for a in args:
-        if not isinstance(a, tf.Tensor):
+        if isinstance(a, tf.Tensor):
+            key.append((a.dtype, tuple(a.shape)))
+        elif isinstance(a, list) and all(g is None or isinstance(g, tf.Tensor) for g in a):
+            key.append(("list", tuple(None if g is None else (g.dtype, tuple(g.shape)) for g in a)))
+        else:
             return None
-        key.append((a.dtype, tuple(a.shape)))
     return tuple(key)
 
 
@@ -337,8 +344,10 @@ class TFTrainStep(TrainStep):
             # Eager mode runs the loss and its gradients define-by-run (the user's code, debuggable
             # line by line). Clipping and the optimizer update are backend internals: like torch's
             # fused ``foreach`` optimizer kernels they run as one small graph instead of ~10 eager
-            # ops per variable, traced once (the gradients' shapes never change).
-            self._update = tf.function(self._clip_and_apply)
+            # ops per variable, traced once (the gradients' shapes never change). Dispatched
+            # through CompiledFunction's concrete-function cache: PPO's update, 1.4 ms with
+            # tf.function's general dispatch, 0.85 ms so (loaded machine).
+            self._update = CompiledFunction(self._clip_and_apply, False, "gradient update")
             self._step = self._eager_step
             self._compute = self._flat_loss_and_grads
 
@@ -440,7 +449,7 @@ class TFTrainStep(TrainStep):
             if self.compiled:
                 fn = CompiledFunction(apply_flat, self._jit_compile, "gradient update", self._device)
             else:
-                fn = tf.function(apply_flat)
+                fn = CompiledFunction(apply_flat, False, "gradient update")
             self._apply_fns[reached] = fn
         return fn
 
