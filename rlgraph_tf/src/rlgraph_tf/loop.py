@@ -7,6 +7,14 @@ program: a ``tf.function`` whose ``tf.while_loop`` runs the body once per step, 
 every output in a ``tf.TensorArray``, returned stacked ``[K, ...]``. The program is compiled with
 XLA where XLA accepts it and otherwise runs as a plain graph (:class:`CompiledFunction`'s
 fallback, with a ``RuntimeWarning``).
+
+XLA is the default (``TFBackend(jit_compile=True)``) because it was the faster program on both
+representative workloads, measured with ``rlgraph_tf/benchmarks/bench_fused_loop.py`` (one CPU
+thread, shared and heavily loaded machine, process CPU time per gradient step, median of 5):
+PPO CartPole round (two 64-64 tanh trunks, minibatch 256, 20 steps, Adam, clip 0.5): XLA loop
+390 us, plain-graph loop 1030 us (static single step 1275 us, eager 14900 us); DQN CartPole round
+(256-256 relu, batch 64, double-Q Huber, 128 steps, hard target copy): XLA loop 900 us,
+plain-graph loop 1520 us (static single step 2300 us, eager 15600 us).
 """
 
 from __future__ import annotations
