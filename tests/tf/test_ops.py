@@ -81,6 +81,16 @@ CASES = {
             (X3, np.array([[0, 1, 2, 0], [2, 2, 1, 0]])),
             np.take_along_axis(X3, np.array([[0, 1, 2, 0], [2, 2, 1, 0]])[..., None], -1)[..., 0],
         ),
+        (  # -inf entries (masked logits) neither leak into other rows nor turn into nan
+            lambda o, x, i: o.gather_last(x, i),
+            (np.array([[0.0, -np.inf, 1.0], [-np.inf, 2.0, 3.0]], np.float32), np.array([1, 1], np.int64)),
+            np.array([-np.inf, 2.0], np.float32),
+        ),
+    ],
+    "take": [
+        (lambda o, x, i: o.take(x, i), (X, np.array([4, 0, 0, 2], np.int64)), X[[4, 0, 0, 2]]),
+        (lambda o, x, i: o.take(x, i), (X3, np.array([1], np.int64)), X3[[1]]),
+        (lambda o, x, i: o.take(x, i), (IDX, np.array([2, 1], np.int64)), IDX[[2, 1]]),
     ],
     "one_hot": [(lambda o, i: o.one_hot(i, 3), (IDX,), np.eye(3, dtype=np.float32)[IDX])],
     "where": [
@@ -195,6 +205,20 @@ def test_polyak(backend, tau):
     np.testing.assert_allclose(backend.to_numpy(targets[0]), exp0, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(backend.to_numpy(targets[1]), exp1, rtol=RTOL, atol=ATOL)
     np.testing.assert_array_equal(backend.to_numpy(sources[0]), Y)
+
+
+def test_polyak_with_a_tensor_tau(backend):
+    """A 0-d tensor tau (a fused loop's per-step tau): 0 keeps, 1 copies (both exactly), 0.3 mixes."""
+    targets = [backend.variable("t0", X.copy()), backend.variable("t1", B.copy())]
+    sources = [backend.variable("s0", Y.copy()), backend.variable("s1", -B)]
+    fn = backend.function(lambda tau: backend.ops.polyak(targets, sources, tau))
+    fn(backend.to_tensor(np.float32(0.0)))
+    np.testing.assert_array_equal(backend.to_numpy(targets[0]), X)
+    fn(backend.to_tensor(np.float32(0.3)))
+    np.testing.assert_allclose(backend.to_numpy(targets[0]), X + 0.3 * (Y - X), rtol=RTOL, atol=ATOL)
+    fn(backend.to_tensor(np.float32(1.0)))
+    np.testing.assert_array_equal(backend.to_numpy(targets[0]), Y)
+    np.testing.assert_array_equal(backend.to_numpy(targets[1]), -B)
 
 
 def test_stop_gradient_and_huber_gradients(backend):

@@ -9,8 +9,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from rlgraph_core.backend import Backend
+from rlgraph_core.backend import Backend, FusedLoop
 from rlgraph_core.errors import ConfigError
+from rlgraph_tf.loop import TFFusedLoop
 from rlgraph_tf.ops import TFOps
 from rlgraph_tf.optim import CompiledFunction, TFTrainStep
 
@@ -185,6 +186,19 @@ class TFBackend(Backend):
                 device=self._tf_device,
                 pin_device=self._pin,
             )
+
+    @property
+    def fuses_loops(self) -> bool:
+        """True in static mode: :meth:`fused_loop` runs a whole update round as one program."""
+        return self.mode == "static"
+
+    def fused_loop(self, body: Callable[..., Sequence[Any]]) -> FusedLoop:
+        """Static mode: a :class:`~rlgraph_tf.loop.TFFusedLoop` (one ``tf.function`` with a
+        ``tf.while_loop`` per input signature, XLA when :attr:`jit_compile` and it compiles).
+        Eager mode: the contract's Python loop."""
+        if self.mode != "static":
+            return super().fused_loop(body)
+        return TFFusedLoop(body, jit_compile=self.jit_compile, device=self._tf_device if self._pin else None)
 
     def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
         """``(loss, [gradient per variable])`` as numpy; traced with ``tf.function`` in static mode.
