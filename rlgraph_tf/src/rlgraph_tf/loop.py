@@ -9,7 +9,7 @@ XLA where XLA accepts it and otherwise runs as a plain graph (:class:`CompiledFu
 fallback, with a ``RuntimeWarning``).
 
 XLA is the default (``TFBackend(jit_compile=True)``) because it was the faster program on both
-representative workloads, measured with ``rlgraph_tf/benchmarks/bench_fused_loop.py`` (one CPU
+representative workloads, measured with ``benchmarks/bench_tf_fused_loop.py`` (one CPU
 thread, shared and heavily loaded machine, process CPU time per gradient step, median of 5):
 PPO CartPole round (two 64-64 tanh trunks, minibatch 256, 20 steps, Adam, clip 0.5): XLA loop
 390 us, plain-graph loop 1030 us (static single step 1275 us, eager 14900 us); DQN CartPole round

@@ -14,7 +14,7 @@ minibatch rows from constants with per-step index rows and calls ``train_step.in
 body also calls ``target_sync.sync_if``). Single-step inputs are converted to tensors before
 timing. Wall-clock and process CPU time (steadier on a shared machine) are reported. Run from the repository root::
 
-    OMP_NUM_THREADS=1 python rlgraph_tf/benchmarks/bench_fused_loop.py --repeats 5
+    OMP_NUM_THREADS=1 python benchmarks/bench_tf_fused_loop.py --repeats 5
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from rlgraph_core.config.run import apply_overrides, load_config_file, validate_
 from rlgraph_core.spaces import Discrete, FloatBox
 from rlgraph_tf.loop import TFFusedLoop
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def build(algo: str, mode: str):
