@@ -116,7 +116,7 @@ class _ClockHooks:
 
 def run_rlgraph(spec: AlgoSpec, backend: str, mode: str, seed: int, budget: int, clock: RunClock) -> RunResult:
     """One run of the real LocalExecutor on ``spec``'s config (loggers, progress bar and periodic
-    checkpoints off; metric rows at every evaluation)."""
+    checkpoints off; a metrics row every quarter of the evaluation interval)."""
     base = load(spec)
     overrides = [
         f"train.backend={backend}",
@@ -126,7 +126,8 @@ def run_rlgraph(spec: AlgoSpec, backend: str, mode: str, seed: int, budget: int,
         f"train.seed={seed}",
         f"train.total_timesteps={budget}",
         f"train.target_return={spec.threshold}",
-        f"train.log_interval={base.train.eval_interval}",
+        # rows at every evaluation and 3 in between: the time cap is checked at each row
+        f"train.log_interval={max(1, base.train.eval_interval // 4)}",
         f"train.checkpoint_interval={10**12}",
         "train.loggers=[]",
         "train.progress_bar=false",
@@ -541,6 +542,28 @@ def set_threads() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
+def timed_run(algo: str, impl: str, seed: int, budget: int, time_cap: float) -> tuple[RunResult, float]:
+    """:func:`run_one` and its wall-clock seconds (the unit of work of a ``--jobs`` worker)."""
+    t0 = time.perf_counter()
+    return run_one(algo, impl, seed, budget, time_cap), time.perf_counter() - t0
+
+
+def report(job: tuple[str, str, int], r: RunResult, wall: float) -> None:
+    """The progress line of one finished run."""
+    algo, impl, seed = job
+    if r.error:
+        status = f"FAILED ({r.error})"
+    elif r.solved:
+        status = f"solved at {r.steps_to_solve} steps, {r.s_to_solve:.1f} s"
+    else:
+        status = f"not solved in {r.steps} steps{' (cut by time cap)' if r.cut else ''}"
+    print(
+        f"  seed {seed} {algo} {label(impl)}: {r.steps_per_s:.0f} env steps/s, "
+        f"{r.updates_per_s:.0f} updates/s, {status} [{wall:.0f} s wall]",
+        flush=True,
+    )
+
+
 def main() -> None:
     """Parse flags, run every (seed, algorithm, implementation) interleaved, print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -554,6 +577,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--time-cap", type=float, default=None, help="wall-clock cap (s) of one run (default 300; 90 with --quick)"
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time, each in its own 1-thread process (default 1; 2 halves the wall time on 2 idle cores)",
     )
     parser.add_argument("--quick", action="store_true", help="short budgets, one seed: a smoke test of every path")
     args = parser.parse_args()
@@ -595,33 +624,34 @@ def main() -> None:
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
         f"{', '.join(versions)}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-        f"1 thread; seeds {seeds}; time cap {time_cap:.0f} s per run"
+        f"1 thread; seeds {seeds}; time cap {time_cap:.0f} s per run; {args.jobs} run(s) at a time"
     )
     print("1-thread float32 torch matmul now: " + "; ".join(f"{a} net {mm[a].describe()}" for a in algos))
 
+    # seeds outer, implementations in turns within a seed (the order rotating per seed)
+    jobs = [
+        (algo, impl, seed)
+        for k, seed in enumerate(seeds)
+        for algo in algos
+        for impl in impls[k % len(impls) :] + impls[: k % len(impls)]
+    ]
     results: dict[tuple[str, str, int], RunResult] = {}
     t_start = time.perf_counter()
-    for k, seed in enumerate(seeds):
-        for algo in algos:
-            order = impls[k % len(impls) :] + impls[: k % len(impls)]
-            for impl in order:
-                t0 = time.perf_counter()
-                r = run_one(algo, impl, seed, budgets[algo], time_cap)
-                results[(algo, impl, seed)] = r
-                status = (
-                    f"FAILED ({r.error})"
-                    if r.error
-                    else (
-                        f"solved at {r.steps_to_solve} steps, {r.s_to_solve:.1f} s"
-                        if r.solved
-                        else f"not solved in {r.steps} steps{' (cut by time cap)' if r.cut else ''}"
-                    )
-                )
-                print(
-                    f"  seed {seed} {algo} {label(impl)}: {r.steps_per_s:.0f} env steps/s, "
-                    f"{r.updates_per_s:.0f} updates/s, {status} [{time.perf_counter() - t0:.0f} s wall]",
-                    flush=True,
-                )
+    if args.jobs == 1:
+        for job in jobs:
+            t0 = time.perf_counter()
+            results[job] = run_one(*job, budgets[job[0]], time_cap)
+            report(job, results[job], time.perf_counter() - t0)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx, initializer=set_threads) as pool:
+            futures = {pool.submit(timed_run, *job, budgets[job[0]], time_cap): job for job in jobs}
+            for future in as_completed(futures):
+                results[futures[future]], wall = future.result()
+                report(futures[future], results[futures[future]], wall)
     print(f"\ntotal wall time {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
     for algo in algos:
         print_algo(algo, impls, results, seeds, budgets[algo], mm[algo])
