@@ -52,6 +52,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import roofline
+from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
 from rlgraph_core.assemble import make_agent
 from rlgraph_core.envs import make_vector_env
@@ -161,7 +162,7 @@ def mlp(obs_dim: int, hidden: list[int], num_actions: int) -> nn.Sequential:
 
 def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
     """The hand-written DQN loop; yields ``(env steps, updates)`` after every env step."""
-    eps, opt = cfg.exploration, cfg.optimizer
+    eps, opt = as_schedule(cfg.exploration.epsilon), cfg.optimizer
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     envs = gym.make_vec(
@@ -181,7 +182,7 @@ def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
     global_step, last_train, updates = 0, 0, 0
     while True:
         # epsilon-greedy: the network runs only if some env acts greedily
-        epsilon = eps.start + min(global_step / eps.steps, 1.0) * (eps.end - eps.start)
+        epsilon = eps(global_step)
         actions = rng.integers(0, num_actions, envs.num_envs)
         explore = rng.random(envs.num_envs) < epsilon
         if not explore.all():

@@ -358,6 +358,10 @@ def run_sb3(algo: str, spec: AlgoSpec, seed: int, budget: int, clock: RunClock) 
         def _on_training_start(self) -> None:
             clock.start()
 
+        def _on_training_end(self) -> None:
+            if clock.solved_at is None:  # the end point, after SB3's last train() call
+                clock.note(self.model.num_timesteps, self.model._n_updates * per_update)
+
         def _on_rollout_start(self) -> None:
             if algo != "dqn":
                 self._maybe_eval()
@@ -412,7 +416,7 @@ def run_one(algo: str, impl: str, seed: int, budget: int, time_cap: float) -> Ru
     except Exception as exc:  # keep the other runs going; the table says which failed
         traceback.print_exc()
         nan = float("nan")
-        return RunResult(0, 0, nan, nan, nan, False, None, None, error=f"{type(exc).__name__}: {exc}")
+        return RunResult(0, 0, nan, nan, nan, nan, False, None, None, error=f"{type(exc).__name__}: {exc}")
 
 
 def shapes(algo: str) -> dict:
@@ -470,11 +474,11 @@ def print_algo(algo: str, impls: list[str], results: dict, seeds: list[int], bud
     print()
     print(describe(algo, budget))
     print(
-        f"| implementation | env steps/s | updates/s | solved | steps to {ALGOS[algo].threshold:g} "
-        f"| s to {ALGOS[algo].threshold:g} | env steps/s vs {base} | updates/s vs {base} "
+        f"| implementation | env steps/s | updates/s | env steps/CPU-s | solved | steps to {ALGOS[algo].threshold:g} "
+        f"| s to {ALGOS[algo].threshold:g} | env steps/s vs {base} | updates/s vs {base} | per CPU-s vs {base} "
         f"| steps to solve vs {base} | s to solve vs {base} |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def ratios(impl: str, key: str) -> float | None:
         out = []
@@ -495,11 +499,13 @@ def print_algo(algo: str, impls: list[str], results: dict, seeds: list[int], bud
         cols = [
             _fmt(sps),
             _fmt(ups),
+            _fmt(_med([r.steps_per_cpu_s for r in runs])),
             f"{len(solved)}/{len(runs)}" + (f" ({len(errors)} failed)" if errors else ""),
             _fmt(_med([r.steps_to_solve for r in solved])),
             _fmt(_med([r.s_to_solve for r in solved]), ".1f"),
             _fmt(ratios(impl, "steps_per_s"), ".2f"),
             _fmt(ratios(impl, "updates_per_s"), ".2f"),
+            _fmt(ratios(impl, "steps_per_cpu_s"), ".2f"),
             _fmt(ratios(impl, "steps_to_solve"), ".2f"),
             _fmt(ratios(impl, "s_to_solve"), ".2f"),
         ]
@@ -559,7 +565,7 @@ def report(job: tuple[str, str, int], r: RunResult, wall: float) -> None:
         status = f"not solved in {r.steps} steps{' (cut by time cap)' if r.cut else ''}"
     print(
         f"  seed {seed} {algo} {label(impl)}: {r.steps_per_s:.0f} env steps/s, "
-        f"{r.updates_per_s:.0f} updates/s, {status} [{wall:.0f} s wall]",
+        f"{r.updates_per_s:.0f} updates/s, {r.steps_per_cpu_s:.0f} env steps/CPU-s, {status} [{wall:.0f} s wall]",
         flush=True,
     )
 
@@ -657,7 +663,8 @@ def main() -> None:
         print_algo(algo, impls, results, seeds, budgets[algo], mm[algo])
     print(
         "\nenv steps/s and updates/s: training rate from the first evaluation to the end of the run "
-        "(evaluations excluded), median over seeds; steps / s to solve: first evaluation at or above "
+        "(evaluations excluded), median over seeds; env steps/CPU-s: the same per CPU-second of the "
+        "process running it; steps / s to solve: first evaluation at or above "
         "the threshold, training seconds (evaluations and model construction excluded, compilation "
         "included), median over solved seeds; ratios: median over seeds of the per-seed ratio."
     )

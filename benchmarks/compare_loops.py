@@ -43,6 +43,8 @@ class RunResult:
     ``train_s`` is wall-clock training time (evaluations excluded, agent/model construction
     excluded, compilation included); the throughput rates cover the window from the first
     evaluation to the end of the run (the whole run when it ended at the first evaluation).
+    ``steps_per_cpu_s`` divides by this process's CPU time in that window instead (less
+    disturbed by other processes competing for the cores).
     """
 
     steps: int
@@ -50,6 +52,7 @@ class RunResult:
     train_s: float
     steps_per_s: float
     updates_per_s: float
+    steps_per_cpu_s: float
     solved: bool
     steps_to_solve: int | None
     s_to_solve: float | None
@@ -66,22 +69,30 @@ class RunClock:
         self.time_cap = time_cap
         self.next_eval = eval_interval
         self.t0: float | None = None
-        self.eval_wall = 0.0
-        #: (env steps, updates, training seconds) at the start of every evaluation
-        self.marks: list[tuple[int, int, float]] = []
-        self.last: tuple[int, int, float] = (0, 0, 0.0)
+        self.cpu0 = 0.0
+        self.eval_wall = self.eval_cpu = 0.0
+        #: (env steps, updates, training seconds, training CPU seconds) at the start of every evaluation
+        self.marks: list[tuple[int, int, float, float]] = []
+        self.last: tuple[int, int, float, float] = (0, 0, 0.0, 0.0)
         self.solved_at: tuple[int, float] | None = None
         self.cut = False
-        self._eval_started = 0.0
+        self._eval_started = self._eval_cpu_started = 0.0
 
     def start(self) -> None:
         """Training starts now (after the model / agent is built)."""
-        self.t0 = time.perf_counter()
+        self.t0, self.cpu0 = time.perf_counter(), time.process_time()
 
     def train_seconds(self) -> float:
         """Wall-clock seconds since :meth:`start`, evaluations excluded."""
         assert self.t0 is not None, "RunClock.start() was not called"
         return time.perf_counter() - self.t0 - self.eval_wall
+
+    def train_cpu_seconds(self) -> float:
+        """CPU seconds of this process since :meth:`start`, evaluations excluded."""
+        return time.process_time() - self.cpu0 - self.eval_cpu
+
+    def _mark(self, steps: int, updates: int) -> tuple[int, int, float, float]:
+        return (steps, updates, self.train_seconds(), self.train_cpu_seconds())
 
     def over_time(self) -> bool:
         """Whether the run has exceeded its wall-clock cap (evaluations included); marks it cut."""
@@ -95,15 +106,16 @@ class RunClock:
 
     def begin_eval(self, steps: int, updates: int) -> None:
         """An evaluation starts now; records the mark and advances the cadence."""
-        self.marks.append((steps, updates, self.train_seconds()))
+        self.marks.append(self._mark(steps, updates))
         self.last = self.marks[-1]
         while self.next_eval <= steps:
             self.next_eval += self.eval_interval
-        self._eval_started = time.perf_counter()
+        self._eval_started, self._eval_cpu_started = time.perf_counter(), time.process_time()
 
     def end_eval(self, mean_return: float) -> bool:
         """The evaluation begun last returned ``mean_return``; True when the threshold is reached."""
         self.eval_wall += time.perf_counter() - self._eval_started
+        self.eval_cpu += time.process_time() - self._eval_cpu_started
         if self.solved_at is None and mean_return >= self.threshold:
             self.solved_at = (self.last[0], self.last[2])
         return self.solved_at is not None
@@ -116,15 +128,14 @@ class RunClock:
 
     def note(self, steps: int, updates: int) -> None:
         """Record the latest (env steps, updates) without evaluating (the run's end point)."""
-        self.last = (steps, updates, self.train_seconds())
+        self.last = self._mark(steps, updates)
 
     def result(self) -> RunResult:
         """The run's numbers (call when it has ended)."""
-        steps, updates, train_s = self.last
+        steps, updates, train_s, cpu_s = self.last
         if self.solved_at is not None:  # the run ends at the solving evaluation
-            steps, train_s = self.solved_at
-            updates = next(u for s, u, _ in self.marks if s == steps)
-        s0, u0, t0 = self.marks[0] if self.marks and self.marks[0][0] < steps else (0, 0, 0.0)
+            steps, updates, train_s, cpu_s = next(m for m in self.marks if m[0] == self.solved_at[0])
+        s0, u0, t0, c0 = self.marks[0] if self.marks and self.marks[0][0] < steps else (0, 0, 0.0, 0.0)
         span = max(train_s - t0, 1e-9)
         return RunResult(
             steps=steps,
@@ -132,6 +143,7 @@ class RunClock:
             train_s=train_s,
             steps_per_s=(steps - s0) / span,
             updates_per_s=(updates - u0) / span,
+            steps_per_cpu_s=(steps - s0) / max(cpu_s - c0, 1e-9),
             solved=self.solved_at is not None,
             steps_to_solve=None if self.solved_at is None else self.solved_at[0],
             s_to_solve=None if self.solved_at is None else self.solved_at[1],
