@@ -157,7 +157,9 @@ def run_rlgraph(spec: AlgoSpec, backend: str, mode: str, seed: int, budget: int,
     RunRecorder.finish = finish  # type: ignore[method-assign]
     out_dir = tempfile.mkdtemp(prefix="bench_compare_")
     try:
-        train(config, out_dir, plugin_manager=pm)
+        summary = train(config, out_dir, plugin_manager=pm)
+        if summary["ended_by"] in ("sigint", "sigterm"):  # the executor turned the signal into a clean stop
+            raise KeyboardInterrupt(f"rlgraph run stopped by {summary['ended_by']}")
     except RunFailed as exc:
         if not isinstance(exc.__cause__, _Cut):
             raise
