@@ -51,6 +51,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import roofline
+from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
 from rlgraph_core.assemble import make_agent
 from rlgraph_core.envs import make_vector_env
@@ -160,7 +162,7 @@ def mlp(obs_dim: int, hidden: list[int], num_actions: int) -> nn.Sequential:
 
 def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
     """The hand-written DQN loop; yields ``(env steps, updates)`` after every env step."""
-    eps, opt = cfg.exploration, cfg.optimizer
+    eps, opt = as_schedule(cfg.exploration.epsilon), cfg.optimizer
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     envs = gym.make_vec(
@@ -180,7 +182,7 @@ def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
     global_step, last_train, updates = 0, 0, 0
     while True:
         # epsilon-greedy: the network runs only if some env acts greedily
-        epsilon = eps.start + min(global_step / eps.steps, 1.0) * (eps.end - eps.start)
+        epsilon = eps(global_step)
         actions = rng.integers(0, num_actions, envs.num_envs)
         explore = rng.random(envs.num_envs) < epsilon
         if not explore.all():
@@ -321,8 +323,9 @@ def describe(name: str, steps: int) -> str:
     )
 
 
-def print_table(title: str, results: dict[str, list[Rates]]) -> None:
-    """Medians per implementation, with ratios to the hand-written loop (the first entry)."""
+def print_table(title: str, results: dict[str, list[Rates]], roof: tuple[int, object] | None = None) -> None:
+    """Medians per implementation, with ratios to the hand-written loop (the first entry);
+    with ``roof = (FLOPs per update, roofline.MatmulRate)`` a roofline line per implementation."""
     median = {impl: [statistics.median(run[i] for run in runs) for i in range(3)] for impl, runs in results.items()}
     base = next(iter(median.values()))
     print(title)
@@ -333,6 +336,8 @@ def print_table(title: str, results: dict[str, list[Rates]]) -> None:
     for impl, (sps, ups, cps) in median.items():
         runs = ", ".join(f"{run[0]:.0f}" for run in results[impl])
         print(f"  {impl:<24}{sps:>12.0f}{ups:>11.0f}{sps / base[0]:>7.2f}{cps:>13.0f}{cps / base[2]:>11.2f}   {runs}")
+    for impl, (_, ups, _) in median.items() if roof else ():
+        print(f"  {impl:<24}{roofline.roofline_line(roof[0], ups, roof[1])}")
 
 
 def main() -> None:
@@ -370,9 +375,14 @@ def main() -> None:
             for impl in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order
                 results[impl].append(impls[impl](config))
         lockstep = bench_lockstep(config, args.steps, args.seed, modes, args.chunk)
+        cfg = run_config(config, "eager", args.seed).agent
+        flops = roofline.update_flops(
+            "dqn", obs_dim=4, n_actions=2, hidden=cfg.network.hidden, batch=cfg.batch_size, double_q=cfg.double_q
+        )
+        mm = roofline.matmul_gflops([roofline.network_matmul(cfg.batch_size, cfg.network.hidden), (2048, 2048, 2048)])
         print()
         print(describe(config, args.steps))
-        print_table(f"executor: LocalExecutor runs, median of {args.repeats}", results)
+        print_table(f"executor: LocalExecutor runs, median of {args.repeats}", results, (flops, mm))
         print_table(
             f"lockstep: agent loops in turns of {args.chunk} env steps, one run",
             {impl: [r] for impl, r in lockstep.items()},

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+import roofline
 from rlgraph_core.agents.base import Agent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
 from rlgraph_core.assemble import train
@@ -428,6 +429,12 @@ def main() -> None:
         else:
             cols += ["-", "-"]
         print(f"| {label(impl)} | " + " | ".join(cols) + " |")
+    flops = roofline.update_flops("ppo", obs_dim=4, n_actions=2, hidden=[64, 64], batch=HP["batch_size"])
+    mm = roofline.matmul_gflops([roofline.network_matmul(HP["batch_size"], [64, 64]), (2048, 2048, 2048)])
+    for impl in impls:
+        if thr[impl]:  # gradient steps per env step: n_epochs x (rollout / batch) per rollout
+            ups = statistics.median(t[0] for t in thr[impl]) * HP["n_epochs"] / HP["batch_size"]
+            print(f"  {label(impl):<24} {roofline.roofline_line(flops, ups, mm)}")
     print(
         "\nthroughput: median over repeats, seed 0, evaluation off; time to solve: per seed "
         f"({', '.join(map(str, seeds))}), evaluation time excluded, build/compile included."

@@ -43,6 +43,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import roofline
 from rlgraph_core.config.run import validate_config
 from rlgraph_core.assemble import train
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
@@ -370,6 +371,12 @@ def main() -> None:
             f"| {impl:<24} | {med(impl, 0):>11.0f} | {med(impl, 1):>9.0f} | {med(impl, 0) / med(names[0], 0):>15.2f} "
             f"| {med(impl, 2):>15.0f} | {med(impl, 2) / med(names[0], 2):>15.2f} |"
         )
+    flops = roofline.update_flops(
+        "sac", obs_dim=3, act_dim=1, actor_hidden=args.hidden, critic_hidden=args.hidden, batch=256
+    )
+    mm = roofline.matmul_gflops([roofline.network_matmul(256, args.hidden), (2048, 2048, 2048)])
+    for impl in names:
+        print(f"  {impl:<24} {roofline.roofline_line(flops, med(impl, 1), mm)}")
 
 
 if __name__ == "__main__":
