@@ -147,9 +147,9 @@ class TorchBackend(Backend):
         # Static mode compiles the train steps but, unless ``compile_inference`` is set, runs
         # inference functions eagerly: a torch.compile'd call pays guard checks and the compiled
         # graph's dispatch on every call, more than the few eager ops of a small network cost.
-        # benchmarks/bench_act.py, one act call, compiled / eager (2 CPU cores, loaded, 2026-12-02):
-        # PPO 64-64 tanh, 8 obs: 491 / 207 us; DQN 256-256 relu, 1 obs: 224 / 118 us; SAC 256-256
-        # relu, 1 obs: 159 / 88 us (acting without log-probs). TF decides the other way.
+        # benchmarks/bench_act.py, one act call, compiled / eager (2 shared CPU cores, 2026-12-02):
+        # PPO 64-64 tanh, 8 obs: 179 / 102 us; DQN 256-256 relu, 1 obs: 132 / 78 us; SAC 256-256
+        # relu, 1 obs: 116 / 54 us. (The tf backend decides the other way.)
         if self.mode == "static" and self.compile_inference:
             return _with_eager_fallback(_try_compile(torch.no_grad()(fn)), no_grad_fn)
         return no_grad_fn
