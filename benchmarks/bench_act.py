@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -235,6 +236,7 @@ def measure(algo: str, variant: str, steps: int, block: int, seed: int) -> dict:
     finally:
         envs.close()
         recorder.eval_env.close()
+        shutil.rmtree(recorder.out_dir, ignore_errors=True)
 
 
 def run_all(algos: list[str], variants: list[str], steps: int, block: int, seed: int) -> dict:
@@ -335,6 +337,7 @@ def main() -> None:
     label = f"median of {args.repeats} alternating child run(s), {args.steps} vector steps per column"
     print_table(f"BEFORE ({args.baseline_tree}), {label}", _median_results(before))
     print_table(f"AFTER (this tree), {label}", _median_results(after))
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
