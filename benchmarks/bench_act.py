@@ -248,7 +248,7 @@ def print_table(title: str, results: dict) -> None:
     """One table per algorithm: µs per env step and overhead over the bare env step."""
     print(f"\n{title}")
     for algo, rows in results.items():
-        n = next(iter(rows.values()))["num_envs"]
+        n = int(next(iter(rows.values()))["num_envs"])
         print(f"{algo} ({n} env{'s' if n > 1 else ''}), µs per env step (median of blocks)")
         print(
             f"  {'variant':<14}" + "".join(f"{c:>10}" for c in COLUMNS) + f"{'loop/env':>10}   act fn compiled/eager µs"
