@@ -170,6 +170,29 @@ def test_insert_returns_slots_and_oversized_batch_keeps_newest():
     np.testing.assert_array_equal(stored_ids(mem), [15, 16, 12, 13, 14])
 
 
+def test_schema_matching_inserts_store_what_checked_inserts_store():
+    """Dicts of matching arrays skip the checks (the per-step path); other mappings, lists and
+    different dtypes go through them. Both must store the same records in the same slots."""
+    from types import MappingProxyType
+
+    rng = np.random.default_rng(7)
+    fast, checked = ReplayMemory(9, seed=0), ReplayMemory(9, seed=0)
+    count = 0
+    for _ in range(40):
+        n = int(rng.integers(0, 14))  # empty, wrapping and larger-than-capacity batches
+        batch = cartpole_batch(count, n)
+        np.testing.assert_array_equal(fast.insert(batch), checked.insert(MappingProxyType(batch)))
+        count += n
+        assert len(fast) == len(checked)
+        for key, value in fast.state_dict().items():
+            np.testing.assert_array_equal(value, checked.state_dict()[key], err_msg=key)
+    # values that are not arrays of the stored dtypes still convert (or fail) as before
+    with pytest.raises(ValueError, match="'actions'.*int32"):
+        fast.insert({**cartpole_batch(count, 2), "actions": np.array([1, 2], np.int32)})
+    fast.insert({**cartpole_batch(count, 2), "terminals": [True, False]})
+    np.testing.assert_array_equal(fast.state_dict()["data/terminals"][fast._next_index - 2 : fast._next_index], [1, 0])
+
+
 def test_sample_returns_consistent_records():
     mem = ReplayMemory(100, seed=3)
     mem.insert(cartpole_batch(0, 60))

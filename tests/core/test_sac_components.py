@@ -124,6 +124,7 @@ def _squashed_head(backend, action_dim=2, features=5, bounds=(-20.0, 2.0)):
     )
     spaces = {
         "sample": {"features": fbatch(features), "noise": fbatch(action_dim)},
+        "sample_actions": {"features": fbatch(features), "noise": fbatch(action_dim)},
         "deterministic": {"features": fbatch(features)},
         "log_prob_entropy": {"features": fbatch(features), "actions": fbatch(action_dim)},
     }
@@ -158,6 +159,18 @@ def test_squashed_gaussian_sample_and_log_prob(backend):
     keep = np.abs(u).max(axis=1) < 3.0  # atanh of a float32 tanh is accurate there
     logp_again, _ = test.call("log_prob_entropy", feats[keep], actions[keep])
     np.testing.assert_allclose(logp_again, logp[keep], rtol=1e-3, atol=1e-3)
+
+
+def test_sample_actions_are_the_actions_of_sample(backend):
+    """Acting skips the log-probability; the actions stay exactly those of ``sample``."""
+    test = _squashed_head(backend, bounds=(-5.0, 1.0))
+    rng = np.random.default_rng(2)
+    feats = rng.standard_normal((8, 5)).astype(np.float32)
+    noise = rng.standard_normal((8, 2)).astype(np.float32)
+    actions, _ = test.call("sample", feats, noise)
+    only = test.call("sample_actions", feats, noise)
+    assert only.shape == (8, 2)
+    np.testing.assert_array_equal(only, actions)
 
 
 def test_squashed_gaussian_log_prob_stays_finite_for_saturated_actions(backend):

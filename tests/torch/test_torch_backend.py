@@ -31,9 +31,9 @@ def fbatch(*shape, low=-np.inf, high=np.inf) -> FloatBox:
     return FloatBox(low, high, shape=shape).with_batch_rank()
 
 
-def torch_backend(mode: str = "eager") -> TorchBackend:
+def torch_backend(mode: str = "eager", compile_inference: bool = False) -> TorchBackend:
     """A CPU torch backend (CPU keeps float32 results comparable to numpy at 1e-5)."""
-    return TorchBackend(mode=mode, device="cpu", seed=0)
+    return TorchBackend(mode=mode, device="cpu", seed=0, compile_inference=compile_inference)
 
 
 def optimizer(kind: str, lr: float, max_grad_norm: float | None = None, **kw) -> dict:
@@ -283,7 +283,7 @@ def static_and_eager_qnetwork():
 
     def make(mode):
         net = QNetwork(spec, 3, dueling=True, preprocessor=BoxNormalizer(low, high, name="pre"), seed=11)
-        return ComponentTest(net, space, torch_backend(mode))
+        return ComponentTest(net, space, torch_backend(mode, compile_inference=mode == "static"))
 
     eager, static = make("eager"), make("static")
     graphs_before = _compiled_graphs()
@@ -361,10 +361,37 @@ def test_each_compiled_function_gets_its_own_code_object():
     assert (a(1), b(3)) == (2, 6)
 
 
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_inference_functions_run_eagerly_without_gradients_and_restore_the_grad_mode(mode):
+    """Acting runs eagerly in both modes by default (faster than compiled for small networks)."""
+    backend = torch_backend(mode)
+    w = backend.variable("w", np.full((2, 2), 0.5, np.float32))
+    seen = []
+
+    def fn(x):
+        seen.append(torch.is_grad_enabled())
+        if x.shape[0] == 0:
+            raise ValueError("empty batch")
+        return x @ w
+
+    wrapped = backend.function(fn)
+    graphs_before = _compiled_graphs()
+    out = wrapped(backend.to_tensor(np.ones((3, 2), np.float32)))
+    assert _compiled_graphs() == graphs_before  # nothing was compiled
+    assert not out.requires_grad and seen == [False] and torch.is_grad_enabled()
+    np.testing.assert_allclose(backend.to_numpy(out), np.ones((3, 2)) @ np.full((2, 2), 0.5))
+    with pytest.raises(ValueError, match="empty batch"):
+        wrapped(backend.to_tensor(np.ones((0, 2), np.float32)))
+    assert torch.is_grad_enabled()  # restored after the error too
+    with torch.no_grad():
+        wrapped(backend.to_tensor(np.ones((1, 2), np.float32)))
+        assert not torch.is_grad_enabled()  # an outer no_grad stays in force
+
+
 # --------------------------------------------------------------------------- errors in static mode
 def _shape_bug_step(mode: str = "static"):
     """A train step whose loss multiplies a [B, 3] by a [B, 4] tensor: a user's shape bug."""
-    backend = torch_backend(mode)
+    backend = torch_backend(mode, compile_inference=True)
     w = backend.variable("w", np.ones((3, 3), np.float32))
 
     def loss_fn(x, y):

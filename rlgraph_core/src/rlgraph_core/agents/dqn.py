@@ -206,6 +206,8 @@ class DQNAgent(OffPolicyAgent):
             self.graph.loss, self._params, config.optimizer.backend_spec(self.lr_schedule(0))
         )
         self._eval_loss = None
+        #: (exploration value, its tensor) of the last network act
+        self._value_cache: tuple[float, Any] = (float("nan"), None)
 
     # --- acting ----------------------------------------------------------------------------
     def act(self, obs, explore=True):
@@ -221,7 +223,9 @@ class DQNAgent(OffPolicyAgent):
             # The actions do not depend on the Q-values (every env explores): skip the network.
             # The same noise is drawn either way, so a seed gives the same actions as always.
             return np.asarray(chosen, np.int64) + self.action_start
-        actions = self.graph.act(to_t(obs), to_t(noise), to_t(value))
+        if value != self._value_cache[0]:  # constant once the schedule has ended: convert it once
+            self._value_cache = (value, to_t(value))
+        actions = self.graph.act(to_t(obs), to_t(noise), self._value_cache[1])
         return self.backend.to_numpy(actions) + self.action_start
 
     def _stored_actions(self, actions):

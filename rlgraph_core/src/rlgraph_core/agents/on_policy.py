@@ -40,6 +40,10 @@ from rlgraph_core.memories.rollout_buffer import RolloutBuffer
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 
 
+#: the smallest positive float32: uniform noise is kept above it (log(0) in Gumbel-max sampling)
+_TINY = np.float32(np.finfo(np.float32).tiny)
+
+
 class ActorCriticNetworkSpec(NetworkSpec):
     """A trunk of an actor-critic: 64-64 tanh with orthogonal initialisation by default (SB3)."""
 
@@ -287,7 +291,7 @@ class OnPolicyAgent(Agent):
         """Sampling noise from the agent's seeded generator: uniform in (0, 1) or standard normal."""
         if self.discrete:
             u = self.rng.random((n, self.num_actions), dtype=np.float32)
-            return np.maximum(u, np.finfo(np.float32).tiny)
+            return np.maximum(u, _TINY, out=u)
         return self.rng.standard_normal((n, self.action_dim), dtype=np.float32)
 
     def _to_env(self, raw: np.ndarray) -> np.ndarray:
@@ -330,11 +334,11 @@ class OnPolicyAgent(Agent):
         """
         obs = np.asarray(obs, np.float32)
         pending, self._pending = self._pending, None
-        if (
-            pending is not None
-            and pending[0].shape == obs.shape
-            and np.array_equal(pending[0], obs)
-            and np.array_equal(pending[4], actions)
+        # The executor passes back the very arrays act saw and returned: identity answers
+        # without comparing them element by element (two array_equal calls per env step).
+        if pending is not None and (
+            (pending[0] is obs or (pending[0].shape == obs.shape and np.array_equal(pending[0], obs)))
+            and (pending[4] is actions or np.array_equal(pending[4], actions))
         ):
             raw, log_probs, values = pending[1], pending[2], pending[3]
         else:

@@ -117,6 +117,11 @@ class SquashedGaussianPolicy(Component):
         return self.head.sample(self.trunk.call(obs), noise)
 
     @api
+    def sample_actions(self, obs, noise):
+        """The actions of :meth:`sample` alone (acting needs no log-probabilities)."""
+        return self.head.sample_actions(self.trunk.call(obs), noise)
+
+    @api
     def deterministic(self, obs):
         """``tanh(mean)``: the action used for evaluation."""
         return self.head.deterministic(self.trunk.call(obs))
@@ -143,8 +148,7 @@ class SACGraph(Component):
     @api
     def act(self, obs, noise):
         """Exploring unit actions: a sample of the squashed Gaussian."""
-        actions, _ = self.actor.sample(obs, noise)
-        return actions
+        return self.actor.sample_actions(obs, noise)
 
     @api
     def greedy(self, obs):

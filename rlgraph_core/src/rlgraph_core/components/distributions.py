@@ -94,6 +94,10 @@ class SquashedGaussian:
         u = self.gaussian.sample(mean, log_std, normal_noise)
         return self.ops.activation("tanh", u), self.log_prob_from_pre_squash(mean, log_std, u)
 
+    def sample(self, mean, log_std, normal_noise):
+        """The reparameterised squashed sample alone (what acting needs: no log-probability)."""
+        return self.ops.activation("tanh", self.gaussian.sample(mean, log_std, normal_noise))
+
     def log_prob_from_pre_squash(self, mean, log_std, u):
         """Log-probability of ``tanh(u)`` given the pre-squash value ``u``."""
         correction = 2.0 * (LOG_2 - u - self.ops.activation("softplus", -2.0 * u))
@@ -188,6 +192,15 @@ class DistributionHead(Component):
             return dist.sample_and_log_prob(*params, noise)
         actions = dist.sample(*params, noise)
         return actions, dist.log_prob(*params, actions)
+
+    @api
+    def sample_actions(self, features, noise):
+        """The actions of :meth:`sample` without their log-probabilities.
+
+        For acting: an eager backend would otherwise compute a log-probability per step only to
+        drop it (a compiled function prunes it, so both modes act the same).
+        """
+        return self._dist().sample(*self._params(features), noise)
 
     @api
     def deterministic(self, features):

@@ -109,6 +109,32 @@ class ReplayMemory:
             self._check_schema(arrays, what="inserted batch")
         return arrays
 
+    def _matching_batch(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+        """``batch`` itself when it is a dict of arrays that match the stored schema exactly, else None.
+
+        This is the hot path (one insert per env step): such a batch passes every check of
+        :meth:`_check_batch`, so it needs none of them; anything else (the first insert, other
+        fields, shapes or dtypes, lists, mappings that are not dicts) takes the checked path.
+        """
+        storage = self._storage
+        if storage is None or type(batch) is not dict or batch.keys() != storage.keys():
+            return None
+        n = -1
+        for name, store in storage.items():
+            arr = batch[name]
+            if (
+                type(arr) is not np.ndarray
+                or arr.dtype != store.dtype
+                or arr.ndim != store.ndim
+                or arr.shape[1:] != store.shape[1:]
+            ):
+                return None
+            if n < 0:
+                n = arr.shape[0]
+            elif arr.shape[0] != n:
+                return None
+        return batch
+
     def _check_schema(self, arrays: Mapping[str, np.ndarray], what: str) -> None:
         """Raise ValueError unless ``arrays`` have the stored fields, record shapes and dtypes."""
         assert self._storage is not None
@@ -133,7 +159,9 @@ class ReplayMemory:
         larger than the capacity only its newest ``capacity`` records are kept. Returns the int64
         slot indices the kept records were written to, in batch order.
         """
-        arrays = self._check_batch(batch)
+        arrays = self._matching_batch(batch)
+        if arrays is None:
+            arrays = self._check_batch(batch)
         n = next(iter(arrays.values())).shape[0]
         if self._storage is None:
             self._storage = {
@@ -144,12 +172,18 @@ class ReplayMemory:
         kept = min(n, self._capacity)
         start = (self._next_index + n - kept) % self._capacity
         first = min(kept, self._capacity - start)  # records before the ring wraps around
-        for name, store in self._storage.items():
-            src = arrays[name][n - kept :]
-            store[start : start + first] = src[:first]
-            store[: kept - first] = src[first:]
+        if kept == n and first == kept:  # the usual case: no ring wrap, nothing dropped
+            for name, store in self._storage.items():
+                store[start : start + n] = arrays[name]
+        else:
+            for name, store in self._storage.items():
+                src = arrays[name][n - kept :]
+                store[start : start + first] = src[:first]
+                store[: kept - first] = src[first:]
         self._next_index = (self._next_index + n) % self._capacity
         self._size = min(self._size + n, self._capacity)
+        if first == kept:
+            return np.arange(start, start + kept, dtype=np.int64)
         return (start + np.arange(kept, dtype=np.int64)) % self._capacity
 
     # ------------------------------------------------------------------ sample

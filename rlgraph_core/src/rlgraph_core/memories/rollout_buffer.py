@@ -97,12 +97,17 @@ class RolloutBuffer:
                 value = np.asarray(value)
                 self._check(name, value)
                 self._store[name] = np.zeros((self.n_steps, *value.shape), value.dtype)
-        elif set(fields) != set(self._store):
+        elif fields.keys() != self._store.keys():
             raise KeyError(f"add() got fields {sorted(fields)} but the buffer holds {sorted(self._store)}.")
+        store, pos = self._store, self._pos
         for name, value in fields.items():
             value = np.asarray(value)
-            self._check(name, value)
-            self._store[name][self._pos] = value
+            target = store[name]
+            # A value of the stored step shape passed _check when the field was created; only
+            # other shapes need it (for its error message). Saves a call per field per env step.
+            if value.shape != target.shape[1:]:
+                self._check(name, value)
+            target[pos] = value
         self._pos += 1
 
     def _check(self, name: str, value: np.ndarray) -> None:
