@@ -121,7 +121,7 @@ def _drive_ppo(agent: PPOAgent) -> list[dict]:
     return [agent.update(dict(r)) for r in ROLLOUTS]
 
 
-@pytest.mark.parametrize("pair", EAGER + [p for p in STATIC if p[0] == "tf"], ids=_ids)
+@pytest.mark.parametrize("pair", EAGER, ids=_ids)
 def test_ppo_fused_epochs_equal_the_minibatch_loop(pair, monkeypatch):
     fused, spy = _ppo(pair, monkeypatch, fuse=True)
     plain, plain_spy = _ppo(pair, monkeypatch, fuse=False)
@@ -136,7 +136,7 @@ def test_ppo_fused_epochs_equal_the_minibatch_loop(pair, monkeypatch):
     assert_close_weights(fused.train_step.get_state(), plain.train_step.get_state())  # Adam moments
 
 
-@pytest.mark.parametrize("pair", EAGER, ids=_ids)
+@pytest.mark.parametrize("pair", EAGER[:1], ids=_ids)
 @pytest.mark.parametrize("why", ["target_kl", "gradient_hook", "batch_size"])
 def test_ppo_falls_back_to_the_minibatch_loop(pair, why, monkeypatch):
     extra: dict[str, Any] = {"target_kl": 100.0} if why == "target_kl" else {}  # never stops early
@@ -246,7 +246,7 @@ def test_off_policy_fused_round_equals_the_step_loop(algo, pair, monkeypatch):
         assert_close_weights(step.get_state(), plain.train_steps()[name].get_state())
 
 
-@pytest.mark.parametrize("pair", EAGER, ids=_ids)
+@pytest.mark.parametrize("pair", EAGER[:1], ids=_ids)
 def test_dqn_gradient_hook_keeps_the_step_loop(pair, monkeypatch):
     agent, spy = _dqn(pair, monkeypatch, fuse=True)
     agent.set_gradient_hook(lambda flat: flat)

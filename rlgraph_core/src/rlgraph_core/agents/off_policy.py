@@ -42,6 +42,7 @@ import numpy as np
 from pydantic import Field, SerializeAsAny, model_validator
 
 from rlgraph_core.agents.base import Agent, LearnResult
+from rlgraph_core.backend import FusedLoop
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.common import OptimizerConfig, StrictModel
 from rlgraph_core.errors import CheckpointError, ConfigError
@@ -155,7 +156,7 @@ class OffPolicyAgent(Agent):
         self.nstep = NStepAssembler(self.num_envs, config.n_step, config.gamma)
         self._last_train = 0
         self._last: dict[str, Any] | None = None
-        self._round_loop: Any = None  # the fused round (backend.fused_loop), made on first use
+        self._round_loop: FusedLoop | None = None  # the fused round, made on first use
 
     #: Whether the subclass provides the fused-round hooks (:meth:`_round_arrays` ...).
     supports_fused_rounds: ClassVar[bool] = False
@@ -342,9 +343,10 @@ class OffPolicyAgent(Agent):
         # multiple of the interval, as _learn_step does.
         due = ((self.updates + np.arange(1, steps + 1)) % cfg.target_update_interval == 0).astype(np.float32)
         per_step = [to_t(x) for x in self._round_arrays(samples)] + [to_t(due)]
-        if self._round_loop is None:
-            self._round_loop = self.backend.fused_loop(self._round_step)
-        self._last, td = self._round_result(self._round_loop(per_step))
+        loop = self._round_loop
+        if loop is None:
+            loop = self._round_loop = self.backend.fused_loop(self._round_step)
+        self._last, td = self._round_result(loop(per_step))
         self.updates += steps
         self.weights_version += steps
         if self.prioritized:

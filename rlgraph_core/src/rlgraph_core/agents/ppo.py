@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph
+from rlgraph_core.backend import FusedLoop
 from rlgraph_core.components.pg_losses import PPOLoss
 from rlgraph_core.components.schedules import as_schedule, check_schedule_range
 from rlgraph_core.config.common import ScheduleOrFloat
@@ -121,7 +122,7 @@ class PPOAgent(OnPolicyAgent):
             components=components,
         )
         self.clip_schedule = as_schedule(config.clip_range)
-        self._epoch_loop = None  # the fused round, made on first use
+        self._epoch_loop: FusedLoop | None = None  # the fused round, made on first use
 
     def _make_loss(self, config):
         return PPOLoss(config.vf_coef, config.ent_coef, config.clip_range_vf, config.normalize_advantage)
@@ -195,10 +196,11 @@ class PPOAgent(OnPolicyAgent):
         """
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
         indices = minibatch_indices(len(samples["obs"]), batch_size, self.config.n_epochs, self.shuffle_rng)
-        if self._epoch_loop is None:
-            self._epoch_loop = self.backend.fused_loop(self._minibatch_step)
+        loop = self._epoch_loop
+        if loop is None:
+            loop = self._epoch_loop = self.backend.fused_loop(self._minibatch_step)
         constants = [to_t(samples[k]) for k in MINIBATCH_FIELDS] + [clip_t]
-        outputs = self._epoch_loop([to_t(indices)], constants)
+        outputs = loop([to_t(indices)], constants)
         self.updates += len(indices)
         return np.stack([to_np(x) for x in outputs], axis=1).astype(np.float64)
 
