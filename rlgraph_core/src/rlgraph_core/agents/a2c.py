@@ -11,6 +11,9 @@ The whole algorithm, top to bottom::
 
 Defaults follow Stable-Baselines3: RMSprop (alpha 0.99, eps 1e-5), lr 7e-4, n_steps 5,
 gae_lambda 1, no advantage normalisation, gradient-norm clip 0.5.
+
+One step per rollout is already one compiled program in static mode, so A2C has no update round
+to fuse (PPO's ``fuse_rounds`` has no counterpart here).
 """
 
 from __future__ import annotations

@@ -2,6 +2,16 @@
 
 All four are switches in :class:`DQNConfig`; the algorithm is composed from backend-neutral
 components (Q-network, DQN loss, epsilon-greedy, target sync) and runs on any backend.
+
+One update round of K gradient steps, as the fused program of static mode runs it
+(:meth:`DQNAgent._round_step`; the step-by-step loop does the same, one call at a time)::
+
+    sample K batches from replay                                  (off_policy.py, up front)
+    for k in 0..K-1:
+        loss, |TD| = DQNLoss(Q, Q_target, batch_k)                (components/dqn_loss.py)
+        one optimizer step on loss
+        if update number (updates + k + 1) is a multiple of target_update_interval:
+            Q_target <- (1 - tau) Q_target + tau Q
 """
 
 from __future__ import annotations
@@ -139,6 +149,8 @@ class DQNAgent(OffPolicyAgent):
     acting through the configured exploration (epsilon-greedy by default) and the loss step.
     """
 
+    supports_fused_rounds = True
+
     def __init__(
         self,
         config: DQNConfig,
@@ -260,6 +272,21 @@ class DQNAgent(OffPolicyAgent):
 
     def _sync_target(self):
         self.graph.sync_target()
+
+    # --- fused rounds (module docstring) ---------------------------------------------------
+    def _round_arrays(self, samples):
+        """The loss inputs of the K batches, stacked ``[K, B, ...]``."""
+        return self._stacked_transitions(samples)
+
+    def _round_step(self, obs, actions, rewards, next_obs, terminals, discounts, weights, due):
+        """One step of the fused round: the DQN update, then the target sync where ``due``."""
+        loss, td = self.train_step.inline(obs, actions, rewards, next_obs, terminals, discounts, weights)
+        self.graph.target_sync.sync_if(due)
+        return loss, td
+
+    def _round_result(self, outputs):
+        loss, td = outputs
+        return {"loss": loss[-1]}, td
 
     def _evaluate_loss(self, sample):
         if self._eval_loss is None:

@@ -17,18 +17,32 @@ Stable-Baselines3's ``OffPolicyAlgorithm``:
   :meth:`OffPolicyAgent.learn` (one gradient step on a given batch, returning new priorities).
 
 A subclass supplies its graph and its loss step: :meth:`_gradient_step`, :meth:`_td_errors`,
-:meth:`_sync_target`, :meth:`train_steps`, :meth:`_stored_actions` and :meth:`_metric_floats`.
+:meth:`_sync_target`, :meth:`train_steps`, :meth:`_stored_actions` and :meth:`_metric_floats`;
+for fused rounds also :meth:`_round_arrays`, :meth:`_round_step` and :meth:`_round_result`.
+
+Fused rounds: in static mode on a backend that compiles whole loops (``backend.fuses_loops``), a
+round of ``gradient_steps`` steps from the own memory is one compiled program
+(:meth:`OffPolicyAgent._fused_round`, config field ``fuse_rounds``). Its K batches are sampled up
+front: uniform sampling does not depend on the weights and nothing is inserted during a round, so
+they are the batches the step-by-step loop samples, and the result is the same. The target sync
+runs inside the program, at the steps where it is due. A prioritized memory samples by the
+priorities each step's ``|TD|`` changes, so its rounds stay step by step unless
+``fuse_prioritized_rounds`` is set: then all K batches are sampled with the priorities of the
+start of the round, and the K steps' ``|TD|`` update the priorities after it (the approximation
+Ape-X's asynchronous learner makes anyway: its priority updates arrive steps late). A gradient
+hook (Horovod averages every step's gradients on the host) keeps the step-by-step loop.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 from pydantic import Field, SerializeAsAny, model_validator
 
 from rlgraph_core.agents.base import Agent, LearnResult
+from rlgraph_core.backend import FusedLoop
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.common import OptimizerConfig, StrictModel
 from rlgraph_core.errors import CheckpointError, ConfigError
@@ -55,6 +69,19 @@ class OffPolicyConfig(StrictModel):
         default_factory=ReplaySettings, description="replay memory: its registry type and that memory's settings"
     )
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    fuse_rounds: bool = Field(
+        True,
+        description="static mode on a backend that compiles loops: run each round of gradient_steps steps "
+        "(target syncs included) as one compiled program, its batches sampled up front (uniform replay: the "
+        "same batches and result as step by step); a prioritized memory or a gradient hook (Horovod) keeps "
+        "the step-by-step loop",
+    )
+    fuse_prioritized_rounds: bool = Field(
+        False,
+        description="with fuse_rounds and a prioritized memory: fuse its rounds too, sampling all "
+        "gradient_steps batches with the priorities of the start of the round and updating the priorities "
+        "with their |TD| after it (an approximation, as in Ape-X's asynchronous learner)",
+    )
 
     @model_validator(mode="after")
     def _memory_holds_a_batch(self) -> "OffPolicyConfig":
@@ -129,6 +156,10 @@ class OffPolicyAgent(Agent):
         self.nstep = NStepAssembler(self.num_envs, config.n_step, config.gamma)
         self._last_train = 0
         self._last: dict[str, Any] | None = None
+        self._round_loop: FusedLoop | None = None  # the fused round, made on first use
+
+    #: Whether the subclass provides the fused-round hooks (:meth:`_round_arrays` ...).
+    supports_fused_rounds: ClassVar[bool] = False
 
     # --- what a subclass provides ----------------------------------------------------------
     @abc.abstractmethod
@@ -146,6 +177,23 @@ class OffPolicyAgent(Agent):
     @abc.abstractmethod
     def _stored_actions(self, actions: np.ndarray) -> np.ndarray:
         """Env actions -> the actions replay stores and the loss takes."""
+
+    def _round_arrays(self, samples: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
+        """The per-step inputs of a fused round from its K samples, each stacked ``[K, ...]``, in
+        the order :meth:`_round_step` takes them (before ``due``); draws any per-step noise in the
+        order :meth:`_gradient_step` draws it."""
+        raise NotImplementedError(f"{type(self).__name__} does not fuse update rounds.")
+
+    def _round_step(self, *inputs: Any) -> tuple[Any, ...]:
+        """Body of the fused round, traced: one gradient step on step ``k``'s rows of
+        :meth:`_round_arrays` (the train steps' ``inline``), then ``target_sync.sync_if(due)``
+        (``due``, the last input, is 1.0 where the target update is due); returns tensors."""
+        raise NotImplementedError(f"{type(self).__name__} does not fuse update rounds.")
+
+    def _round_result(self, outputs: Sequence[Any]) -> tuple[dict[str, Any], Any]:
+        """``(last step's metrics as backend scalars, |TD| [K, B])`` from the stacked outputs of
+        :meth:`_round_step`."""
+        raise NotImplementedError(f"{type(self).__name__} does not fuse update rounds.")
 
     def _stored_action_space(self) -> Space | None:
         """The space of one action as replay stores it (what :meth:`_stored_actions` returns); None: unchecked."""
@@ -265,12 +313,54 @@ class OffPolicyAgent(Agent):
         if steps == 0:
             return None
         self._sync_learning_rate()
+        if batch is None and self._fuses_round():
+            self._fused_round(steps)
+            return self._last
         for _ in range(steps):
             sample = batch if batch is not None else self.memory.sample(self.config.batch_size)
             td = self._learn_step(sample)
             if batch is None and self.prioritized and "indices" in sample:
                 self.memory.update_priorities(sample["indices"], self.backend.to_numpy(td))
         return self._last
+
+    def _fuses_round(self) -> bool:
+        """Whether a round from the own memory runs as one fused program (module docstring)."""
+        cfg = self.config
+        return (
+            self.supports_fused_rounds
+            and cfg.fuse_rounds
+            and self.backend.fuses_loops
+            and all(step.gradient_hook is None for step in self.train_steps().values())
+            and (not self.prioritized or cfg.fuse_prioritized_rounds)
+        )
+
+    def _fused_round(self, steps: int) -> None:
+        """``steps`` gradient steps, target syncs included, as one program (module docstring)."""
+        cfg = self.config
+        to_t = self.backend.to_tensor
+        samples = [self.memory.sample(cfg.batch_size) for _ in range(steps)]
+        # Step k is the (updates + k + 1)-th update: the target moves after it where that is a
+        # multiple of the interval, as _learn_step does.
+        due = ((self.updates + np.arange(1, steps + 1)) % cfg.target_update_interval == 0).astype(np.float32)
+        per_step = [to_t(x) for x in self._round_arrays(samples)] + [to_t(due)]
+        loop = self._round_loop
+        if loop is None:
+            loop = self._round_loop = self.backend.fused_loop(self._round_step)
+        self._last, td = self._round_result(loop(per_step))
+        self.updates += steps
+        self.weights_version += steps
+        if self.prioritized:
+            td = self.backend.to_numpy(td)
+            for sample, td_k in zip(samples, td):
+                if "indices" in sample:
+                    self.memory.update_priorities(sample["indices"], td_k)
+
+    def _stacked_transitions(self, samples: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
+        """The K samples' loss inputs, each stacked ``[K, B, ...]``: obs, actions, rewards,
+        next_obs, terminals, discounts, weights (the defaults of :meth:`_defaults` filled in)."""
+        defaults = [self._defaults(s) for s in samples]
+        fields = [np.stack([s[k] for s in samples]) for k in ("obs", "actions", "rewards", "next_obs", "terminals")]
+        return fields + [np.stack([d for _, d in defaults]), np.stack([w for w, _ in defaults])]
 
     def learn(self, batch: Mapping[str, np.ndarray]) -> LearnResult:
         """Learner role: one gradient step on ``batch`` (e.g. sampled from a remote replay shard).

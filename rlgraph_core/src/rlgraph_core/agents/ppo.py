@@ -14,6 +14,15 @@ The whole algorithm, top to bottom::
 
 The learning rate and the clip range may be schedules over env steps (RL-Zoo's ``lin_`` values
 are ``{type: linear, start: x, end: 0, steps: total_timesteps}``).
+
+Fused rounds: in static mode on a backend that compiles whole loops (``backend.fuses_loops``),
+the ``n_epochs x minibatches`` steps of a rollout run as one compiled program
+(:meth:`PPOAgent._fused_epochs`). The minibatch permutations are drawn on the host exactly as the
+minibatch loop draws them (:func:`~rlgraph_core.memories.rollout_buffer.minibatch_indices`), so
+both paths take the same steps. The step-by-step loop runs instead with ``fuse_rounds: false``,
+with ``target_kl`` (its early stop reads each step's KL on the host), with a gradient hook
+(Horovod averages each step's gradients on the host) or when ``batch_size`` does not divide the
+rollout (a smaller last minibatch does not stack).
 """
 
 from __future__ import annotations
@@ -24,12 +33,16 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph
+from rlgraph_core.backend import FusedLoop
 from rlgraph_core.components.pg_losses import PPOLoss
 from rlgraph_core.components.schedules import as_schedule, check_schedule_range
 from rlgraph_core.config.common import ScheduleOrFloat
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import api
-from rlgraph_core.memories.rollout_buffer import iterate_minibatches
+from rlgraph_core.memories.rollout_buffer import iterate_minibatches, minibatch_indices
+
+#: The rollout fields a minibatch step takes, in the order of the loss's arguments.
+MINIBATCH_FIELDS = ("obs", "actions", "log_probs", "values", "advantages", "returns")
 
 
 class PPOConfig(OnPolicyConfig):
@@ -41,6 +54,12 @@ class PPOConfig(OnPolicyConfig):
     clip_range: ScheduleOrFloat = Field(0.2, description="policy ratio clip range (float or schedule)")
     clip_range_vf: Optional[float] = Field(None, gt=0, description="value clip range; null disables")
     target_kl: Optional[float] = Field(None, gt=0, description="stop a rollout's epochs once approx KL > 1.5 x this")
+    fuse_rounds: bool = Field(
+        True,
+        description="static mode on a backend that compiles loops: run a rollout's n_epochs x minibatches "
+        "steps as one compiled program (same minibatches, same result as step by step); it runs step by "
+        "step anyway with target_kl, a gradient hook (Horovod) or a batch_size that does not divide the rollout",
+    )
 
     @field_validator("clip_range")
     @classmethod
@@ -103,6 +122,7 @@ class PPOAgent(OnPolicyAgent):
             components=components,
         )
         self.clip_schedule = as_schedule(config.clip_range)
+        self._epoch_loop: FusedLoop | None = None  # the fused round, made on first use
 
     def _make_loss(self, config):
         return PPOLoss(config.vf_coef, config.ent_coef, config.clip_range_vf, config.normalize_advantage)
@@ -123,37 +143,76 @@ class PPOAgent(OnPolicyAgent):
     def _learn(self, rollout):
         """``n_epochs`` of shuffled minibatch steps on a postprocessed rollout (module docstring)."""
         cfg = self.config
-        to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
-        advantages, returns = rollout["advantages"], rollout["returns"]
         samples = {
             "obs": self._flat(rollout["obs"]),
             "actions": self._flat(rollout["actions"]),
             "log_probs": self._flat(rollout["log_probs"]),
             "values": self._flat(rollout["values"]),
-            "advantages": self._flat(advantages),
-            "returns": self._flat(returns),
+            "advantages": self._flat(rollout["advantages"]),
+            "returns": self._flat(rollout["returns"]),
         }
         clip_range = float(self.clip_schedule(self.timesteps))
-        clip_t = to_t(np.float32(clip_range))
+        clip_t = self.backend.to_tensor(np.float32(clip_range))
         batch_size = min(cfg.batch_size, len(samples["obs"]))
+        if self._fuses_round(len(samples["obs"]), batch_size):
+            per_step, early_stop = self._fused_epochs(samples, batch_size, clip_t), False
+        else:
+            per_step, early_stop = self._minibatch_epochs(samples, batch_size, clip_t)
+        names = ("loss", "pg_loss", "vf_loss", "entropy", "approx_kl", "clip_fraction")
+        metrics = {name: float(m) for name, m in zip(names, np.mean(per_step, axis=0))}
+        metrics.update(clip_range=clip_range, gradient_steps=len(per_step), early_stop=early_stop)
+        return metrics
+
+    def _fuses_round(self, total: int, batch_size: int) -> bool:
+        """Whether this rollout's epochs run as one fused program (module docstring)."""
+        cfg = self.config
+        return (
+            cfg.fuse_rounds
+            and self.backend.fuses_loops
+            and self.train_step.gradient_hook is None
+            and cfg.target_kl is None
+            and total % batch_size == 0
+        )
+
+    def _minibatch_epochs(self, samples, batch_size: int, clip_t) -> tuple[np.ndarray, bool]:
+        """The epochs step by step: ``([K, 6] loss outputs per step, early_stop)``."""
+        cfg = self.config
+        to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
         outputs, early_stop = [], False
         for mb in iterate_minibatches(samples, batch_size, cfg.n_epochs, self.shuffle_rng):
-            out = self.train_step(
-                to_t(mb["obs"]),
-                to_t(mb["actions"]),
-                to_t(mb["log_probs"]),
-                to_t(mb["values"]),
-                to_t(mb["advantages"]),
-                to_t(mb["returns"]),
-                clip_t,
-            )
+            out = self.train_step(*(to_t(mb[k]) for k in MINIBATCH_FIELDS), clip_t)
             self.updates += 1
             outputs.append(out)
             if cfg.target_kl is not None and float(to_np(out[4])) > 1.5 * cfg.target_kl:
                 early_stop = True  # SB3's rule; the KL is measured before this minibatch's step
                 break
-        names = ("loss", "pg_loss", "vf_loss", "entropy", "approx_kl", "clip_fraction")
-        means = np.mean([[float(to_np(x)) for x in out] for out in outputs], axis=0)
-        metrics = {name: float(m) for name, m in zip(names, means)}
-        metrics.update(clip_range=clip_range, gradient_steps=len(outputs), early_stop=early_stop)
-        return metrics
+        return np.array([[float(to_np(x)) for x in out] for out in outputs]), early_stop
+
+    def _fused_epochs(self, samples, batch_size: int, clip_t) -> np.ndarray:
+        """All ``n_epochs x minibatches`` steps as one program: ``[K, 6]`` loss outputs per step.
+
+        The minibatches' sample indices (the same permutations the minibatch loop draws) are the
+        per-step inputs; the rollout and the clip range are constants the body takes rows of.
+        """
+        to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
+        indices = minibatch_indices(len(samples["obs"]), batch_size, self.config.n_epochs, self.shuffle_rng)
+        loop = self._epoch_loop
+        if loop is None:
+            loop = self._epoch_loop = self.backend.fused_loop(self._minibatch_step)
+        constants = [to_t(samples[k]) for k in MINIBATCH_FIELDS] + [clip_t]
+        outputs = loop([to_t(indices)], constants)
+        self.updates += len(indices)
+        return np.stack([to_np(x) for x in outputs], axis=1).astype(np.float64)
+
+    def _minibatch_step(self, idx, obs, actions, log_probs, values, advantages, returns, clip_range):
+        """Body of the fused round: one PPO step on the minibatch ``idx`` (rows of the rollout)."""
+        take = self.backend.ops.take
+        return self.train_step.inline(
+            take(obs, idx),
+            take(actions, idx),
+            take(log_probs, idx),
+            take(values, idx),
+            take(advantages, idx),
+            take(returns, idx),
+            clip_range,
+        )

@@ -8,6 +8,18 @@ Polyak :class:`~rlgraph_core.components.target_sync.TargetSync`. Each gradient s
 backend train steps, each over its own variables: the critic (both Q-networks), the actor, and
 the temperature ``log_alpha`` (when learned); then the target critic moves towards the online one.
 
+One update round of K gradient steps, as the fused program of static mode runs it
+(:meth:`SACAgent._round_step`; the step-by-step loop does the same, one call at a time)::
+
+    sample K batches from replay (the memory's generator)        (off_policy.py, up front)
+    draw K x (next-action noise, actor noise) from self.rng       (the order of _gradient_step)
+    for k in 0..K-1:
+        critic step on  SACLoss.critic_loss(batch_k, next noise)  -> |TD|
+        actor step on   SACLoss.actor_loss(obs_k, actor noise)     -> log pi
+        temperature step on SACLoss.temperature_loss(log pi)       (when alpha is learned)
+        if update number (updates + k + 1) is a multiple of target_update_interval:
+            critic_target <- (1 - tau) critic_target + tau critic
+
 Actions: the policy works in the unit box (-1, 1); :meth:`SACAgent.act` maps its actions onto the
 environment's bounds, and :meth:`SACAgent.observe` maps them back, so replay stores unit actions.
 All randomness (the reparameterisation noise of acting and of both losses, the uniform actions
@@ -200,6 +212,8 @@ class SACAgent(OffPolicyAgent):
         num_envs: number of vector envs feeding :meth:`observe`.
     """
 
+    supports_fused_rounds = True
+
     def __init__(
         self,
         config: SACConfig,
@@ -342,6 +356,35 @@ class SACAgent(OffPolicyAgent):
         if self.temperature_step is not None:
             out["temperature_loss"], out["alpha"] = self.temperature_step(log_probs)
         return out, td
+
+    # --- fused rounds (module docstring) ---------------------------------------------------
+    def _round_arrays(self, samples):
+        """The K batches' critic inputs stacked ``[K, B, ...]``, then the next-action and actor
+        noise ``[K, B, d]``, drawn from ``self.rng`` step by step as :meth:`_gradient_step` draws it."""
+        noise = np.stack(
+            [self.rng.standard_normal((2, len(s["rewards"]), self.action_dim), dtype=np.float32) for s in samples]
+        )
+        next_noise, actor_noise = np.ascontiguousarray(noise.transpose(1, 0, 2, 3))
+        return self._stacked_transitions(samples) + [next_noise, actor_noise]
+
+    def _round_step(self, obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise, noise, due):
+        """One step of the fused round: critic, actor, temperature, then the target sync where ``due``."""
+        critic_loss, td = self.critic_step.inline(
+            obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise
+        )
+        actor_loss, log_probs = self.actor_step.inline(obs, noise)
+        out = (critic_loss, td, actor_loss, log_probs)
+        if self.temperature_step is not None:
+            out += tuple(self.temperature_step.inline(self.backend.ops.stop_gradient(log_probs)))
+        self.graph.target_sync.sync_if(due)
+        return out
+
+    def _round_result(self, outputs):
+        critic_loss, td, actor_loss, log_probs = outputs[:4]
+        last = {"critic_loss": critic_loss[-1], "actor_loss": actor_loss[-1], "log_probs": log_probs[-1]}
+        if self.temperature_step is not None:
+            last["temperature_loss"], last["alpha"] = outputs[4][-1], outputs[5][-1]
+        return last, td
 
     def _td_errors(self, batch):
         """|TD| of the critic under the current weights (initial priorities on an actor)."""

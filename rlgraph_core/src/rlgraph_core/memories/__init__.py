@@ -8,7 +8,7 @@ from rlgraph_core.memories.nstep import NStepAssembler
 from rlgraph_core.memories.prioritized_replay import PrioritizedReplay
 from rlgraph_core.memories.protocol import Memory, PrioritizedMemory
 from rlgraph_core.memories.replay_memory import ReplayMemory
-from rlgraph_core.memories.rollout_buffer import RolloutBuffer, iterate_minibatches
+from rlgraph_core.memories.rollout_buffer import RolloutBuffer, iterate_minibatches, minibatch_indices
 from rlgraph_core.memories.segment_tree import MinSegmentTree, SumSegmentTree
 from rlgraph_core.memories.settings import MemorySettings, PrioritizedReplaySettings, ReplaySettings
 
@@ -24,5 +24,6 @@ __all__ = [
     "ReplaySettings",
     "RolloutBuffer",
     "iterate_minibatches",
+    "minibatch_indices",
     "SumSegmentTree",
 ]

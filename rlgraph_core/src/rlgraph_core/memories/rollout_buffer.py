@@ -40,12 +40,43 @@ def iterate_minibatches(
     total = next(iter(sizes.values()), 0)
     rng = rng if rng is not None else np.random.default_rng()
     for _ in range(n_epochs):
-        order = rng.permutation(total) if shuffle else np.arange(total)
+        order = _epoch_order(total, rng, shuffle)
         for start in range(0, total, batch_size):
             idx = order[start : start + batch_size]
             batch = {k: v[idx] for k, v in data.items()}
             batch["indices"] = idx
             yield batch
+
+
+def _epoch_order(total: int, rng: np.random.Generator, shuffle: bool) -> np.ndarray:
+    """One epoch's sample order: a fresh permutation from ``rng`` (one call), or in order."""
+    return rng.permutation(total) if shuffle else np.arange(total)
+
+
+def minibatch_indices(
+    total: int,
+    batch_size: int,
+    n_epochs: int = 1,
+    rng: np.random.Generator | None = None,
+    shuffle: bool = True,
+) -> np.ndarray:
+    """The sample indices of every minibatch of ``n_epochs`` epochs at once, ``[K, batch_size]`` int64.
+
+    Row ``k`` holds the ``"indices"`` of the ``k``-th minibatch :func:`iterate_minibatches` yields
+    for ``total`` samples: the permutations come from the same ``rng`` calls in the same order,
+    so a fused update round (which takes its minibatches from these rows) and the minibatch loop
+    see the same minibatches and leave ``rng`` in the same state. ``K = n_epochs * total //
+    batch_size``.
+
+    Raises:
+        ValueError: when ``batch_size`` does not divide ``total`` (the last minibatch of each
+            epoch would be smaller, so the rows would not stack).
+    """
+    if batch_size <= 0 or total % batch_size:
+        raise ValueError(f"minibatch_indices needs a batch_size that divides the {total} samples; got {batch_size}.")
+    rng = rng if rng is not None else np.random.default_rng()
+    orders = [_epoch_order(total, rng, shuffle) for _ in range(n_epochs)]
+    return np.concatenate(orders).astype(np.int64, copy=False).reshape(-1, batch_size)
 
 
 class RolloutBuffer:
