@@ -87,6 +87,31 @@ def dqn_case(agent, rng, steps: int = 128):
     return singles, body, [to_t(p) for p in per] + [to_t(due)], []
 
 
+class UnrolledLoop:
+    """The rejected alternative, for comparison: all K iterations unrolled into one compiled graph."""
+
+    def __init__(self, body):
+        from rlgraph_torch.optim import _try_compile
+
+        self.body = body
+        self.trace = [0]
+        self.compiled = _try_compile(self._round, self.trace, trace_autograd=True)
+
+    def _round(self, n_per, *args):
+        per_step, constants = args[:n_per], args[n_per:]
+        outs = [self.body(*(x[k] for x in per_step), *constants) for k in range(per_step[0].shape[0])]
+        return tuple(torch.stack([o[i].detach() for o in outs]) for i in range(len(outs[0])))
+
+    @property
+    def trace_count(self):
+        """Compiled graphs."""
+        return self.trace[0]
+
+    def __call__(self, per_step, constants=()):
+        """One round."""
+        return self.compiled(len(per_step), *per_step, *constants)
+
+
 def time_singles(agent, singles, lrs, sync_last: bool) -> float:
     """Seconds for one round of single ``train_step`` calls (lr written before each)."""
     step = agent.train_step
@@ -115,6 +140,7 @@ def main() -> None:
     parser.add_argument("--only", default="ppo,dqn")
     parser.add_argument("--modes", default="eager,static")
     parser.add_argument("--no-loop", action="store_true")
+    parser.add_argument("--unrolled", action="store_true", help="also time the whole round unrolled in one graph")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for name in args.only.split(","):
@@ -126,6 +152,8 @@ def main() -> None:
             variants[f"{mode} step"] = (agent, singles, None)
             if mode == "static" and not args.no_loop and agent.backend.fuses_loops:
                 variants["static fused_loop"] = (agent, None, (agent.backend.fused_loop(body), per_step, constants))
+                if args.unrolled:
+                    variants["static unrolled"] = (agent, None, (UnrolledLoop(body), per_step, constants))
         k = len(next(iter(variants.values()))[1])
         t0 = time.perf_counter()
         for agent, singles, loop in variants.values():  # warm-up: compile every program

@@ -1,15 +1,17 @@
 """Static mode's fused update loop (``TorchBackend.fused_loop``).
 
-How the loop is compiled (measured on torch 2.13, CPU, one thread; see the benchmark numbers in
-``TorchFusedLoop``'s docstring): one ``torch.compile`` d program for the loop *body* (the gathers,
-the inline train step with ``torch.autograd.grad`` traced into the graph, the polyak sync), called
-from a Python loop over ``k``. The alternatives were slower or unusable here:
+The loop is one ``torch.compile`` d program for the loop *body* (the gathers, the inline train
+step with ``torch.autograd.grad`` traced into the same graph, the polyak sync), called from a
+Python loop over ``k``. Measured on torch 2.13, CPU, one thread, on a heavily loaded 2-core
+machine (``rlgraph_torch/benchmarks/bench_fused_loop.py``, medians of 7 rounds, us per
+gradient step), PPO (configs/ppo_cartpole.yaml, minibatch 256, 20 steps per round):
 
-* unrolling all ``K`` iterations into one graph compiles for minutes at ``K = 128`` (DQN) and ran
-  no faster per step at ``K = 20`` (PPO): the per-call overhead of a compiled program is a few
-  microseconds against hundreds for the step itself;
+* eager step 2662, static single step 1011, this loop 817;
+* all 20 iterations unrolled into one graph: 565 per step, but it took about 10 minutes to
+  compile (one 20-step graph, against seconds for the body) and grows with ``K`` (DQN rounds are
+  128 steps): not worth it for a 30% faster step;
 * ``torch._higher_order_ops.scan`` / ``while_loop`` need a functional body (no in-place update of
-  variables captured by the body), which is what the train step and polyak are;
+  variables captured by the body), which the train step and polyak are not;
 * CUDA graphs do not apply on the CPU.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 import torch
 
-from rlgraph_torch.optim import _call_compiled_or_eager, _try_compile
+from rlgraph_torch.optim import _call_compiled_or_eager, _try_compile, traced_autograd
 
 
 class TorchFusedLoop:
@@ -33,7 +35,8 @@ class TorchFusedLoop:
     def __init__(self, body: Callable[..., Sequence[Any]]):
         self.body = body
         self._traces = [0]
-        self._compiled = _try_compile(self._iteration, self._traces, trace_autograd=True)
+        # trace_autograd is set once around the whole loop (in __call__), not per iteration
+        self._compiled = _try_compile(self._iteration, self._traces)
         self.compiled = self._compiled is not self._iteration
 
     def _iteration(self, *args):
@@ -50,9 +53,16 @@ class TorchFusedLoop:
         per_step, constants = list(per_step), list(constants)
         if not per_step:
             raise ValueError("fused_loop needs at least one per-step tensor (its leading dimension is K).")
-        rows = [x.unbind(0) for x in per_step]
+        with traced_autograd():
+            outputs = self._run([x.unbind(0) for x in per_step], constants, int(per_step[0].shape[0]))
+        if not outputs:
+            return ()
+        return tuple(torch.stack([out[i] for out in outputs]) for i in range(len(outputs[0])))
+
+    def _run(self, rows: list, constants: list, steps: int) -> list:
+        """The body's detached outputs for each of ``steps`` steps (compiled where it can)."""
         outputs = []
-        for k in range(int(per_step[0].shape[0])):
+        for k in range(steps):
             args = (*(r[k] for r in rows), *constants)
             if self._compiled is self._iteration:
                 outputs.append(self._iteration(*args))
@@ -62,6 +72,4 @@ class TorchFusedLoop:
                 self._compiled = self._iteration
                 self.compiled = False
             outputs.append(out)
-        if not outputs:
-            return ()
-        return tuple(torch.stack([out[i] for out in outputs]) for i in range(len(outputs[0])))
+        return outputs

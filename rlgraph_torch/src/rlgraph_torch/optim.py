@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -293,11 +294,26 @@ def counting_backend(counter: list[int]) -> Callable:
     return backend
 
 
+@contextlib.contextmanager
+def traced_autograd() -> Iterator[None]:
+    """Dynamo's ``trace_autograd_ops`` on for the block, so ``torch.autograd.grad`` compiles into
+    the same graph as the forward and the update (off, dynamo breaks the graph there). Dynamo
+    reads the flag only while it compiles and does not guard on it, so it is set just around
+    compiled calls and restored after: other code in the process sees torch's default."""
+    config = torch._dynamo.config
+    if config.trace_autograd_ops:
+        yield
+        return
+    config.trace_autograd_ops = True
+    try:
+        yield
+    finally:
+        config.trace_autograd_ops = False
+
+
 def with_traced_autograd(compiled: Callable) -> Callable:
-    """``compiled`` called with dynamo's ``trace_autograd_ops`` on, so ``torch.autograd.grad``
-    compiles into the same graph as the forward and the update (off, dynamo breaks the graph
-    there). Dynamo reads the flag only while it compiles and does not guard on it, so it is set
-    just for the call and restored after: other code in the process sees torch's default."""
+    """``compiled`` called inside :func:`traced_autograd` (a plain try/finally: this runs on
+    every step, and a generator context manager costs several microseconds more)."""
     config = torch._dynamo.config
 
     def call(*args):
