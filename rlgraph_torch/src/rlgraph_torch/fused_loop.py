@@ -6,7 +6,9 @@ Python loop over ``k``. Measured on torch 2.13, CPU, one thread, on a heavily lo
 machine (``rlgraph_torch/benchmarks/bench_fused_loop.py``, medians of 7 rounds, us per
 gradient step), PPO (configs/ppo_cartpole.yaml, minibatch 256, 20 steps per round):
 
-* eager step 2662, static single step 1011, this loop 817;
+* eager step 2662, static single step 1011, this loop 817 (a second run: 4986, 1827, 1664);
+* DQN (configs/dqn_cartpole.yaml, batch 64, 128 steps, one hard sync): eager 3307, static
+  single step 2469, this loop 2377;
 * all 20 iterations unrolled into one graph: 565 per step, but it took about 10 minutes to
   compile (one 20-step graph, against seconds for the body) and grows with ``K`` (DQN rounds are
   128 steps): not worth it for a 30% faster step;
