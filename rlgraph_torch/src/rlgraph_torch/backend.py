@@ -9,6 +9,7 @@ import torch
 
 from rlgraph_core.backend import Backend
 from rlgraph_core.errors import ConfigError
+from rlgraph_torch.fused_loop import TorchFusedLoop
 from rlgraph_torch.ops import TorchOps
 from rlgraph_torch.optim import TorchTrainStep, _call_compiled_or_eager, _grads_or_none, _try_compile
 
@@ -159,6 +160,17 @@ class TorchBackend(Backend):
 
     def train_step(self, loss_fn, variables, optimizer):
         return TorchTrainStep(loss_fn, variables, optimizer, compile_mode=self.mode == "static")
+
+    @property
+    def fuses_loops(self) -> bool:
+        """Static mode compiles a fused loop's body once per input shape (see :mod:`rlgraph_torch.fused_loop`)."""
+        return self.mode == "static"
+
+    def fused_loop(self, body):
+        """Static mode: :class:`~rlgraph_torch.fused_loop.TorchFusedLoop`; eager: a Python loop."""
+        if self.mode != "static":
+            return super().fused_loop(body)
+        return TorchFusedLoop(body)
 
     def gradients(self, loss_fn, variables, *inputs):
         variables = list(variables)

@@ -164,11 +164,12 @@ class TorchOps:
     def polyak(targets, sources, tau):
         with torch.no_grad():
             if torch.is_tensor(tau):
-                # Traced code (a fused loop's per-step tau): no Python branch on the value. lerp's
-                # ``t + w (s - t)`` would not give s exactly at w = 1, so select there.
-                targets, sources = list(targets), list(sources)
-                mixed = torch._foreach_lerp(targets, sources, tau)
-                torch._foreach_copy_(targets, [torch.where(tau >= 1.0, s, m) for s, m in zip(sources, mixed)])
+                # Traced code (a fused loop's per-step tau): no Python branch on the value. Select s
+                # at tau >= 1 so the copy is exact whatever lerp's rounding. Per-tensor lerp with a
+                # tensor weight: ``_foreach_lerp`` with a 0-d tensor weight reads it as a Python
+                # scalar (``.item()``), which breaks a compiled graph in two.
+                for t, s in zip(targets, sources):
+                    t.copy_(torch.where(tau >= 1.0, s, torch.lerp(t, s, tau)))
             elif float(tau) >= 1.0:
                 torch._foreach_copy_(list(targets), list(sources))
             else:

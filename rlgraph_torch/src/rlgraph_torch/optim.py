@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from rlgraph_core.backend import TrainStep
+from rlgraph_torch.functional_optim import FunctionalOptimizer, clip_by_global_norm
 
 
 def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.Optimizer:
@@ -38,12 +40,13 @@ def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.
 class TorchTrainStep(TrainStep):
     """Loss, backward, gradient-norm clipping and optimizer step; compiled in static mode.
 
-    Without a gradient hook a call is the fused step: in static mode the whole step (forward,
-    backward, clipping, optimizer) is one ``torch.compile`` d function until the learning rate
-    first changes (torch.compile bakes a float learning rate in), and from then on only the loss
-    forward is compiled. :meth:`compute_gradients` runs the forward compiled in static mode
-    (``_compiled_loss``) and backward eagerly; :meth:`apply_gradients` is eager (the optimizer's
-    ``foreach`` kernels already fuse the update).
+    Eager mode runs ``torch.optim`` (``foreach`` kernels, a float learning rate: the fastest
+    eager path). Static mode runs :class:`~rlgraph_torch.functional_optim.FunctionalOptimizer`
+    instead, whose learning rate is a 0-d tensor read inside the compiled program: the fused step
+    (forward, ``torch.autograd.grad``, clipping, update) is one ``torch.compile`` d program per
+    input shape, and a learning-rate schedule only writes that tensor (``fill_``), never
+    recompiling. :meth:`compute_gradients` runs the forward compiled in static mode
+    (``_compiled_loss``) and backward eagerly; :meth:`apply_gradients` runs the update eagerly.
 
     Args:
         loss_fn: ``loss_fn(*inputs) -> (loss, *aux)`` in torch tensors.
@@ -56,37 +59,77 @@ class TorchTrainStep(TrainStep):
         self.params = list(params)
         self.loss_fn = loss_fn
         self.max_grad_norm = spec.get("max_grad_norm")
-        self.optimizer = make_torch_optimizer(spec, self.params)
         self._sizes = [p.numel() for p in self.params]
         self._shapes = [tuple(p.shape) for p in self.params]
         self._device = self.params[0].device if self.params else torch.device("cpu")
         #: which parameters the last compute_gradients reached (apply_gradients skips the rest)
         self._reached = [p.requires_grad for p in self.params]
         self._static = compile_mode
+        #: programs compiled for this step (a one-element list the compile backend increments)
+        self._traces = [0]
         self._compiled_loss: Callable | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.functional: FunctionalOptimizer | None = None
         self._step = self._eager_step
         self.compiled = False
         if compile_mode:
-            self._step = _try_compile(self._eager_step)
-            self.compiled = self._step is not self._eager_step
+            self.functional = FunctionalOptimizer(spec, self.params)
+            self._lr_value = float(spec["learning_rate"])
+            self._step = _try_compile(self._traced_step, self._traces, trace_autograd=True)
+            self.compiled = self._step is not self._traced_step
+        else:
+            self.optimizer = make_torch_optimizer(spec, self.params)
 
     @property
     def num_parameters(self) -> int:
         """Total number of elements of the step's parameters (the flat gradient's length)."""
         return sum(self._sizes)
 
-    def _eager_step(self, *inputs):
-        return self._optimize(self.loss_fn(*inputs))
+    @property
+    def trace_count(self) -> int | None:
+        """Programs compiled for this step so far (fused step and the split step's loss
+        together); None in eager mode."""
+        return self._traces[0] if self._static else None
 
-    def _compiled_loss_step(self, *inputs):
-        return self._optimize(self._forward(*inputs))
+    def _eager_step(self, *inputs):
+        """Eager mode's fused step: ``torch.optim`` on ``.grad``."""
+        assert self.optimizer is not None
+        outputs = self.loss_fn(*inputs)
+        self.optimizer.zero_grad(set_to_none=True)
+        outputs[0].backward()
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
+        self.optimizer.step()
+        return tuple(o.detach() for o in outputs)
+
+    def _traced_step(self, *inputs):
+        """Static mode's fused step as plain traceable code (what is compiled, and :meth:`inline`)."""
+        assert self.functional is not None
+        outputs = self.loss_fn(*inputs)
+        grads = _grads_or_none(outputs[0], self.params)
+        with torch.no_grad():
+            self._update([i for i, g in enumerate(grads) if g is not None], [g for g in grads if g is not None])
+        return tuple(o.detach() for o in outputs)
+
+    def _update(self, indices: list[int], grads: list[torch.Tensor]) -> None:
+        """Clip ``grads`` by global norm and apply the functional update (static mode)."""
+        assert self.functional is not None
+        if self.max_grad_norm is not None:
+            grads = clip_by_global_norm(grads, float(self.max_grad_norm))
+        self.functional.update(indices, grads)
+
+    def inline(self, *inputs):
+        """The uncompiled fused step (static mode), for tracing inside a fused loop's body."""
+        if not self._static:
+            return self._fused_step(*inputs)
+        return self._traced_step(*inputs)
 
     def _forward(self, *inputs):
         """The loss outputs; through the compiled loss in static mode (eager if it cannot compile)."""
         if not self._static:
             return self.loss_fn(*inputs)
         if self._compiled_loss is None:
-            self._compiled_loss = _try_compile(self.loss_fn)
+            self._compiled_loss = _try_compile(self.loss_fn, self._traces)
         if self._compiled_loss is self.loss_fn:
             return self.loss_fn(*inputs)
         outputs, compiled_ok = _call_compiled_or_eager(
@@ -97,21 +140,13 @@ class TorchTrainStep(TrainStep):
             self.compiled = False
         return outputs
 
-    def _optimize(self, outputs):
-        loss = outputs[0]
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
-        self.optimizer.step()
-        return tuple(o.detach() for o in outputs)
-
     def _fused_step(self, *inputs):
-        if self._step is self._eager_step or self._step is self._compiled_loss_step:
-            return self._step(*inputs)
-        outputs, compiled_ok = _call_compiled_or_eager(self._step, self._eager_step, inputs, "the train step")
+        eager = self._traced_step if self._static else self._eager_step
+        if self._step is eager:
+            return eager(*inputs)
+        outputs, compiled_ok = _call_compiled_or_eager(self._step, eager, inputs, "the train step")
         if not compiled_ok:
-            self._step = self._eager_step
+            self._step = eager
             self._compiled_loss = self.loss_fn  # what failed to compile once is not tried again
             self.compiled = False
         return outputs
@@ -136,28 +171,41 @@ class TorchTrainStep(TrainStep):
     def apply_gradients(self, flat: np.ndarray) -> None:
         """Set the parameters' gradients from ``flat``, clip by global norm, step the optimizer."""
         flat = torch.from_numpy(self._checked_flat(flat)).to(self._device)
-        for p, piece, shape, reached in zip(self.params, torch.split(flat, self._sizes), self._shapes, self._reached):
-            p.grad = piece.view(shape) if reached and p.requires_grad else None
+        pieces = [piece.view(shape) for piece, shape in zip(torch.split(flat, self._sizes), self._shapes)]
+        used = [i for i, p in enumerate(self.params) if self._reached[i] and p.requires_grad]
+        if self.functional is not None:
+            with torch.no_grad():
+                self._update(used, [pieces[i] for i in used])
+            return
+        assert self.optimizer is not None
+        for i, p in enumerate(self.params):
+            p.grad = pieces[i] if i in used else None
         if self.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
         self.optimizer.step()
 
     @property
     def learning_rate(self) -> float:
+        if self.functional is not None:
+            return self._lr_value
+        assert self.optimizer is not None
         return float(self.optimizer.param_groups[0]["lr"])
 
     @learning_rate.setter
     def learning_rate(self, value: float) -> None:
+        if self.functional is not None:
+            # The compiled program reads this tensor: a new value never recompiles it.
+            self._lr_value = float(value)
+            self.functional.lr.fill_(self._lr_value)
+            return
+        assert self.optimizer is not None
         for group in self.optimizer.param_groups:
             group["lr"] = float(value)
-        if self.compiled and self._step is not self._compiled_loss_step:
-            # torch.compile bakes a float learning rate into the optimizer's graph, so a schedule
-            # would recompile on every change (and give up after 8). From the first change on,
-            # compile only the loss (forward, see _forward) and run backward and the optimizer
-            # step eagerly.
-            self._step = self._compiled_loss_step
 
     def get_state(self) -> dict[str, np.ndarray]:
+        if self.functional is not None:
+            return {k: v.detach().cpu().numpy().copy() for k, v in self.functional.get_state().items()}
+        assert self.optimizer is not None
         out = {}
         for i, p in enumerate(self.params):
             for key, val in self.optimizer.state.get(p, {}).items():
@@ -169,6 +217,10 @@ class TorchTrainStep(TrainStep):
         return list(self._shapes)
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
+        if self.functional is not None:
+            self.functional.set_state(state)
+            return
+        assert self.optimizer is not None
         for name, value in state.items():
             i, key = name.split("/", 1)
             p = self.params[int(i)]
@@ -230,12 +282,65 @@ def _call_compiled_or_eager(compiled: Callable, eager: Callable, args: tuple, wh
     return outputs, False
 
 
-def _try_compile(fn):
-    """torch.compile ``fn`` if this torch build can; else warn and return ``fn`` (eager)."""
+def counting_backend(counter: list[int]) -> Callable:
+    """A ``torch.compile`` backend: inductor, adding 1 to ``counter[0]`` for every graph dynamo
+    hands it (so a step or loop counts its own compiled programs, not the process's)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    def backend(graph_module, example_inputs):
+        counter[0] += 1
+        return compile_fx(graph_module, example_inputs)
+
+    return backend
+
+
+@contextlib.contextmanager
+def traced_autograd() -> Iterator[None]:
+    """Dynamo's ``trace_autograd_ops`` on for the block, so ``torch.autograd.grad`` compiles into
+    the same graph as the forward and the update (off, dynamo breaks the graph there). Dynamo
+    reads the flag only while it compiles and does not guard on it, so it is set just around
+    compiled calls and restored after: other code in the process sees torch's default."""
+    config = torch._dynamo.config
+    if config.trace_autograd_ops:
+        yield
+        return
+    config.trace_autograd_ops = True
     try:
-        return torch.compile(_fresh_code(fn), dynamic=False)
+        yield
+    finally:
+        config.trace_autograd_ops = False
+
+
+def with_traced_autograd(compiled: Callable) -> Callable:
+    """``compiled`` called inside :func:`traced_autograd` (a plain try/finally: this runs on
+    every step, and a generator context manager costs several microseconds more)."""
+    config = torch._dynamo.config
+
+    def call(*args):
+        if config.trace_autograd_ops:
+            return compiled(*args)
+        config.trace_autograd_ops = True
+        try:
+            return compiled(*args)
+        finally:
+            config.trace_autograd_ops = False
+
+    return call
+
+
+def _try_compile(fn, counter: list[int] | None = None, trace_autograd: bool = False):
+    """torch.compile ``fn`` if this torch build can; else warn and return ``fn`` (eager).
+
+    ``counter``: count the compiled graphs there (see :func:`counting_backend`);
+    ``trace_autograd``: compile ``torch.autograd.grad`` calls into the graph (see
+    :func:`with_traced_autograd`).
+    """
+    try:
+        backend = "inductor" if counter is None else counting_backend(counter)
+        compiled = torch.compile(_fresh_code(fn), dynamic=False, backend=backend)
     except Exception as exc:
         warnings.warn(
             f"torch.compile is unavailable ({type(exc).__name__}: {exc}); running eager.", RuntimeWarning, stacklevel=3
         )
         return fn
+    return with_traced_autograd(compiled) if trace_autograd else compiled
