@@ -3,7 +3,7 @@
 The loop is one ``torch.compile`` d program for the loop *body* (the gathers, the inline train
 step with ``torch.autograd.grad`` traced into the same graph, the polyak sync), called from a
 Python loop over ``k``. Measured on torch 2.13, CPU, one thread, on a heavily loaded 2-core
-machine (``rlgraph_torch/benchmarks/bench_fused_loop.py``, medians of 7 rounds, us per
+machine (``benchmarks/bench_torch_fused_loop.py``, medians of 7 rounds, us per
 gradient step), PPO (configs/ppo_cartpole.yaml, minibatch 256, 20 steps per round):
 
 * eager step 2662, static single step 1011, this loop 817 (a second run: 4986, 1827, 1664);

@@ -6,8 +6,8 @@ Huber, 128 steps per round, hard target copy every 128 steps), one torch thread,
 the right shapes, the learning rate changed before every step (as a schedule does). The variants
 are interleaved in one process and repeated; medians are printed. Run from the repository root:
 
-    python rlgraph_torch/benchmarks/bench_fused_loop.py --repeats 5
-    python rlgraph_torch/benchmarks/bench_fused_loop.py --only ppo --modes static --no-loop  # another checkout
+    python benchmarks/bench_torch_fused_loop.py --repeats 5
+    python benchmarks/bench_torch_fused_loop.py --only ppo --modes static --no-loop  # another checkout
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 from rlgraph_core.assemble import make_agent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def build(name: str, mode: str):
