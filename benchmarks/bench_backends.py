@@ -303,6 +303,13 @@ def main(argv=None) -> int:
             f"{r['row']:<14}{r['timed_steps']:>6}{r['steps_per_s']:>12.0f}{r['updates_per_s']:>11.0f}{r['steps_per_s'] / base:>9.2f}"
             f"{r['warmup_s']:>11.1f} | {'':>17}{ms['act']:>6.2f}{ms['env']:>6.2f}{ms['observe']:>8.2f}{ms['update']:>8.2f}"
         )
+    import roofline  # the sibling benchmarks/roofline.py (imports torch, like the hand-written row)
+
+    flops = roofline.update_flops("dqn", obs_dim=4, n_actions=2, hidden=HIDDEN, batch=BATCH)
+    matmul = roofline.matmul_gflops((roofline.network_matmul(BATCH, HIDDEN), (2048, 2048, 2048)))
+    print()
+    for r in results:
+        print(f"{r['row']:<14}{roofline.roofline_line(flops, r['updates_per_s'], matmul)}")
     return 0
 
 
