@@ -170,7 +170,7 @@ class TorchBackend(Backend):
         """Static mode: :class:`~rlgraph_torch.fused_loop.TorchFusedLoop`; eager: a Python loop."""
         if self.mode != "static":
             return super().fused_loop(body)
-        return TorchFusedLoop(body)
+        return TorchFusedLoop(self, body)
 
     def gradients(self, loss_fn, variables, *inputs):
         variables = list(variables)

@@ -24,26 +24,43 @@ from typing import Any
 
 import torch
 
+from rlgraph_core.backend import PythonLoop
 from rlgraph_torch.optim import _call_compiled_or_eager, _try_compile, traced_autograd
 
 
-class TorchFusedLoop:
+class TorchFusedLoop(PythonLoop):
     """``loop(per_step, constants)``: the body compiled once per input shape, run for each ``k``.
 
+    The loop itself (slicing step ``k``'s rows, stacking the outputs) is the contract's
+    :class:`~rlgraph_core.backend.PythonLoop`; what differs is the body it calls: compiled, with
+    ``torch.autograd.grad`` traced (set once around the whole loop), and the eager body from the
+    first call that fails to compile on (with a warning).
+
     Args:
+        backend: the torch backend (its ops stack the outputs).
         body: ``body(*per_step_k, *constants) -> tuple of tensors`` (see ``Backend.fused_loop``).
     """
 
-    def __init__(self, body: Callable[..., Sequence[Any]]):
-        self.body = body
+    def __init__(self, backend: Any, body: Callable[..., Sequence[Any]]):
+        super().__init__(backend, self._step)
+        self._body = body
         self._traces = [0]
-        # trace_autograd is set once around the whole loop (in __call__), not per iteration
         self._compiled = _try_compile(self._iteration, self._traces)
         self.compiled = self._compiled is not self._iteration
 
     def _iteration(self, *args):
         """One step of the loop: the body, its outputs detached."""
-        return tuple(torch.as_tensor(o).detach() for o in self.body(*args))
+        return tuple(torch.as_tensor(o).detach() for o in self._body(*args))
+
+    def _step(self, *args):
+        """One step through the compiled body (the eager one once compiling has failed)."""
+        if self._compiled is self._iteration:
+            return self._iteration(*args)
+        out, compiled_ok = _call_compiled_or_eager(self._compiled, self._iteration, args, "a fused loop body")
+        if not compiled_ok:
+            self._compiled = self._iteration
+            self.compiled = False
+        return out
 
     @property
     def trace_count(self) -> int | None:
@@ -52,26 +69,5 @@ class TorchFusedLoop:
 
     def __call__(self, per_step: Sequence[Any], constants: Sequence[Any] = ()) -> tuple[Any, ...]:
         """Run the body for every leading index of ``per_step``; outputs stacked ``[K, ...]``."""
-        per_step, constants = list(per_step), list(constants)
-        if not per_step:
-            raise ValueError("fused_loop needs at least one per-step tensor (its leading dimension is K).")
         with traced_autograd():
-            outputs = self._run([x.unbind(0) for x in per_step], constants, int(per_step[0].shape[0]))
-        if not outputs:
-            return ()
-        return tuple(torch.stack([out[i] for out in outputs]) for i in range(len(outputs[0])))
-
-    def _run(self, rows: list, constants: list, steps: int) -> list:
-        """The body's detached outputs for each of ``steps`` steps (compiled where it can)."""
-        outputs = []
-        for k in range(steps):
-            args = (*(r[k] for r in rows), *constants)
-            if self._compiled is self._iteration:
-                outputs.append(self._iteration(*args))
-                continue
-            out, compiled_ok = _call_compiled_or_eager(self._compiled, self._iteration, args, "a fused loop body")
-            if not compiled_ok:
-                self._compiled = self._iteration
-                self.compiled = False
-            outputs.append(out)
-        return outputs
+            return super().__call__(per_step, constants)
