@@ -10,7 +10,7 @@ import nox
 
 nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "core", "torch", "tf", "integration", "ray", "horovod"]
+nox.options.sessions = ["lint", "core", "torch", "tf", "integration", "jax", "ray", "horovod"]
 nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
@@ -66,6 +66,26 @@ def integration(session):
     """torch + tf together, plus the third-party example plugin: parity and learning tests."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-example-components")
     _pytest(session, "tests/integration")
+
+
+@nox.session(python=PYTHON)
+def jax(session):
+    """The outside jax backend plugin: its own tests (the core's conformance harness, learning),
+    then the integration parity tests, which pick jax up because it is installed (narrowed to the
+    jax comparisons: jax against torch eager, jax static against jax eager)."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax")
+    _pytest(session, "plugins/rlgraph-jax/tests")
+    _pytest(
+        session,
+        "tests/integration/test_parity_components.py",
+        "tests/integration/test_parity_agent.py",
+        "tests/integration/test_parity_ppo_sac.py",
+        "tests/integration/test_parity_impala.py",
+        "tests/integration/test_fused_rounds.py",
+        "tests/integration/test_static_compile_counts.py",
+        "tests/integration/test_gradient_hook_agents.py",
+        env={"RLGRAPH_TEST_BACKENDS": "torch-eager,jax"},
+    )
 
 
 @nox.session(python=PYTHON)

@@ -6,7 +6,7 @@ torch adds eps after the root, and ``optax.sgd``), which follow the same formula
 (``optax.inject_hyperparams``): a traced value held in a cell, so a schedule never recompiles.
 Clipping by global norm uses torch's formula ``coef = min(1, max_norm / (norm + 1e-6))`` (optax's
 ``clip_by_global_norm`` divides by the bare norm; the 1e-6 keeps this backend's numbers on the
-other backends' side of the parity tolerance), with optax's ``global_norm``.
+other backends' side of the parity tolerance), with ``optax.tree.norm``.
 
 Each variable has its own optax state (as torch keeps per-parameter state): a variable the loss
 does not reach in a step, or a non-trainable one, is skipped, so its moments never move.
@@ -51,9 +51,7 @@ def make_optimizer(spec: dict) -> optax.GradientTransformation:
         alpha = float(spec.get("alpha", 0.99))
 
         def build(learning_rate):
-            return optax.rmsprop(
-                learning_rate, decay=alpha, eps=eps, eps_in_sqrt=False, momentum=momentum or None
-            )
+            return optax.rmsprop(learning_rate, decay=alpha, eps=eps, eps_in_sqrt=False, momentum=momentum or None)
     else:
 
         def build(learning_rate):
@@ -99,7 +97,7 @@ def clip_by_global_norm(grads: Sequence[Any], max_norm: float | None) -> list[An
     present = [g for g in grads if g is not None]
     if max_norm is None or not present:
         return grads
-    coef = jnp.minimum(jnp.float32(max_norm) / (optax.global_norm(present) + CLIP_EPS), 1.0)
+    coef = jnp.minimum(jnp.float32(max_norm) / (optax.tree.norm(present) + CLIP_EPS), 1.0)
     return [None if g is None else g * coef for g in grads]
 
 
@@ -137,9 +135,7 @@ class JaxTrainStep(TrainStep):
     ):
         bad = [type(v).__name__ for v in variables if not isinstance(v, JaxVariable)]
         if bad:
-            raise TypeError(
-                f"The jax backend's train_step needs variables made by backend.variable; got {bad[0]}."
-            )
+            raise TypeError(f"The jax backend's train_step needs variables made by backend.variable; got {bad[0]}.")
         self.loss_fn = loss_fn
         self.variables = list(variables)
         self.kind = spec["type"]
