@@ -60,3 +60,46 @@ def test_ppo_cartpole_jax_static(tmp_path):
     )
     assert summary["target_reached"], summary
     assert summary["eval_return_mean"] >= 475
+
+
+@pytest.mark.learning
+def test_sac_pendulum_jax_static(tmp_path):
+    """SAC with the torch test's settings ([64, 64] trunks, 10k-step bound) reaches -200."""
+    cfg = validate_config(
+        apply_overrides(
+            load_config_file(CONFIGS / "sac_pendulum.yaml"),
+            QUIET
+            + [
+                "agent.actor_network.hidden=[64,64]",
+                "agent.critic_network.hidden=[64,64]",
+                "train.total_timesteps=10000",
+                "train.target_return=-200",
+                "train.eval_interval=1000",
+                "train.eval_episodes=5",
+                "train.seed=0",
+            ],
+        )
+    )
+    summary = train(cfg, tmp_path / "run")
+    print(
+        f"\njax static SAC: {summary['timesteps']} steps, {summary['wall_time']:.0f} s, eval {summary['eval_return_mean']}"
+    )
+    assert summary["target_reached"], summary
+    assert summary["eval_return_mean"] >= -200.0
+
+
+@pytest.mark.learning
+def test_impala_cartpole_jax_static(tmp_path):
+    """IMPALA (V-trace) under the local executor reaches 475 within the torch test's 40k steps."""
+    cfg = validate_config(
+        apply_overrides(
+            load_config_file(CONFIGS / "impala_cartpole.yaml"),
+            QUIET + ["train.seed=0", "train.total_timesteps=40000", "train.eval_interval=2048"],
+        )
+    )
+    summary = train(cfg, tmp_path / "run")
+    print(
+        f"\njax static IMPALA: {summary['timesteps']} steps, {summary['wall_time']:.0f} s, eval {summary['eval_return_mean']}"
+    )
+    assert summary["target_reached"], summary
+    assert summary["eval_return_mean"] >= 475.0
