@@ -184,7 +184,7 @@ def jax(session: nox.Session) -> None:
     then the integration parity tests, which pick jax up because it is installed (narrowed to the
     jax comparisons: jax against torch eager, jax static against jax eager)."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax")
-    _pytest(session, "plugins/rlgraph-jax/tests")
+    _pytest(session, "plugins/rlgraph-jax/tests", parallel=True)
     _pytest(
         session,
         "tests/integration/test_parity_components.py",
@@ -195,6 +195,7 @@ def jax(session: nox.Session) -> None:
         "tests/integration/test_static_compile_counts.py",
         "tests/integration/test_gradient_hook_agents.py",
         env={"RLGRAPH_TEST_BACKENDS": "torch-eager,jax"},
+        parallel=True,
     )
 
 
