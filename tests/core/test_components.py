@@ -683,6 +683,7 @@ def _ops_cases(rng):
         ("concat", lambda be: ([T(be, x), T(be, y)], 0), np.concatenate([x, y], 0)),
         ("stack", lambda be: ([T(be, x), T(be, y)], 1), np.stack([x, y], 1)),
         ("reshape", lambda be: (T(be, x), (4, 3)), x.reshape(4, 3)),
+        ("transpose", lambda be: (T(be, img), (0, 3, 1, 2)), img.transpose(0, 3, 1, 2)),
         ("expand_dims", lambda be: (T(be, x), 1), x[:, None, :]),
         ("squeeze", lambda be: (T(be, x[:, :1]), 1), x[:, 0]),
         ("zeros_like", lambda be: (T(be, x),), np.zeros_like(x)),

@@ -141,6 +141,7 @@ CASES = {
         (lambda o, x: o.reshape(x, (3, 5)), (X,), X.reshape(3, 5)),
         (lambda o, x: o.reshape(x, (-1,)), (X3,), X3.reshape(-1)),
     ],
+    "transpose": [(lambda o, x: o.transpose(x, (2, 0, 1)), (X3,), X3.transpose(2, 0, 1))],
     "expand_dims": [
         (lambda o, x: o.expand_dims(x, 0), (X,), X[None]),
         (lambda o, x: o.expand_dims(x, -1), (X,), X[..., None]),

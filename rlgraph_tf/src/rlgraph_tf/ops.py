@@ -201,6 +201,11 @@ class TFOps:
         return tf.reshape(x, shape)
 
     @staticmethod
+    def transpose(x, perm):
+        """Axes reordered: output axis ``i`` is input axis ``perm[i]``."""
+        return tf.transpose(x, perm)
+
+    @staticmethod
     def expand_dims(x, axis):
         """Insert a size-1 axis at ``axis``."""
         return tf.expand_dims(x, axis)

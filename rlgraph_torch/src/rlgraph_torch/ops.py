@@ -182,6 +182,11 @@ class TorchOps:
         return x.reshape(shape)
 
     @staticmethod
+    def transpose(x, perm):
+        """Axes reordered: output axis ``i`` is input axis ``perm[i]``."""
+        return x.permute(*perm)
+
+    @staticmethod
     def expand_dims(x, axis):
         return x.unsqueeze(axis)
 

@@ -144,6 +144,9 @@ class Ops(Protocol):
     def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
         """reshape(x, shape)"""
 
+    def transpose(self, x: Tensor, perm: Sequence[int]) -> Tensor:
+        """transpose(x, perm): axes reordered, output axis i is input axis perm[i]"""
+
     def expand_dims(self, x: Tensor, axis: int) -> Tensor:
         """expand_dims(x, axis)"""
 

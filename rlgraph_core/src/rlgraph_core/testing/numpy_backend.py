@@ -255,6 +255,11 @@ class NumpyOps:
         return np.reshape(x, shape)
 
     @staticmethod
+    def transpose(x, perm):
+        """Axes reordered: output axis ``i`` is input axis ``perm[i]``."""
+        return np.transpose(x, tuple(perm))
+
+    @staticmethod
     def expand_dims(x, axis):
         """Insert an axis of size 1 at ``axis``."""
         return np.expand_dims(x, axis)
