@@ -28,6 +28,7 @@ def rlgraph_components():
     from rlgraph_core.agents.slots import BUILTIN_SLOT_COMPONENTS
     from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
     from rlgraph_core.components.cnn import CNN, CNNSettings
+    from rlgraph_core.components.dict_encoder import DictEncoder, DictEncoderSettings
     from rlgraph_core.components.dqn_loss import DQNLoss
     from rlgraph_core.components.exploration import EpsilonGreedy, EpsilonGreedySettings
     from rlgraph_core.components.gae import GAE
@@ -52,6 +53,7 @@ def rlgraph_components():
         **BUILTIN_SLOT_COMPONENTS,  # slot components by the names configs use (box_normalize, running_mean_std)
         "mlp": (MLP, NetworkSpec),
         "cnn": (CNN, CNNSettings),
+        "dict_encoder": (DictEncoder, DictEncoderSettings),
         "epsilon_greedy": (EpsilonGreedy, EpsilonGreedySettings),
         "gae": GAE,
         "ppo_loss": PPOLoss,

@@ -20,6 +20,7 @@ from typing import Callable
 
 from rlgraph_core.components.actor_critic import RunningObsNormalizer
 from rlgraph_core.components.cnn import CNN
+from rlgraph_core.components.dict_encoder import DictEncoder
 from rlgraph_core.components.exploration import EpsilonGreedy, Exploration
 from rlgraph_core.components.network import MLP, NetworkMaker
 from rlgraph_core.components.preprocessors import BoxNormalizer
@@ -34,6 +35,7 @@ BUILTIN_SLOT_COMPONENTS: dict[str, type] = {
     "running_mean_std": RunningObsNormalizer,
     "mlp": MLP,
     "cnn": CNN,
+    "dict_encoder": DictEncoder,
     "epsilon_greedy": EpsilonGreedy,
 }
 
