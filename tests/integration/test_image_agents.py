@@ -3,6 +3,7 @@
 * A Pong-like smoke: a synthetic gymnasium env with Atari's post-processing shapes (uint8
   84x84x4 frames, 6 actions; no ROM needed) through DQN and PPO with the Nature CNN: build, act,
   a few updates, a checkpoint round trip (the loaded agent acts exactly as the saved one).
+* IMPALA (with the IMPALA residual network) and A2C take the same frames.
 * CNN checkpoints cross backends: written on torch, the tf agent takes the same greedy actions,
   and back (weights are NHWC/HWIO numpy on every backend).
 
@@ -16,7 +17,9 @@ import numpy as np
 import pytest
 from parity_pairs import PAIRS, pair_id, slow_if_torch_static
 
+from rlgraph_core.agents.a2c import A2CAgent, A2CConfig
 from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
+from rlgraph_core.agents.impala import ImpalaAgent, ImpalaConfig
 from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
 from rlgraph_core.assemble import make_backend
 from rlgraph_core.components.cnn import CNNSettings
@@ -70,6 +73,16 @@ def dqn(pair, seed=0):
 def ppo(pair, seed=0):
     cfg = PPOConfig(network=NATURE, n_steps=8, batch_size=8, n_epochs=2)
     return PPOAgent(cfg, OBS_SPACE, Discrete(6), make_backend(*pair, device="cpu", seed=seed), seed=seed, num_envs=2)
+
+
+def impala(pair, seed=0):
+    cfg = ImpalaConfig(network=CNNSettings(preset="impala"), n_steps=4)
+    return ImpalaAgent(cfg, OBS_SPACE, Discrete(6), make_backend(*pair, device="cpu", seed=seed), seed=seed, num_envs=2)
+
+
+def a2c(pair, seed=0):
+    cfg = A2CConfig(network=NATURE, n_steps=4)
+    return A2CAgent(cfg, OBS_SPACE, Discrete(6), make_backend(*pair, device="cpu", seed=seed), seed=seed, num_envs=2)
 
 
 def run_steps(agent, envs, steps):
@@ -131,3 +144,20 @@ def test_cnn_checkpoint_crosses_backends(src, dst, tmp_path):
     q_reader = reader.backend.to_numpy(reader.graph.q_values(reader.backend.to_tensor(frames)))
     np.testing.assert_allclose(q_reader, q_writer, rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(reader.act(frames, explore=False), writer.act(frames, explore=False))
+
+
+OTHERS = [
+    pytest.param(make, pair, id=f"{make.__name__}-{pair_id(pair)}")
+    for make, pairs in ((impala, (("torch", "eager"), ("tf", "eager"))), (a2c, (("torch", "eager"), ("tf", "static"))))
+    for pair in PAIRS
+    if pair in pairs
+]  # IMPALA's 15 convolutions at 84x84 take minutes of XLA compilation in tf static: eager only here
+
+
+@pytest.mark.parametrize("make,pair", OTHERS)
+def test_impala_cnn_and_a2c_take_images(make, pair):
+    """IMPALA with its own residual network (time-major uint8 batches) and A2C with Nature's."""
+    envs = gym.vector.SyncVectorEnv([PongLike, PongLike], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    agent = make(pair)
+    _, metrics = run_steps(agent, envs, 8)
+    assert len(metrics) == 2 and all(np.isfinite(float(m["loss"])) for m in metrics)
