@@ -17,6 +17,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jax import lax
+from rlgraph_core.backend.conv import check_padding, pair, same_padding
+
 from rlgraph_jax.state import JaxVariable, _unwrap
 
 #: Negative slope of ``leaky_relu``; the same on every rlgraph backend.
@@ -56,6 +59,13 @@ def _axis(axis):
 u = _unwrap
 
 
+def _window_padding(x, kh, kw, sh, sw, padding):
+    """``((top, bottom), (left, right))`` for a window op on NHWC ``x``."""
+    if check_padding(padding) == "valid":
+        return ((0, 0), (0, 0))
+    return (same_padding(int(x.shape[1]), kh, sh), same_padding(int(x.shape[2]), kw, sw))
+
+
 class JaxOps:
     """Stateless jax.numpy ops; constants go to ``device``.
 
@@ -70,6 +80,41 @@ class JaxOps:
     def dense(x, w, b):
         """``x @ w + b`` with ``w`` of shape ``[in, out]`` (any number of leading axes in ``x``)."""
         return jnp.matmul(u(x), u(w)) + u(b)
+
+    @staticmethod
+    def conv2d(x, w, b, strides=1, padding="valid"):
+        """NHWC activations, HWIO kernels (XLA takes both layouts natively); ``same`` padding is
+        split as TensorFlow splits it (the odd element at the bottom / right)."""
+        x, w = u(x), u(w)
+        (sh, sw), (kh, kw) = pair(strides), (int(w.shape[0]), int(w.shape[1]))
+        pads = _window_padding(x, kh, kw, sh, sw, padding)
+        out = lax.conv_general_dilated(x, w, (sh, sw), pads, dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return out + u(b)
+
+    @staticmethod
+    def max_pool2d(x, size, strides=None, padding="valid"):
+        """Max pooling of NHWC ``x`` (``same``: -inf padding, so padding never wins)."""
+        x = u(x)
+        (kh, kw) = pair(size, "size")
+        (sh, sw) = pair(size if strides is None else strides)
+        pads = _window_padding(x, kh, kw, sh, sw, padding)
+        return lax.reduce_window(x, -jnp.inf, lax.max, (1, kh, kw, 1), (1, sh, sw, 1), ((0, 0), *pads, (0, 0)))
+
+    @staticmethod
+    def flatten(x, axis=1):
+        """Merge axes ``axis..`` into one (C order)."""
+        x = u(x)
+        return jnp.reshape(x, (*x.shape[:axis], -1))
+
+    @staticmethod
+    def image_to_float(x, scale=1.0 / 255.0):
+        """float32 ``x * scale``."""
+        return u(x).astype(jnp.float32) * scale
+
+    @staticmethod
+    def transpose(x, perm):
+        """Axes reordered: output axis ``i`` is input axis ``perm[i]``."""
+        return jnp.transpose(u(x), tuple(perm))
 
     @staticmethod
     def activation(name, x):
