@@ -236,6 +236,9 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             pm.get("loggers", name, field="train.loggers")
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
+    from rlgraph_core.callbacks import validate_callbacks
+
+    validate_callbacks(pm, train.callbacks)
     _check_env_id(env.id)
     # Checks that need more than the agent section (e.g. PPO: a minibatch fits in a rollout of
     # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run.
