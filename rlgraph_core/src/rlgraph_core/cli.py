@@ -97,9 +97,7 @@ def cmd_train(args) -> int:
         print(dry_run(assembly, out, resume_dir=resume))
         return 0
     try:
-        summary = run_training(
-            config, out, resume=resume, overwrite=args.overwrite, assembly=assembly, announce=print
-        )
+        summary = run_training(config, out, resume=resume, overwrite=args.overwrite, assembly=assembly, announce=print)
     except RunFailed as exc:
         summary = exc.summary
         if summary.get("checkpoint") is None:  # a process that does not own the folder

@@ -211,8 +211,8 @@ class RunRecorder:
         or raised inside :class:`RunFailed` when the loop raised.
         """
         cfg, tc = self.config, self.config.train
-        self.loggers = self.assembly.make_loggers(self.out_dir) if self.out_dir is not None else _screen_loggers(
-            self.assembly
+        self.loggers = (
+            self.assembly.make_loggers(self.out_dir) if self.out_dir is not None else _screen_loggers(self.assembly)
         )
         info = {
             "config": cfg.to_dict(),
