@@ -288,3 +288,8 @@ def test_installed_script_exits_2_on_a_bad_config_file(tmp_path):
     message = assert_user_error(proc.returncode, proc.stderr, str(bad), "not valid JSON")
     assert message.startswith("rlgraph: error: Config file ")
     assert proc.stdout == "" and not (tmp_path / "o").exists()
+
+
+def test_a_misspelled_shipped_config_gets_a_did_you_mean():
+    code, _, stderr = run_cli("train", "ppo_cartpol", "--dry-run")
+    assert_user_error(code, stderr, "ppo_cartpol", "Did you mean the shipped config 'ppo_cartpole'?")

@@ -120,14 +120,12 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    """Evaluate a checkpoint with the greedy policy."""
+    """Evaluate a checkpoint with the greedy policy (through the facade's :meth:`Algorithm.evaluate`)."""
     import gymnasium as gym
 
+    from rlgraph_core.api import Algorithm
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
-    from rlgraph_core.assemble import assemble
-    from rlgraph_core.evaluation import evaluate_policy
-    from rlgraph_core.plugins import get_plugin_manager
 
     _, stored = read_meta(args.checkpoint)
     overrides = list(args.set or [])
@@ -136,22 +134,16 @@ def cmd_evaluate(args) -> int:
     if args.mode:
         overrides.append(f"train.mode={args.mode}")
     config = validate_config(apply_overrides(stored, overrides))
-    render = "rgb_array" if args.render_to else None
-    assembly = assemble(config, get_plugin_manager())
-    env = assembly.make_eval_env(render_mode=render)
-    agent = assembly.make_agent(env.observation_space, env.action_space)
-    agent.load(args.checkpoint, for_training=False)  # weights only; counters are not needed
+    algo = Algorithm(config, verbose=1)
+    algo.agent.load(args.checkpoint, for_training=False)  # weights only; counters are not needed
     frames = [] if args.render_to else None
-    seed = 10_000 + config.train.seed if args.seed is None else args.seed
     try:
-        result = evaluate_policy(lambda o: agent.act(o, explore=False), env, args.episodes, seed, frames)
+        result = algo.evaluate(args.episodes, seed=args.seed, render_frames=frames)
     except gym.error.DependencyNotInstalled as exc:
         # Rendering needs the env's optional extras (e.g. pygame for classic control).
         raise RLGraphError(
             f"--render-to needs rendering support for '{config.env.id}', which is not installed: {exc}"
         ) from None
-    finally:
-        env.close()
     print(
         f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
         f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "

@@ -221,6 +221,13 @@ class RunRecorder:
             "resumed_from": None if self.resume_dir is None else str(self.resume_dir),
             **(run_info or {}),
         }
+        try:  # a callback that cannot run (e.g. nowhere to write) is a mistake: nothing has run yet
+            self._notify("on_training_start")
+        except BaseException:
+            self.eval_env.close()
+            for lg in self.loggers:
+                lg.close()
+            raise
         self.assembly.hook.rlgraph_on_train_start(run_info=info)
         self._start = self._last = (self.agent.timesteps, self.agent.updates, time.perf_counter())
         self._callback_updates = self.agent.updates
@@ -233,7 +240,6 @@ class RunRecorder:
                         total=tc.total_timesteps, initial=self.agent.timesteps, unit="step", dynamic_ncols=True
                     )
                 try:
-                    self._notify("on_training_start")
                     loop(self, stop)
                 except Exception as exc:  # the env, the agent, a worker or a plugin raised: keep the work done
                     self.fail(exc)
