@@ -357,7 +357,7 @@ class Algorithm:
             resume = None
             if self.agent.timesteps > 0:
                 resume = Path(tmp) / "start"
-                self.agent.save(resume, {"config": config.to_dict(), "run_state": self._state.to_json()})
+                self.agent.save(str(resume), {"config": config.to_dict(), "run_state": self._state.to_json()})
             summary = run_training(
                 config,
                 out if out is not None else Path(tmp) / "run",
@@ -421,7 +421,7 @@ class Algorithm:
         ``rlgraph evaluate PATH``, ``rlgraph train --resume PATH`` and :func:`load` read it.
         """
         path = Path(path)
-        self.agent.save(path, {"config": self.config.to_dict(), "run_state": self._state.to_json()})
+        self.agent.save(str(path), {"config": self.config.to_dict(), "run_state": self._state.to_json()})
         return path
 
     @classmethod
@@ -464,5 +464,5 @@ def load(
         plugin_manager=plugin_manager,
         **overrides,
     )
-    algo._state = RunState.from_meta(algo.agent.load(path))
+    algo._state = RunState.from_meta(algo.agent.load(str(path)))
     return algo
