@@ -180,7 +180,8 @@ def make(
             Default: the config's.
         backend, mode, device, seed: ``train.backend``, ``train.mode`` (``eager``/``static``),
             ``train.device``, ``train.seed``.
-        executor: ``train.executor`` by name, or the ``executor:`` section as a dict.
+        executor: ``train.executor`` by name, or the ``executor:`` section as a dict (with
+            ``type``: the executor's name too, e.g. ``{"type": "ray_sync", "num_workers": 4}``).
         out: the default output folder of :meth:`Algorithm.learn` (None: nothing is written).
         verbose: 0 prints nothing; 1 prints the console logger's metric lines.
         plugin_manager: the plugin manager to resolve names with (default: the process's).
@@ -201,7 +202,10 @@ def make(
         if value is not None:
             train[key] = value
     if isinstance(executor, dict):
-        raw["executor"] = copy.deepcopy(executor)
+        executor = copy.deepcopy(executor)
+        if "type" in executor:
+            train["executor"] = executor.pop("type")
+        raw["executor"] = executor
     elif executor is not None:
         train["executor"] = executor
     _apply_overrides(raw, overrides, pm)
