@@ -73,6 +73,7 @@ class RunState:
             "best_eval_return": self.best_eval_return,
             "last_eval_return": self.last_eval_return,
             "wall_time": self.wall_time if wall_time is None else wall_time,
+            "target_passed": self.target_passed,
         }
 
     @classmethod
@@ -83,7 +84,7 @@ class RunState:
             best_eval_return=stored.get("best_eval_return"),
             last_eval_return=stored.get("last_eval_return"),
             wall_time=float(stored.get("wall_time") or 0.0),
-            target_passed=meta.get("ended_by") == "target_return",
+            target_passed=bool(stored.get("target_passed")) or meta.get("ended_by") == "target_return",
         )
 
 
