@@ -88,6 +88,7 @@ def test_plugins_md_blocks_parse_and_import_what_they_use(index):
         elif isinstance(node, ast.Import):
             imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
     defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    defined |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for a in n.args.args}
     # every capitalised name a block uses as a base class or decorator is imported or defined in it
     used = {
         n.id
@@ -96,11 +97,12 @@ def test_plugins_md_blocks_parse_and_import_what_they_use(index):
         for n in [*getattr(node, "bases", []), *node.decorator_list]
         if isinstance(n, ast.Name)
     }
+    used |= {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
     used |= {
         n.id
         for node in ast.walk(tree)
-        if isinstance(node, ast.AnnAssign) or isinstance(node, ast.Call)
-        for n in ast.walk(node.annotation if isinstance(node, ast.AnnAssign) else node.func)
+        if isinstance(node, ast.AnnAssign)
+        for n in ast.walk(node.annotation)
         if isinstance(n, ast.Name)
     }
     missing = sorted(used - imported - defined - set(dir(builtins)))
