@@ -44,7 +44,7 @@ def test_quickstart_blocks_run_in_order(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[0] == "512 total_timesteps"
-    assert "640" in lines and "128 callback" in lines
+    assert "640" in lines and "384 callback StopAfterUpdates" in lines and "128 callback" in lines
     assert (tmp_path / "ppo_cartpole_ckpt" / "meta.json").is_file()
     assert {p.name for p in tmp_path.iterdir()} == {"ppo_cartpole_ckpt", ".ppo_cartpole_ckpt.versions"}  # nothing else
 
