@@ -46,6 +46,7 @@ nox.options.sessions = [
     f"torch-{PYTHON}",
     f"tf-{PYTHON}",
     "integration",
+    "jax",
     "ray",
     "horovod",
 ]
@@ -178,6 +179,27 @@ def integration(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def jax(session: nox.Session) -> None:
+    """The outside jax backend plugin: its own tests (the core's conformance harness, learning),
+    then the integration parity tests, which pick jax up because it is installed (narrowed to the
+    jax comparisons: jax against torch eager, jax static against jax eager)."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax")
+    _pytest(session, "plugins/rlgraph-jax/tests", parallel=True)
+    _pytest(
+        session,
+        "tests/integration/test_parity_components.py",
+        "tests/integration/test_parity_agent.py",
+        "tests/integration/test_parity_ppo_sac.py",
+        "tests/integration/test_parity_impala.py",
+        "tests/integration/test_fused_rounds.py",
+        "tests/integration/test_static_compile_counts.py",
+        "tests/integration/test_gradient_hook_agents.py",
+        env={"RLGRAPH_TEST_BACKENDS": "torch-eager,jax"},
+        parallel=True,
+    )
+
+
+@nox.session(python=PYTHON)
 def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
@@ -218,6 +240,7 @@ def lock(session: nox.Session) -> None:
         "rlgraph-ray",
         "rlgraph-horovod",
         "rlgraph-example-components",
+        "rlgraph-jax",
     ]
     no_emit = [arg for name in local for arg in ("--no-emit-package", name)]
     session.run(
