@@ -275,6 +275,9 @@ TYPED_CONTRACTS = (
     "rlgraph_core/execution/base.py",
     "rlgraph_core/execution/settings.py",
     "rlgraph_core/execution/recorder.py",
+    "rlgraph_core/callbacks.py",
+    "rlgraph_core/training.py",
+    "rlgraph_core/api.py",
 )
 
 

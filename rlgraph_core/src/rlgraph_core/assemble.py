@@ -26,7 +26,7 @@ from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.backend.contract import Backend
 from rlgraph_core.components.settings import component_entry
 from rlgraph_core.config.memory import make_memory
-from rlgraph_core.envs import make_eval_env, make_vector_env
+from rlgraph_core.envs import make_eval_env, make_vector_env, make_vector_env_from
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
@@ -49,6 +49,10 @@ class Assembly:
         logger_classes: metric logger classes, in ``config.train.loggers`` order.
         executor_class: the executor class ``config.train.executor`` names.
         backend_factory: makes a further backend like :attr:`backend` (for workers that need their own).
+        callbacks: callback objects of the run (:mod:`rlgraph_core.callbacks`): those
+            ``config.train.callbacks`` names, and any a caller adds (the facade's ``learn``).
+        env_factory: makes one environment (a gymnasium env instance or factory given to the
+            facade) instead of ``config.env.id``; None: the config's env.
     """
 
     config: Any
@@ -59,6 +63,8 @@ class Assembly:
     logger_classes: list[type]
     executor_class: type
     backend_factory: Callable[[], Backend] = field(repr=False)
+    callbacks: list = field(default_factory=list)
+    env_factory: Callable[[], Any] | None = field(default=None, repr=False)
 
     def resolve_component(self, name: str, field: str) -> type:
         """The component class registered as ``name`` (a ConfigError names ``field`` otherwise)."""
@@ -146,10 +152,14 @@ class Assembly:
 
     def make_vector_env(self, seed: int):
         """The configured gymnasium vector env (same-step autoreset)."""
+        if self.env_factory is not None:
+            return make_vector_env_from(self.env_factory, self.config.env, seed)
         return make_vector_env(self.config.env, seed)
 
     def make_eval_env(self, render_mode: str | None = None):
         """A single configured env for evaluation."""
+        if self.env_factory is not None and render_mode is None:
+            return self.env_factory()
         return make_eval_env(self.config.env, render_mode)
 
     @property
@@ -220,6 +230,8 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
             backend.set_num_threads(tc.num_threads)
         return backend
 
+    from rlgraph_core.callbacks import make_callbacks
+
     return Assembly(
         config=config,
         plugin_manager=pm,
@@ -229,6 +241,7 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         logger_classes=[_get(pm, "loggers", name, "train.loggers") for name in tc.loggers],
         executor_class=_executor_class(pm, tc.executor),
         backend_factory=backend_factory,
+        callbacks=make_callbacks(pm, tc.callbacks),
     )
 
 

@@ -93,3 +93,11 @@ def rlgraph_loggers():
     from rlgraph_core.execution.loggers import ConsoleLogger, JsonlLogger
 
     return {"console": ConsoleLogger, "jsonl": JsonlLogger}
+
+
+@hookimpl
+def rlgraph_callbacks():
+    """Early stopping, stop on a reward threshold, and a checkpoint every N env steps."""
+    from rlgraph_core.callbacks import BUILTIN_CALLBACKS
+
+    return dict(BUILTIN_CALLBACKS)

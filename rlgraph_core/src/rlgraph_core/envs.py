@@ -28,7 +28,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from rlgraph_core.errors import ConfigError
 
-__all__ = ["make_eval_env", "make_vector_env", "resolve_env_id"]
+__all__ = ["make_eval_env", "make_vector_env", "make_vector_env_from", "resolve_env_id"]
 
 _IMPORTABLE_HINT = (
     "The module must be importable from where rlgraph runs: run rlgraph from the module's folder, "
@@ -185,6 +185,14 @@ def make_vector_env(env_cfg, seed: int):
             **kwargs,
         ),
     )
+    envs.action_space.seed(seed)
+    return envs
+
+
+def make_vector_env_from(factory, env_cfg, seed: int):
+    """Like :func:`make_vector_env`, with ``factory()`` making each env instead of ``env_cfg.id``."""
+    cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else gym.vector.SyncVectorEnv
+    envs = cls([factory] * env_cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs.action_space.seed(seed)
     return envs
 

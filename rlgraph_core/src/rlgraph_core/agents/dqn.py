@@ -16,7 +16,7 @@ One update round of K gradient steps, as the fused program of static mode runs i
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, SerializeAsAny
@@ -63,6 +63,8 @@ ExplorationSlot = Annotated[
 
 class DQNConfig(OffPolicyConfig):
     """Hyperparameters of the DQN family (the schedule and memory fields are :class:`OffPolicyConfig`'s)."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"replay", "exploration"})
 
     type: Literal["dqn"] = "dqn"
     network: NetworkSlot = Field(

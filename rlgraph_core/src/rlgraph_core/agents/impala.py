@@ -30,7 +30,7 @@ targets are then GAE(lambda)'s returns); ``normalize_advantage`` normalises ``pg
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import Field
@@ -59,6 +59,8 @@ class ImpalaOptimizerConfig(OnPolicyOptimizerConfig):
 
 class ImpalaConfig(OnPolicyConfig):
     """Hyperparameters of IMPALA (defaults follow the paper where it applies)."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"rollouts", "vtrace"})
 
     type: Literal["impala"] = "impala"
     n_steps: int = Field(20, gt=0, description="env steps per env in each rollout fragment (the unroll length)")

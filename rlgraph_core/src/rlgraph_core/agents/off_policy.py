@@ -57,6 +57,9 @@ TRAJECTORY_KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "trunc
 class OffPolicyConfig(StrictModel):
     """Fields every replay agent has (defaults are DQN's; SAC overrides several)."""
 
+    #: what executors may rely on (see :data:`rlgraph_core.agents.support.CAPABILITIES`)
+    capabilities: ClassVar[frozenset[str]] = frozenset({"replay"})
+
     gamma: float = Field(0.99, gt=0, le=1)
     n_step: int = Field(1, ge=1, description="n-step returns (1 = one-step targets)")
     batch_size: int = Field(64, gt=0)

@@ -19,7 +19,7 @@ keeps the unclipped sample so log-probabilities stay exact.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, ClassVar, Optional
 
 import numpy as np
 from pydantic import Field, SerializeAsAny
@@ -69,6 +69,9 @@ class OnPolicyOptimizerConfig(OptimizerConfig):
 
 class OnPolicyConfig(StrictModel):
     """Fields shared by the on-policy actor-critic agents (PPO, A2C)."""
+
+    #: what executors may rely on (see :data:`rlgraph_core.agents.support.CAPABILITIES`)
+    capabilities: ClassVar[frozenset[str]] = frozenset({"rollouts"})
 
     network: ActorCriticNetworkSlot = Field(
         default_factory=ActorCriticNetworkSpec,

@@ -89,6 +89,10 @@ class TrainConfig(StrictModel):
     keep_checkpoints: int = Field(3, ge=1, description="periodic checkpoints kept (the newest)")
     loggers: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
     progress_bar: bool = True
+    callbacks: list[dict] = Field(
+        default_factory=list,
+        description="callbacks by registry name with their settings, e.g. [{type: early_stopping, patience: 5}]",
+    )
 
     @field_validator("device")
     @classmethod

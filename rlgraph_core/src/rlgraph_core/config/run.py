@@ -236,6 +236,9 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             pm.get("loggers", name, field="train.loggers")
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
+    from rlgraph_core.callbacks import validate_callbacks
+
+    validate_callbacks(pm, train.callbacks)
     _check_env_id(env.id)
     # Checks that need more than the agent section (e.g. PPO: a minibatch fits in a rollout of
     # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run.
@@ -309,7 +312,14 @@ def load_config_file(path: str | Path) -> dict:
     """Read a YAML or JSON config file into a dict (errors name the file and the problem)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"Config file '{path}' does not exist; pass a YAML or JSON file (see configs/).")
+        import difflib
+
+        close = difflib.get_close_matches(str(path), shipped_configs(), n=1)
+        hint = f" Did you mean the shipped config '{close[0]}'?" if close else ""
+        raise ConfigError(
+            f"Config file '{path}' does not exist; pass a YAML or JSON file (see configs/) or the name of a shipped "
+            f"config ({', '.join(shipped_configs())}).{hint}"
+        )
     kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
         text = path.read_text()

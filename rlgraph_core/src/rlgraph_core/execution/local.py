@@ -41,15 +41,32 @@ class LocalExecutor(Executor):
     :class:`~rlgraph_core.execution.recorder.RunRecorder`'s, which distributed executors share.
     """
 
+    accepts_agent = True
+
+    def __init__(self, config, out_dir, *, assembly, resume_dir=None, agent=None, run_state: RunState | None = None):
+        super().__init__(config, out_dir, assembly=assembly, resume_dir=resume_dir)
+        #: an agent built by the caller to train on (the facade's), or None to build one
+        self.agent = agent
+        #: the run state to carry on with ``agent`` (best evaluation, wall time), or None
+        self.run_state = run_state
+
     def run(self) -> dict:
         cfg = self.config
         parts = self.assembly
         envs = parts.make_vector_env(cfg.train.seed)
         try:
             eval_env = parts.make_eval_env()
-            agent = parts.make_agent(envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs)
+            agent = self.agent or parts.make_agent(
+                envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs
+            )
             recorder = RunRecorder(
-                cfg, self.out_dir, assembly=parts, agent=agent, resume_dir=self.resume_dir, eval_env=eval_env
+                cfg,
+                self.out_dir,
+                assembly=parts,
+                agent=agent,
+                resume_dir=self.resume_dir,
+                eval_env=eval_env,
+                state=self.run_state,
             )
             return recorder.run(lambda rec, stop: self._steps(agent, envs, rec, stop))
         finally:

@@ -65,6 +65,16 @@ def rlgraph_loggers():
 
 
 @hookspec
+def rlgraph_callbacks():
+    """Return ``{name: callback_class}`` or ``{name: (callback_class, settings_model)}`` for callbacks
+    configs may list under ``train.callbacks`` (see :mod:`rlgraph_core.callbacks`).
+
+    The entry's other keys are the class's keyword arguments, validated by ``settings_model`` (a
+    pydantic model) when given, else checked against the constructor's signature.
+    """
+
+
+@hookspec
 def rlgraph_on_train_start(run_info):
     """Called once when a training run starts; ``run_info`` is a dict (config, out_dir, ...)."""
 
