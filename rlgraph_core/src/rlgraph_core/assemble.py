@@ -49,6 +49,7 @@ class Assembly:
         logger_classes: metric logger classes, in ``config.train.loggers`` order.
         executor_class: the executor class ``config.train.executor`` names.
         backend_factory: makes a further backend like :attr:`backend` (for workers that need their own).
+        env_wrappers: ``env -> env`` callables of ``config.env.wrappers``, resolved once (picklable).
     """
 
     config: Any
@@ -59,6 +60,7 @@ class Assembly:
     logger_classes: list[type]
     executor_class: type
     backend_factory: Callable[[], Backend] = field(repr=False)
+    env_wrappers: list[Callable] = field(default_factory=list, repr=False)
 
     def resolve_component(self, name: str, field: str) -> type:
         """The component class registered as ``name`` (a ConfigError names ``field`` otherwise)."""
@@ -146,11 +148,11 @@ class Assembly:
 
     def make_vector_env(self, seed: int):
         """The configured gymnasium vector env (same-step autoreset)."""
-        return make_vector_env(self.config.env, seed)
+        return make_vector_env(self.config.env, seed, wrappers=self.env_wrappers)
 
     def make_eval_env(self, render_mode: str | None = None):
         """A single configured env for evaluation."""
-        return make_eval_env(self.config.env, render_mode)
+        return make_eval_env(self.config.env, render_mode, wrappers=self.env_wrappers)
 
     @property
     def hook(self):
@@ -222,7 +224,18 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         logger_classes=[_get(pm, "loggers", name, "train.loggers") for name in tc.loggers],
         executor_class=_executor_class(pm, tc.executor),
         backend_factory=backend_factory,
+        env_wrappers=_env_wrappers(pm, config.env),
     )
+
+
+def _env_wrappers(pm: PluginManager, env_cfg) -> list[Callable]:
+    """``config.env.wrappers`` resolved through ``pm`` (a PluginError becomes a ConfigError)."""
+    from rlgraph_core.wrappers import resolve_wrappers
+
+    try:
+        return resolve_wrappers(pm, env_cfg.wrappers)
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def make_agent(

@@ -89,3 +89,11 @@ def rlgraph_loggers():
     from rlgraph_core.execution.loggers import ConsoleLogger, JsonlLogger
 
     return {"console": ConsoleLogger, "jsonl": JsonlLogger}
+
+
+@hookimpl
+def rlgraph_wrappers():
+    """Environment wrappers for ``env.wrappers``: adapters of gymnasium's and MiniGrid's own."""
+    from rlgraph_core.wrappers import BUILTIN_WRAPPERS
+
+    return dict(BUILTIN_WRAPPERS)
