@@ -230,7 +230,7 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
 
 def _env_wrappers(pm: PluginManager, env_cfg) -> list[Callable]:
     """``config.env.wrappers`` resolved through ``pm`` (a PluginError becomes a ConfigError)."""
-    from rlgraph_core.wrappers import resolve_wrappers
+    from rlgraph_core.config.wrappers import resolve_wrappers
 
     try:
         return resolve_wrappers(pm, env_cfg.wrappers)

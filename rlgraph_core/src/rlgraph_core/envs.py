@@ -35,7 +35,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.wrappers import apply_wrappers, missing_extra_message, resolve_wrappers
+from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
 
 __all__ = ["check_observation_space", "make_eval_env", "make_vector_env", "register_env_family", "resolve_env_id"]
 
@@ -220,11 +220,16 @@ def _made(env_cfg, make, **extra: Any):
 
 
 def _wrappers(env_cfg, wrappers: Sequence[Callable] | None) -> list[Callable]:
-    """The wrappers to apply: those given (resolved by the assembly), else ``env_cfg.wrappers``
-    resolved with the process's plugin manager (for callers outside an assembly)."""
+    """The wrappers to apply, as resolved by the assembly (or
+    :func:`rlgraph_core.config.wrappers.resolve_wrappers`); None only for a config without wrappers."""
     if wrappers is not None:
         return list(wrappers)
-    return resolve_wrappers(None, getattr(env_cfg, "wrappers", ()) or ())
+    if getattr(env_cfg, "wrappers", None):
+        raise ValueError(
+            "env.wrappers are set: pass wrappers=rlgraph_core.config.wrappers.resolve_wrappers(plugin_manager, "
+            "env_cfg.wrappers) (the assembly does), so that names are resolved with the run's plugin manager."
+        )
+    return []
 
 
 def _wrapper_hint(space) -> str:

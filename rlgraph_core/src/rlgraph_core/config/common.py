@@ -74,7 +74,7 @@ class EnvConfig(StrictModel):
         """Raw entries are validated by the settings model registered for their ``type``."""
         if isinstance(v, (list, tuple)) and all(isinstance(e, WrapperSettings) for e in v):
             return list(v)
-        from rlgraph_core.wrappers import validate_wrappers
+        from rlgraph_core.config.wrappers import validate_wrappers
 
         return validate_wrappers(None, v)
 

@@ -215,7 +215,7 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     env = train = None
     env_raw = dict(raw.get("env") or {})
     if env_raw.get("wrappers") is not None:
-        from rlgraph_core.wrappers import validate_wrappers
+        from rlgraph_core.config.wrappers import validate_wrappers
 
         # Each wrapper's own registered settings model validates its entry (plugins add wrappers).
         env_raw["wrappers"] = validate_wrappers(pm, env_raw["wrappers"], field="env.wrappers")
