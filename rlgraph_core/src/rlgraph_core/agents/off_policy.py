@@ -105,7 +105,7 @@ def builtin_memory(settings: MemorySettings, seed: int):
     """
     kwargs = settings.model_dump(exclude={"type"})
     if settings.type == "replay":
-        return ReplayMemory(kwargs["capacity"], seed=seed)
+        return ReplayMemory(**kwargs, seed=seed)
     if settings.type == "prioritized_replay":
         return PrioritizedReplay(**kwargs, seed=seed)
     raise ConfigError(
