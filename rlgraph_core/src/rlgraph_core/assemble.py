@@ -115,7 +115,11 @@ class Assembly:
         if settings is None or self.memory_class is None:
             return None
         return estimate_replay_bytes(
-            settings.capacity, _as_space(observation_space), _as_space(action_space), self._memory_prioritized()
+            settings.capacity,
+            _as_space(observation_space),
+            _as_space(action_space),
+            self._memory_prioritized(),
+            **self._frame_storage(settings),
         )
 
     def check_memory_fits(self, observation_space, action_space) -> int | None:
@@ -129,7 +133,17 @@ class Assembly:
             _as_space(observation_space),
             _as_space(action_space),
             prioritized=self._memory_prioritized(),
+            **self._frame_storage(settings),
         )
+
+    def _frame_storage(self, settings) -> dict:
+        """How the memory stores uint8 observations (its ``frames`` setting; "off" for a memory
+        without one) and the frame stack of ``env.wrappers`` (1 without a channels-last stack)."""
+        stack = 1
+        for wrapper in self.config.env.wrappers:
+            if wrapper.type == "frame_stack" and getattr(wrapper, "channels_last", False):
+                stack = int(getattr(wrapper, "stack_size", 1))
+        return {"frames": getattr(settings, "frames", "off"), "frame_stack": stack}
 
     def _memory_prioritized(self) -> bool:
         cls = self.memory_class.resolve() if hasattr(self.memory_class, "resolve") else self.memory_class
