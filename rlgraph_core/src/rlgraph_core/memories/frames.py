@@ -40,11 +40,16 @@ def frames_of(records: np.ndarray) -> np.ndarray:
     return records[:, None]
 
 
-def stacks_of(frames: np.ndarray, split: bool) -> np.ndarray:
-    """The inverse of :func:`frames_of`: ``[n, k, *frame_shape]`` -> contiguous ``[n, *shape]``."""
-    if split:
-        return np.ascontiguousarray(np.moveaxis(frames, 1, -1))
-    return frames[:, 0]
+def stacks_of(store: "FrameStore", slots: np.ndarray, split: bool) -> np.ndarray:
+    """The records whose frames are ``slots`` (``[n, k]``), as contiguous ``[n, *shape]``: the
+    inverse of :func:`frames_of`. Each of the ``k`` frames is gathered into its place on the last
+    axis (4x faster than gathering ``[n, k, ...]`` and moving the axis, numpy 2.4)."""
+    if not split:
+        return store.pool[slots[:, 0]]
+    out = np.empty((len(slots), *store.frame_shape, slots.shape[1]), store.dtype)
+    for j in range(slots.shape[1]):
+        out[..., j] = store.pool[slots[:, j]]
+    return out
 
 
 class FrameStore:

@@ -278,7 +278,7 @@ class ReplayMemory:
             if group is None:
                 out[name] = store[indices]
             else:
-                out[name] = stacks_of(self._frame_stores[group].get(store[indices]), len(self._schema[name][0]) >= 3)
+                out[name] = stacks_of(self._frame_stores[group], store[indices], len(self._schema[name][0]) >= 3)
         return unflatten_fields(out) if self._nested else out
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
