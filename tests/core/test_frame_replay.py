@@ -137,3 +137,47 @@ def test_frame_store_reference_counts_and_collisions():
     many = store.add(np.arange(40 * 4, dtype=np.uint8).reshape(40, 2, 2))  # grows past 16 slots
     assert len(store) == 41 and len(store.pool) >= 41
     np.testing.assert_array_equal(store.get(many), np.arange(160, dtype=np.uint8).reshape(40, 2, 2))
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_nstep_folds_dict_observations_per_key(n_step):
+    """n-step folding of a Dict observation equals folding each key's array on its own; dtypes kept."""
+    rng = np.random.default_rng(n_step)
+    whole = NStepAssembler(2, n_step, 0.9)
+    by_key = {k: NStepAssembler(2, n_step, 0.9) for k in ("image", "vector")}
+    for t in range(12):
+        obs = {"image": rng.integers(0, 256, (2, 3, 3, 2), dtype=np.uint8), "vector": rng.random((2, 4))}
+        nxt = {"image": rng.integers(0, 256, (2, 3, 3, 2), dtype=np.uint8), "vector": rng.random((2, 4))}
+        args = (rng.integers(0, 2, 2), rng.random(2), rng.random(2) < 0.2, np.array([t == 7, False]))
+        out = whole.add(obs, args[0], args[1], nxt, *args[2:])
+        refs = {k: a.add(obs[k], args[0], args[1], nxt[k], *args[2:]) for k, a in by_key.items()}
+        if out is None:
+            assert all(r is None for r in refs.values())
+            continue
+        for k, ref in refs.items():
+            np.testing.assert_array_equal(out["obs"][k], ref["obs"])
+            np.testing.assert_array_equal(out["next_obs"][k], ref["next_obs"])
+            np.testing.assert_array_equal(out["rewards"], ref["rewards"])
+        assert out["obs"]["image"].dtype == np.uint8 and out["next_obs"]["image"].dtype == np.uint8
+
+
+def test_rollout_buffer_keeps_uint8_and_stores_dicts_per_key():
+    """Rollout storage keeps uint8 images and gives Dict observations back as dicts, in every view."""
+    from rlgraph_core.memories import RolloutBuffer
+
+    rng = np.random.default_rng(0)
+    buf = RolloutBuffer(n_steps=5, num_envs=2, seed=0)
+    steps = []
+    for _ in range(5):
+        obs = {"image": rng.integers(0, 256, (2, 4, 4, 3), dtype=np.uint8), "vector": rng.random((2, 3), np.float32)}
+        steps.append(obs)
+        buf.add(obs=obs, rewards=rng.random(2, np.float32))
+    data = buf.data()
+    assert data["obs"]["image"].dtype == np.uint8 and data["obs"]["image"].shape == (5, 2, 4, 4, 3)
+    np.testing.assert_array_equal(data["obs"]["vector"], np.stack([s["vector"] for s in steps]))
+    flat = buf.flat()
+    np.testing.assert_array_equal(flat["obs"]["image"], np.stack([s["image"] for s in steps]).reshape(10, 4, 4, 3))
+    seen = np.concatenate([mb["indices"] for mb in buf.minibatches(4, n_epochs=1)])
+    assert sorted(seen.tolist()) == list(range(10))
+    for mb in buf.minibatches(4):
+        np.testing.assert_array_equal(mb["obs"]["image"], flat["obs"]["image"][mb["indices"]])

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SEP", "flatten_fields", "map_obs", "stored_obs", "unflatten_fields"]
+__all__ = ["SEP", "batch_len", "flatten_fields", "map_obs", "obs_equal", "stored_obs", "unflatten_fields"]
 
 #: Separator of a Dict observation's key in a flattened field name (``obs/image``).
 SEP = "/"
@@ -65,3 +65,19 @@ def unflatten_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return out
+
+
+def batch_len(obs: Any) -> int:
+    """The leading (batch) dimension of ``obs`` (of its first array for a dict)."""
+    while isinstance(obs, Mapping):
+        obs = next(iter(obs.values()))
+    return len(obs)
+
+
+def obs_equal(a: Any, b: Any) -> bool:
+    """Whether two observations (arrays or dicts of arrays) have equal keys, shapes and values."""
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or a.keys() != b.keys():
+            return False
+        return all(obs_equal(a[k], b[k]) for k in a)
+    return a.shape == b.shape and bool(np.array_equal(a, b))
