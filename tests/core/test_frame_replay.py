@@ -181,3 +181,39 @@ def test_rollout_buffer_keeps_uint8_and_stores_dicts_per_key():
     assert sorted(seen.tolist()) == list(range(10))
     for mb in buf.minibatches(4):
         np.testing.assert_array_equal(mb["obs"]["image"], flat["obs"]["image"][mb["indices"]])
+
+
+class DictFlickerEnv(FlickerEnv):
+    """FlickerEnv observed as a Dict of its image and a float vector (the step count)."""
+
+    observation_space = gym.spaces.Dict(
+        {"image": FlickerEnv.observation_space, "vector": gym.spaces.Box(0, 9, (1,), np.float32)}
+    )
+
+    def reset(self, *, seed=None, options=None):
+        frame, info = super().reset(seed=seed)
+        return {"image": frame, "vector": np.zeros(1, np.float32)}, info
+
+    def step(self, action):
+        frame, *rest = super().step(action)
+        return ({"image": frame, "vector": np.array([self.t], np.float32)}, *rest)
+
+
+def test_true_next_obs_of_dict_observations_holds_the_final_observation():
+    """At an episode end the next observation of a Dict env is its final one, per key; others unchanged."""
+    envs = gym.vector.SyncVectorEnv([DictFlickerEnv] * 3, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs.reset(seed=0)
+    ended = 0
+    for _ in range(30):
+        next_obs, _, term, trunc, infos = envs.step(np.zeros(3, np.int64))
+        true = true_next_obs(next_obs, infos)
+        for i in range(3):
+            if term[i] or trunc[i]:
+                ended += 1
+                np.testing.assert_array_equal(true["image"][i], infos["final_obs"][i]["image"])
+                assert true["vector"][i, 0] == infos["final_obs"][i]["vector"][0] > 0
+                assert next_obs["vector"][i, 0] == 0  # the reset observation was replaced, not changed
+            else:
+                np.testing.assert_array_equal(true["image"][i], next_obs["image"][i])
+    assert ended > 0
+    envs.close()
