@@ -49,8 +49,9 @@ def core(session):
 
 @nox.session(python=PYTHON)
 def torch(session):
-    """Core + the torch backend: core tests again (now also on torch) and torch tests."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch")
+    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo): core tests again (now
+    also on torch and with the env families) and torch tests (MiniGrid learning, HalfCheetah smoke)."""
+    _install(session, "./rlgraph_core[atari,minigrid,mujoco]", "./rlgraph_torch")
     _pytest(session, "tests/core", "tests/torch")
 
 
@@ -71,7 +72,7 @@ def integration(session):
 @nox.session(python=PYTHON)
 def ray(session):
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
+    _install(session, "./rlgraph_core[atari]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
     _pytest(session, "tests/ray")
 
 
