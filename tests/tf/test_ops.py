@@ -141,6 +141,7 @@ CASES = {
         (lambda o, x: o.reshape(x, (3, 5)), (X,), X.reshape(3, 5)),
         (lambda o, x: o.reshape(x, (-1,)), (X3,), X3.reshape(-1)),
     ],
+    "transpose": [(lambda o, x: o.transpose(x, (2, 0, 1)), (X3,), X3.transpose(2, 0, 1))],
     "expand_dims": [
         (lambda o, x: o.expand_dims(x, 0), (X,), X[None]),
         (lambda o, x: o.expand_dims(x, -1), (X,), X[..., None]),
@@ -154,6 +155,29 @@ CASES = {
         (lambda o, x: x + o.constant(2.5), (X,), X + 2.5),
         (lambda o, i: i + o.constant([1, 2, 3, 4, 5], "int64"), (IDX,), IDX + np.arange(1, 6)),
         (lambda o, x: o.constant(True, "bool"), (X,), np.array(True)),
+    ],
+    # The image ops: tests/core/test_conv_ops.py checks them in depth (strides, padding, gradients).
+    "conv2d": [
+        (
+            lambda o, x, w, b: o.conv2d(x, w, b, 2, "same"),
+            (X3[..., None].repeat(2, -1), np.ones((1, 1, 2, 1), np.float32), np.zeros(1, np.float32)),
+            X3[:, ::2, ::2, None] * 2,
+        )
+    ],
+    "max_pool2d": [
+        (
+            lambda o, x: o.max_pool2d(x[..., None], 2),
+            (X3,),
+            X3[:, :, :2, None].reshape(2, 2, 2, 1, 2).max((2, 4))[..., None],
+        )
+    ],
+    "flatten": [(lambda o, x: o.flatten(x), (X3,), X3.reshape(2, 12))],
+    "image_to_float": [
+        (
+            lambda o, i: o.image_to_float(i),
+            (np.array([[0, 51, 255]], np.uint8),),
+            np.array([[0.0, 0.2, 1.0]], np.float32),
+        )
     ],
     # In-place ops: checked by test_assign / test_polyak (they need variables).
     "assign": [],
