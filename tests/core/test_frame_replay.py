@@ -182,3 +182,44 @@ def test_true_next_obs_of_dict_observations_holds_the_final_observation():
                 np.testing.assert_array_equal(true["image"][i], next_obs["image"][i])
     assert ended > 0
     envs.close()
+
+
+def test_a_snapshot_keeps_frames_once_and_uint8_and_checks_record_spaces(tmp_path):
+    """Replay snapshots (shard checkpoints) hold the shared frames as uint8, checked against the record spaces."""
+    from rlgraph_core.errors import CheckpointError
+    from rlgraph_core.memories.snapshot import load_memory_snapshot, save_memory_snapshot
+    from rlgraph_core.spaces import BoolBox, FloatBox, IntBox
+
+    memory = PrioritizedReplay(100, seed=0)
+    for batch in _stream(num_envs=2, steps=40, n_step=1):
+        memory.insert(batch)
+    image = IntBox(0, 255, shape=(H, W, 4), dtype=np.uint8)
+    records = {
+        "obs": image,
+        "next_obs": image,
+        "actions": IntBox(0, 1, shape=(), dtype=np.int64),
+        "rewards": FloatBox(shape=()),
+        "terminals": BoolBox(shape=()),
+        "discounts": FloatBox(0.0, 1.0, shape=()),
+    }
+    path = save_memory_snapshot(tmp_path / "snap", memory, {"inserted": len(memory)})
+    restored = PrioritizedReplay(100, seed=5)
+    load_memory_snapshot(path, restored, records)
+    state = restored.state_dict()
+    assert state["frames/obs"].dtype == np.uint8 and len(state["frames/obs"]) < 1.5 * len(memory)
+    a, b = restored.sample(16), memory.sample(16)
+    np.testing.assert_array_equal(a["next_obs"], b["next_obs"])
+    wrong = dict(records, obs=IntBox(0, 255, shape=(H, W + 1, 4), dtype=np.uint8))
+    with pytest.raises(CheckpointError, match="frames"):
+        load_memory_snapshot(path, PrioritizedReplay(100), wrong)
+
+
+def test_a_million_pong_transitions_pass_the_memory_check_on_24_gb():
+    """The estimator counts shared frames: 1M Pong records (84x84, stack 4) take about 7.2 GB, not 226 GB."""
+    from rlgraph_core.memories.sizing import check_replay_fits
+
+    pong, actions = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8), gym.spaces.Discrete(6)
+    size = check_replay_fits(10**6, pong, actions, prioritized=True, available=24 * 2**30, frame_stack=4)
+    assert 7.0e9 < size < 7.3e9
+    with pytest.raises(Exception, match="lower the capacity"):
+        check_replay_fits(10**6, pong, actions, available=24 * 2**30, frames="off")
