@@ -175,9 +175,16 @@ class Assembly:
 
 
 def _as_space(space):
-    from rlgraph_core.spaces import Space
+    """An env's gymnasium space as an rlgraph space; one that cannot be converted (a text space)
+    is a ConfigError naming the wrapper that would help, never a traceback."""
+    from rlgraph_core.spaces import Space, SpaceError
 
-    return space if isinstance(space, Space) else from_gym(space)
+    if isinstance(space, Space):
+        return space
+    try:
+        return from_gym(space)
+    except SpaceError as exc:
+        raise ConfigError(f"The environment's space cannot be used: {exc}") from None
 
 
 def _get(pm: PluginManager, kind: str, name: str, field: str):

@@ -42,12 +42,12 @@ import numpy as np
 from pydantic import Field, SerializeAsAny, model_validator
 
 from rlgraph_core.agents.base import Agent, LearnResult
+from rlgraph_core.agents.observations import to_obs_array
 from rlgraph_core.backend import FusedLoop
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.common import OptimizerConfig, StrictModel
 from rlgraph_core.errors import CheckpointError, ConfigError
 from rlgraph_core.memories import NStepAssembler, PrioritizedReplay, ReplayMemory
-from rlgraph_core.memories.obs import stored_obs
 from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
 from rlgraph_core.spaces import BoolBox, FloatBox, LeafSpace, Space
 
@@ -238,10 +238,10 @@ class OffPolicyAgent(Agent):
         """Fold one vector-env step into n-step transitions and insert the completed ones."""
         self.timesteps += len(rewards)
         out = self.nstep.add(
-            stored_obs(obs),
+            to_obs_array(obs, self.observation_space),
             self._stored_actions(actions),
             rewards,
-            stored_obs(next_obs),
+            to_obs_array(next_obs, self.observation_space),
             terminated,
             truncated,
         )
@@ -269,10 +269,10 @@ class OffPolicyAgent(Agent):
             step = [_at(trajectory[k], t) for k in TRAJECTORY_KEYS]
             self.timesteps += len(step[2])
             out = self.nstep.add(
-                stored_obs(step[0]),
+                to_obs_array(step[0], self.observation_space),
                 self._stored_actions(step[1]),
                 step[2],
-                stored_obs(step[3]),
+                to_obs_array(step[3], self.observation_space),
                 step[4],
                 step[5],
             )

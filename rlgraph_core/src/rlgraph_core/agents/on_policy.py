@@ -30,13 +30,14 @@ from rlgraph_core.components.distributions import scale_action, unscale_action
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.schedules import as_schedule
+from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.agents.slots import ComponentResolver, make_slot_component, network_maker
 from rlgraph_core.components.settings import ComponentSettings, NetworkSettings, Slot
 from rlgraph_core.config.common import ComponentSlot, OptimizerConfig, ScheduleOrFloat, StrictModel
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
-from rlgraph_core.memories.obs import batch_len, map_obs, obs_equal, stored_obs
+from rlgraph_core.memories.obs import batch_len, map_obs, obs_equal
 from rlgraph_core.memories.rollout_buffer import RolloutBuffer
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 
@@ -209,8 +210,7 @@ class OnPolicyAgent(Agent):
             components=components,
         )
         name = self.algorithm.upper()
-        if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
-            raise ConfigError(f"{name}'s MLP needs a rank-1 float observation space; got {observation_space!r}.")
+        check_observation_space(observation_space, config.network, name)
         self.discrete = isinstance(action_space, Discrete)
         if self.discrete:
             self.num_actions = int(action_space.n)
@@ -317,7 +317,7 @@ class OnPolicyAgent(Agent):
     def act(self, obs, explore=True):
         """Env-ready actions for a batch of observations; with ``explore`` caches what observe needs."""
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
-        obs = stored_obs(obs)
+        obs = to_obs_array(obs, self.observation_space)
         if not explore:
             return self._to_env(to_np(self.graph.greedy(to_t(obs))))
         actions, log_probs, values = self.graph.act(to_t(obs), to_t(self._noise(batch_len(obs))))
@@ -333,7 +333,7 @@ class OnPolicyAgent(Agent):
         The log-probabilities and values cached by the last ``act(obs)`` are used when ``obs``
         and ``actions`` are what it saw and returned; otherwise they are computed here.
         """
-        obs = stored_obs(obs)
+        obs = to_obs_array(obs, self.observation_space)
         pending, self._pending = self._pending, None
         # The executor passes back the very arrays act saw and returned: identity answers
         # without comparing them element by element (two array_equal calls per env step).
@@ -348,7 +348,7 @@ class OnPolicyAgent(Agent):
             log_probs, _, values = (to_np(x) for x in self.graph.evaluate_actions(to_t(obs), to_t(raw)))
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool)
-        next_obs = stored_obs(next_obs)
+        next_obs = to_obs_array(next_obs, self.observation_space)
         final_values = np.zeros(len(rewards), np.float32)
         if truncated.any():  # bootstrap a cut episode from V(true final observation)
             v = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs)))

@@ -195,6 +195,12 @@ def _round_down(n: int) -> int:
 
 
 def _as_space(space):
-    from rlgraph_core.spaces import Space, from_gym
+    from rlgraph_core.errors import ConfigError
+    from rlgraph_core.spaces import Space, SpaceError, from_gym
 
-    return space if isinstance(space, Space) else from_gym(space)
+    if isinstance(space, Space):
+        return space
+    try:
+        return from_gym(space)
+    except SpaceError as exc:  # a text space (MiniGrid's mission): one paragraph, not a traceback
+        raise ConfigError(f"The environment's space cannot be used: {exc}") from None
