@@ -2,8 +2,9 @@
 
 The shipped ``dqn_minigrid`` and ``ppo_minigrid`` configs (MiniGrid's image wrapper, a small CNN)
 must reach a mean greedy evaluation return of 0.8 (of about 0.95 for the shortest path) within
-the budgets below, judged by env steps. Measured with seeds 0-2: DQN reached it at 4-8k env
-steps, PPO at 12-16k (see the report); the budgets leave about twice that.
+the budgets below, judged by env steps. Measured with seeds 0-2 (2 shared cores, 2026-12-02):
+DQN reached it at the first or second evaluation (4,000 env steps, each seed), PPO at 12,288,
+12,288 and 4,096; the budgets leave twice the slowest. Seed 0 stops at the threshold.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from cli_helpers import run_cli  # noqa: E402
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize("config, budget", [("dqn_minigrid", 16_000), ("ppo_minigrid", 32_768)])
+@pytest.mark.parametrize("config, budget", [("dqn_minigrid", 8_000), ("ppo_minigrid", 24_576)])
 def test_minigrid_from_pixels_reaches_0_8(tmp_path, config, budget):
     out = tmp_path / config
     code, _, stderr = run_cli(
