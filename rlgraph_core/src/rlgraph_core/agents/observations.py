@@ -43,21 +43,32 @@ def observation_kind(space: Space) -> str | None:
     return None
 
 
+def _cut(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def check_observation_space(space: Space, network: Any, algorithm: str, field: str = "agent.network") -> None:
     """Raise a one-paragraph ConfigError when the built-in network ``network`` (a network slot's
     settings) cannot encode observations of ``space``, naming the network that can.
 
     Networks from plugins are not checked here.
     """
+    kind = observation_kind(space)
+    if kind == "dict":
+        raise ConfigError(
+            f"{algorithm} does not take Dict observations yet ({_cut(repr(space))}): the network "
+            f"'dict_encoder' encodes them (images through a cnn, vectors through an mlp, Discrete keys "
+            f"one-hot), but the agents' rollout and replay storage hold one array per observation. Keep one "
+            f"key (for MiniGrid the image wrapper minigrid_image; gymnasium.wrappers.FilterObservation) or "
+            f"flatten them (gymnasium.wrappers.FlattenObservation)."
+        )
     net_type = getattr(network, "type", None)
     wanted = _TAKES.get(net_type)
     if wanted is None:
         return
-    kind = observation_kind(space)
     if kind == wanted:
         return
-    short = repr(space)
-    short = short if len(short) <= 160 else short[:157] + "..."
+    short = _cut(repr(space))
     if kind is None:
         if isinstance(space, (FloatBox, IntBox)) and len(space.shape) <= 1:
             hint = (

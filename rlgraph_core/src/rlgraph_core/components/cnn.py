@@ -259,6 +259,7 @@ class CNN(Component):
         self.add_components(*self.convs, *self.stacks, *self.dense)
         self.layout = "last"
         self.scale = 1.0
+        self.integer_input = False
 
     @classmethod
     def from_settings(
@@ -274,8 +275,18 @@ class CNN(Component):
                 f"the 'cnn' network takes images: a box of rank 3 ([H, W, C] or [C, H, W]) or 2 ([H, W]) "
                 f"of integers (uint8 pixels) or floats, got {x!r}; vector observations take the 'mlp' network."
             )
-        self.layout = image_layout(tuple(x.shape), self.settings.channels)
         integer = isinstance(x, IntBox)
+        if self.variables_created:
+            # Built: every call must give the images the scale and layout were chosen for.
+            if integer != self.integer_input or image_layout(tuple(x.shape), self.settings.channels) != self.layout:
+                kind = "integer" if self.integer_input else "float"
+                raise SpaceError(
+                    f"this cnn was built for {kind} images of layout '{self.layout}' (its scale and axes "
+                    f"follow from the first input), got {x!r}; give every call the observation space's dtype."
+                )
+            return
+        self.integer_input = integer
+        self.layout = image_layout(tuple(x.shape), self.settings.channels)
         self.scale = float(self.settings.scale if self.settings.scale is not None else (1 / 255 if integer else 1.0))
 
     @api
