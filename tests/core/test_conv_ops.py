@@ -10,6 +10,8 @@ padding are all covered, on a tiny 11x12 image.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -154,13 +156,33 @@ def test_bad_padding_is_refused_by_name(backend):
         backend.ops.max_pool2d(backend.to_tensor(X), 2, 0)
 
 
+_grng = np.random.default_rng(3)
+#: random cotangents of every conv and pool output, and of the flattened input
+COTANGENTS = (
+    [_grng.standard_normal(r.shape).astype(np.float32) for r in (*CONV_REF, *POOL_REF)],
+    _grng.standard_normal((2, 11 * 36)).astype(np.float32),
+)
+
+
+@functools.cache
+def reference_gradients():
+    """``(dx, [dw], [db])`` of the loss of the gradient test, by the loop reference (once per run)."""
+    cot, flat_cot = COTANGENTS
+    dx = flat_cot.reshape(X.shape).astype(np.float64)
+    dws, dbs = [], []
+    for (w, b, (_, s, p)), g in zip(zip(KERNELS, BIASES, CONV_CASES), cot):
+        _, (gx, gw, gb) = ref_conv(X, w, b, s, p, g)
+        dx, dws, dbs = dx + gx, dws + [gw], dbs + [gb]
+    for (k, s, p), g in zip(POOL_CASES, cot[len(CONV_CASES) :]):
+        dx = dx + ref_pool(X, k, s, p, g)[1]
+    return dx, dws, dbs
+
+
 def test_image_op_gradients_match_the_reference(backend):
     """d(sum of out_i * G_i)/d(input, kernels, biases) through every case at once."""
     if not backend.supports_autodiff:
         pytest.skip("the numpy harness has no automatic differentiation")
-    grng = np.random.default_rng(3)
-    cot = [grng.standard_normal(r.shape).astype(np.float32) for r in (*CONV_REF, *POOL_REF)]
-    flat_cot = grng.standard_normal((2, 11 * 36)).astype(np.float32)
+    cot, flat_cot = COTANGENTS
     variables = [backend.variable(n, v) for n, v in [("x", X)] + [(f"w{i}", w) for i, w in enumerate(KERNELS)]]
     variables += [backend.variable(f"b{i}", b) for i, b in enumerate(BIASES)]
     ops = backend.ops
@@ -179,12 +201,6 @@ def test_image_op_gradients_match_the_reference(backend):
     sizes = [int(np.prod(np.shape(backend.to_numpy(v)))) for v in variables]
     got = [g.reshape(np.shape(backend.to_numpy(v))) for g, v in zip(np.split(flat, np.cumsum(sizes)[:-1]), variables)]
 
-    dx = flat_cot.reshape(X.shape).astype(np.float64)
-    dws, dbs = [], []
-    for (w, b, (_, s, p)), g in zip(zip(KERNELS, BIASES, CONV_CASES), cot):
-        _, (gx, gw, gb) = ref_conv(X, w, b, s, p, g)
-        dx, dws, dbs = dx + gx, dws + [gw], dbs + [gb]
-    for (k, s, p), g in zip(POOL_CASES, cot[len(CONV_CASES) :]):
-        dx = dx + ref_pool(X, k, s, p, g)[1]
+    dx, dws, dbs = reference_gradients()
     for name, g, want in zip(["x"] + [f"w{i}" for i in range(5)] + [f"b{i}" for i in range(5)], got, [dx, *dws, *dbs]):
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4, err_msg=name)

@@ -400,8 +400,6 @@ def _plugins_disabled(values: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rlgraph`` command; user mistakes exit 2 with a one-paragraph message."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     args = build_parser().parse_args(argv)
     with _plugins_disabled(args.disable_plugins):
         try:
