@@ -159,8 +159,9 @@ def core(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def torch(session: nox.Session) -> None:
-    """Core + the torch backend: core tests again (now also on torch) and torch tests."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch")
+    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo): core tests again (now
+    also on torch and with the env families) and torch tests (MiniGrid learning, HalfCheetah smoke)."""
+    _install(session, "./rlgraph_core[atari,minigrid,mujoco]", "./rlgraph_torch")
     _pytest(session, "tests/core", "tests/torch", parallel=True)
 
 
@@ -202,7 +203,7 @@ def jax(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
+    _install(session, "./rlgraph_core[atari]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
     _pytest(session, "tests/ray")
 
 

@@ -30,7 +30,7 @@ DICT = Dict(image=IMAGE, speed=VECTOR)
     "make,space,wanted",
     [
         (lambda: DQNAgent(DQNConfig(), IMAGE, Discrete(2), NumpyBackend()), IMAGE, "use the network 'cnn'"),
-        (lambda: PPOAgent(PPOConfig(), DICT, Discrete(2), NumpyBackend()), DICT, "does not take Dict observations yet"),
+        (lambda: PPOAgent(PPOConfig(), DICT, Discrete(2), NumpyBackend()), DICT, "use the network 'dict_encoder'"),
         (
             lambda: PPOAgent(PPOConfig(network=CNNSettings()), VECTOR, Discrete(2), NumpyBackend()),
             VECTOR,
@@ -53,8 +53,7 @@ def test_sac_names_what_it_takes():
 def test_kinds_and_checks():
     assert [observation_kind(s) for s in (IMAGE, VECTOR, DICT, Discrete(3))] == ["image", "vector", "dict", None]
     check_observation_space(IMAGE, CNNSettings(), "DQN")
-    with pytest.raises(ConfigError, match="the network 'dict_encoder' encodes them"):
-        check_observation_space(DICT, DictEncoderSettings(), "PPO")
+    check_observation_space(DICT, DictEncoderSettings(), "PPO")  # replay and rollouts store Dicts per key
     check_observation_space(VECTOR, NetworkSpec(), "PPO")
     with pytest.raises(ConfigError, match="integer or scalar observations need a float vector"):
         check_observation_space(Discrete(3), NetworkSpec(), "DQN")

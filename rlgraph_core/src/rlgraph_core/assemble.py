@@ -32,6 +32,7 @@ from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
 from rlgraph_core.spaces import from_gym
+from rlgraph_core.wrappers import apply_wrappers
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Assembly:
             ``config.train.callbacks`` names, and any a caller adds (the facade's ``learn``).
         env_factory: makes one environment (a gymnasium env instance or factory given to the
             facade) instead of ``config.env.id``; None: the config's env.
+        env_wrappers: ``env -> env`` callables of ``config.env.wrappers``, resolved once (picklable).
     """
 
     config: Any
@@ -65,6 +67,7 @@ class Assembly:
     backend_factory: Callable[[], Backend] = field(repr=False)
     callbacks: list = field(default_factory=list)
     env_factory: Callable[[], Any] | None = field(default=None, repr=False)
+    env_wrappers: list[Callable] = field(default_factory=list, repr=False)
 
     def resolve_component(self, name: str, field: str) -> type:
         """The component class registered as ``name`` (a ConfigError names ``field`` otherwise)."""
@@ -119,7 +122,11 @@ class Assembly:
         if settings is None or self.memory_class is None:
             return None
         return estimate_replay_bytes(
-            settings.capacity, _as_space(observation_space), _as_space(action_space), self._memory_prioritized()
+            settings.capacity,
+            _as_space(observation_space),
+            _as_space(action_space),
+            self._memory_prioritized(),
+            **self._frame_storage(settings),
         )
 
     def check_memory_fits(self, observation_space, action_space) -> int | None:
@@ -133,7 +140,17 @@ class Assembly:
             _as_space(observation_space),
             _as_space(action_space),
             prioritized=self._memory_prioritized(),
+            **self._frame_storage(settings),
         )
+
+    def _frame_storage(self, settings) -> dict:
+        """How the memory stores uint8 observations (its ``frames`` setting; "off" for a memory
+        without one) and the frame stack of ``env.wrappers`` (1 without a channels-last stack)."""
+        stack = 1
+        for wrapper in self.config.env.wrappers:
+            if wrapper.type == "frame_stack" and getattr(wrapper, "channels_last", False):
+                stack = int(getattr(wrapper, "stack_size", 1))
+        return {"frames": getattr(settings, "frames", "off"), "frame_stack": stack}
 
     def _memory_prioritized(self) -> bool:
         cls = self.memory_class.resolve() if hasattr(self.memory_class, "resolve") else self.memory_class
@@ -153,14 +170,14 @@ class Assembly:
     def make_vector_env(self, seed: int):
         """The configured gymnasium vector env (same-step autoreset)."""
         if self.env_factory is not None:
-            return make_vector_env_from(self.env_factory, self.config.env, seed)
-        return make_vector_env(self.config.env, seed)
+            return make_vector_env_from(self.env_factory, self.config.env, seed, wrappers=self.env_wrappers)
+        return make_vector_env(self.config.env, seed, wrappers=self.env_wrappers)
 
     def make_eval_env(self, render_mode: str | None = None):
         """A single configured env for evaluation."""
         if self.env_factory is not None and render_mode is None:
-            return self.env_factory()
-        return make_eval_env(self.config.env, render_mode)
+            return apply_wrappers(self.env_factory(), self.env_wrappers)
+        return make_eval_env(self.config.env, render_mode, wrappers=self.env_wrappers)
 
     @property
     def hook(self):
@@ -242,7 +259,18 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         executor_class=_executor_class(pm, tc.executor),
         backend_factory=backend_factory,
         callbacks=make_callbacks(pm, tc.callbacks),
+        env_wrappers=_env_wrappers(pm, config.env),
     )
+
+
+def _env_wrappers(pm: PluginManager, env_cfg) -> list[Callable]:
+    """``config.env.wrappers`` resolved through ``pm`` (a PluginError becomes a ConfigError)."""
+    from rlgraph_core.config.wrappers import resolve_wrappers
+
+    try:
+        return resolve_wrappers(pm, env_cfg.wrappers)
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def make_agent(

@@ -101,3 +101,10 @@ def rlgraph_callbacks():
     from rlgraph_core.callbacks import BUILTIN_CALLBACKS
 
     return dict(BUILTIN_CALLBACKS)
+
+
+def rlgraph_wrappers():
+    """Environment wrappers for ``env.wrappers``: adapters of gymnasium's and MiniGrid's own."""
+    from rlgraph_core.wrappers import BUILTIN_WRAPPERS
+
+    return dict(BUILTIN_WRAPPERS)

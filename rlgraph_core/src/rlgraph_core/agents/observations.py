@@ -54,14 +54,6 @@ def check_observation_space(space: Space, network: Any, algorithm: str, field: s
     Networks from plugins are not checked here.
     """
     kind = observation_kind(space)
-    if kind == "dict":
-        raise ConfigError(
-            f"{algorithm} does not take Dict observations yet ({_cut(repr(space))}): the network "
-            f"'dict_encoder' encodes them (images through a cnn, vectors through an mlp, Discrete keys "
-            f"one-hot), but the agents' rollout and replay storage hold one array per observation. Keep one "
-            f"key (for MiniGrid the image wrapper minigrid_image; gymnasium.wrappers.FilterObservation) or "
-            f"flatten them (gymnasium.wrappers.FlattenObservation)."
-        )
     net_type = getattr(network, "type", None)
     wanted = _TAKES.get(net_type)
     if wanted is None:

@@ -37,6 +37,7 @@ from rlgraph_core.components.settings import ComponentSettings, NetworkSettings,
 from rlgraph_core.config.common import ComponentSlot, OptimizerConfig, ScheduleOrFloat, StrictModel
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
+from rlgraph_core.memories.obs import batch_len, map_obs, obs_equal
 from rlgraph_core.memories.rollout_buffer import RolloutBuffer
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 
@@ -322,7 +323,7 @@ class OnPolicyAgent(Agent):
         obs = to_obs_array(obs, self.observation_space)
         if not explore:
             return self._to_env(to_np(self.graph.greedy(to_t(obs))))
-        actions, log_probs, values = self.graph.act(to_t(obs), to_t(self._noise(len(obs))))
+        actions, log_probs, values = self.graph.act(to_t(obs), to_t(self._noise(batch_len(obs))))
         raw = to_np(actions)
         env_actions = self._to_env(raw)
         self._pending = (obs, raw, to_np(log_probs), to_np(values), env_actions)
@@ -340,7 +341,7 @@ class OnPolicyAgent(Agent):
         # The executor passes back the very arrays act saw and returned: identity answers
         # without comparing them element by element (two array_equal calls per env step).
         if pending is not None and (
-            (pending[0] is obs or (pending[0].shape == obs.shape and np.array_equal(pending[0], obs)))
+            (pending[0] is obs or obs_equal(pending[0], obs))
             and (pending[4] is actions or np.array_equal(pending[4], actions))
         ):
             raw, log_probs, values = pending[1], pending[2], pending[3]
@@ -351,7 +352,7 @@ class OnPolicyAgent(Agent):
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool)
         next_obs = to_obs_array(next_obs, self.observation_space)
-        final_values = np.zeros(len(obs), np.float32)
+        final_values = np.zeros(len(rewards), np.float32)
         if truncated.any():  # bootstrap a cut episode from V(true final observation)
             v = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs)))
             final_values = np.where(truncated, v, 0.0).astype(np.float32)
@@ -366,9 +367,9 @@ class OnPolicyAgent(Agent):
             final_values=final_values,
             **self._step_extras(next_obs),
         )
-        self.timesteps += len(obs)
+        self.timesteps += len(rewards)
         if self.buffer.full:
-            self._last_next_obs = next_obs.copy()
+            self._last_next_obs = map_obs(np.copy, next_obs)
 
     def rollout(self) -> dict[str, np.ndarray]:
         """The collected rollout, time-major ``[T, N, ...]``, with ``next_values[t] = V(true s_{t+1})``.
@@ -376,7 +377,7 @@ class OnPolicyAgent(Agent):
         Keys: obs, actions, log_probs, values, rewards, terminated, truncated, next_values. This
         is what :meth:`update` accepts as ``batch`` (e.g. a rollout gathered by another worker).
         """
-        data = {k: v.copy() for k, v in self.buffer.data().items()}
+        data = {k: map_obs(np.copy, v) for k, v in self.buffer.data().items()}
         last_values = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(self._last_next_obs)))
         next_values = np.concatenate([data["values"][1:], np.asarray(last_values, np.float32)[None]], axis=0)
         data["next_values"] = np.where(data["truncated"], data.pop("final_values"), next_values).astype(np.float32)
@@ -445,8 +446,8 @@ class OnPolicyAgent(Agent):
 
     @staticmethod
     def _flat(x: np.ndarray) -> np.ndarray:
-        """``[T, N, ...] -> [T * N, ...]``."""
-        return x.reshape(-1, *x.shape[2:])
+        """``[T, N, ...] -> [T * N, ...]`` (each array of a Dict observation's dict)."""
+        return map_obs(lambda v: v.reshape(-1, *v.shape[2:]), x)
 
     def metrics(self) -> dict[str, float]:
         """Latest training metrics (losses of the last update, learning rate, update count)."""

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validat
 
 from rlgraph_core.components.schedules import ScheduleOrFloat, check_schedule_range
 from rlgraph_core.components.settings import ComponentSettings, ComponentSpec, Slot
+from rlgraph_core.wrappers import WrapperSettings
 
 __all__ = [
     "ComponentSettings",
@@ -55,12 +56,27 @@ class OptimizerConfig(StrictModel):
 
 
 class EnvConfig(StrictModel):
-    """A gymnasium environment id, how many copies to step at once, and how."""
+    """A gymnasium environment id, how many copies to step at once and how, and its wrappers."""
 
     id: str = "CartPole-v1"
     num_envs: int = Field(4, gt=0)
     vectorization: Literal["sync", "async"] = "sync"
     kwargs: dict = Field(default_factory=dict, description="passed to gymnasium.make")
+    wrappers: list[SerializeAsAny[WrapperSettings]] = Field(
+        default_factory=list,
+        description="ordered list of {type: NAME, ...settings} applied to every env, innermost first "
+        "(registry kind 'wrappers', e.g. minigrid_image, atari_preprocessing, frame_stack)",
+    )
+
+    @field_validator("wrappers", mode="before")
+    @classmethod
+    def _registered_wrappers(cls, v):
+        """Raw entries are validated by the settings model registered for their ``type``."""
+        if isinstance(v, (list, tuple)) and all(isinstance(e, WrapperSettings) for e in v):
+            return list(v)
+        from rlgraph_core.config.wrappers import validate_wrappers
+
+        return validate_wrappers(None, v)
 
 
 #: The device names a config may hold (backends resolve them and check they exist).

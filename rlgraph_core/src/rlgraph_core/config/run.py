@@ -213,10 +213,16 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         errors.append(_format_validation_error(exc, "agent", agent_raw, model))
         agent = None
     env = train = None
+    env_raw = dict(raw.get("env") or {})
+    if env_raw.get("wrappers") is not None:
+        from rlgraph_core.config.wrappers import validate_wrappers
+
+        # Each wrapper's own registered settings model validates its entry (plugins add wrappers).
+        env_raw["wrappers"] = validate_wrappers(pm, env_raw["wrappers"], field="env.wrappers")
     try:
-        env = EnvConfig.model_validate(raw.get("env") or {})
+        env = EnvConfig.model_validate(env_raw)
     except ValidationError as exc:
-        errors.append(_format_validation_error(exc, "env", raw.get("env"), EnvConfig))
+        errors.append(_format_validation_error(exc, "env", env_raw, EnvConfig))
     try:
         train = TrainConfig.model_validate(raw.get("train") or {})
     except ValidationError as exc:

@@ -60,6 +60,16 @@ def rlgraph_memories():
 
 
 @hookspec
+def rlgraph_wrappers():
+    """Return ``{name: (factory, settings_model)}`` for environment wrappers (``env.wrappers``).
+
+    ``settings_model`` subclasses :class:`rlgraph_core.wrappers.WrapperSettings` and validates one
+    entry of the config's ``env.wrappers`` list; ``factory(env, settings)`` returns the wrapped
+    gymnasium env (prefer gymnasium's or the env family's own wrappers to writing one).
+    """
+
+
+@hookspec
 def rlgraph_loggers():
     """Return ``{name: logger_class}`` for metric loggers configs may list under ``loggers``."""
 

@@ -28,7 +28,7 @@ import pluggy
 from rlgraph_core.errors import PluginError
 from rlgraph_core.plugins import hookspecs
 
-KINDS = ("backends", "executors", "components", "agents", "memories", "loggers", "callbacks")
+KINDS = ("backends", "executors", "components", "agents", "memories", "loggers", "callbacks", "wrappers")
 ENTRY_POINT_GROUP = "rlgraph"
 #: Environment variable holding comma-separated plugin names to block.
 DISABLE_ENV = "RLGRAPH_DISABLE_PLUGINS"
@@ -45,6 +45,7 @@ _SINGULAR = {
     "memories": "memory",
     "loggers": "logger",
     "callbacks": "callback",
+    "wrappers": "wrapper",
 }
 
 
@@ -376,6 +377,10 @@ def _entry_problem(kind: str, obj: Any) -> str | None:
         from rlgraph_core.callbacks import callback_entry_problem
 
         return callback_entry_problem(obj)
+    if kind == "wrappers":
+        from rlgraph_core.wrappers import wrapper_entry_problem
+
+        return wrapper_entry_problem(obj)
     if kind == "memories":
         from rlgraph_core.memories.settings import MemorySettings
 

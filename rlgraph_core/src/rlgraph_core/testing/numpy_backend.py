@@ -331,7 +331,10 @@ class NumpyBackend(Backend):
         return "cpu"
 
     def to_tensor(self, value, dtype: str | None = None) -> np.ndarray:
-        """A fresh numpy array: floats become float32 and integers int64 (uint8 is kept)."""
+        """A fresh numpy array: floats become float32 and integers int64 (uint8 is kept); a dict
+        (a Dict observation) one per key."""
+        if isinstance(value, dict):
+            return {k: self.to_tensor(v, dtype) for k, v in value.items()}
         if dtype is not None:
             return np.array(value, dtype=_DTYPES[dtype])
         return _canonical(np.array(value))
