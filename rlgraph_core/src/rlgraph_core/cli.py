@@ -325,15 +325,20 @@ def cmd_config(args) -> int:
 
 
 def cmd_graph(args) -> int:
-    """Build the configured agent and print its component graph and build time."""
+    """Build the configured agent and print its component graph and build time, or write it as
+    dot text, SVG or PNG (``--format``, ``--out``)."""
     from rlgraph_core.assemble import assemble
+    from rlgraph_core.graph.drawing import write_graph
     from rlgraph_core.plugins import get_plugin_manager
 
+    if args.format in ("svg", "png") and args.out is None:
+        raise RLGraphError(f"--format {args.format} writes a file: pass --out FILE.{args.format}.")
     config = _resolve_config(args)
     assembly = assemble(config, get_plugin_manager())
     env = assembly.make_eval_env()
-    agent = assembly.make_agent(env.observation_space, env.action_space)
-    print(agent.build_report.render())
+    agent = assembly.make_agent(env.observation_space, env.action_space, with_memory=False)
+    env.close()
+    print(write_graph(agent.build_report, args.format, args.out), end="" if args.out is None else "\n")
     return 0
 
 
@@ -435,6 +440,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("graph", help="build a config's agent and print its component graph")
     run_options(g)
+    g.add_argument(
+        "--format",
+        choices=["text", "dot", "svg", "png"],
+        default="text",
+        help="text (default), Graphviz dot, or svg/png drawn by Graphviz's dot program",
+    )
+    g.add_argument("--out", help="write to FILE instead of standard output (required for svg and png)")
     g.set_defaults(func=cmd_graph)
     return p
 
