@@ -10,7 +10,7 @@ import nox
 
 nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "core", "torch", "tf", "integration", "ray", "horovod"]
+nox.options.sessions = ["lint", "core", "torch", "tf", "integration", "extras", "ray", "horovod"]
 nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
@@ -66,6 +66,24 @@ def integration(session):
     """torch + tf together, plus the third-party example plugin: parity and learning tests."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-example-components")
     _pytest(session, "tests/integration")
+
+
+@nox.session(python=PYTHON)
+def extras(session):
+    """The optional tools: rlgraph-core's extras tensorboard, wandb (offline), onnx and render, with
+    both backends (checkpoints of each are exported); pydot parses the drawn component graph."""
+    session.install(
+        *CONSTRAINTS,
+        *TEST_DEPS,
+        "pydot",
+        "-e",
+        "./rlgraph_core[tensorboard,wandb,onnx,render]",
+        "-e",
+        "./rlgraph_torch",
+        "-e",
+        "./rlgraph_tf",
+    )
+    _pytest(session, "tests/extras", env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"})
 
 
 @nox.session(python=PYTHON)
