@@ -89,7 +89,8 @@ def extras(session):
 @nox.session(python=PYTHON)
 def ray(session):
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
+    # rlgraph_ray[tune] (ray[tune], optuna) for tests/ray/test_tune.py (rlgraph tune)
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray[tune]")
     _pytest(session, "tests/ray")
 
 

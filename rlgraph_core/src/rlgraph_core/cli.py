@@ -427,6 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--out", required=True, help="output file, e.g. policy.onnx")
     x.set_defaults(func=cmd_export)
 
+    _plugin_commands(sub)
+
     pl = sub.add_parser(
         "plugins",
         help="list registered backends, executors, components, agents, memories, "
@@ -449,6 +451,39 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", help="write to FILE instead of standard output (required for svg and png)")
     g.set_defaults(func=cmd_graph)
     return p
+
+
+#: Subcommands a plugin provides, with the extra that brings them (named when none does).
+PLUGIN_COMMANDS = {"tune": ("hyperparameter search on Ray Tune", "rlgraph-core[tune]")}
+
+
+def _plugin_commands(sub) -> None:
+    """Add the subcommands plugins register (``rlgraph_commands`` hook); a known one that no
+    installed plugin provides (``tune``) answers with the extra to install."""
+    from rlgraph_core.plugins import get_plugin_manager
+
+    commands: dict = {}
+    try:
+        for result in get_plugin_manager().hook.rlgraph_commands():
+            commands.update(result or {})
+    except Exception as exc:  # a broken plugin must never break the core commands
+        print(f"rlgraph: warning: plugin commands unavailable ({type(exc).__name__}: {exc})", file=sys.stderr)
+    for name, command in commands.items():
+        parser = sub.add_parser(name, help=command.help)
+        command.add_arguments(parser)
+        parser.set_defaults(func=command.run)
+    for name, (what, extra) in PLUGIN_COMMANDS.items():
+        if name not in commands:
+            parser = sub.add_parser(name, help=f"{what} (needs {extra})", add_help=False)
+            parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+            def missing(args, name=name, what=what, extra=extra):
+                raise RLGraphError(
+                    f"'rlgraph {name}' ({what}) is provided by a plugin that is not installed; install it "
+                    f"with pip install '{extra}' (from a checkout: pip install -e './rlgraph_core[tune]' -e ./rlgraph_ray)."
+                )
+
+            parser.set_defaults(func=missing)
 
 
 @contextlib.contextmanager
