@@ -514,8 +514,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rlgraph`` command; user mistakes exit 2 with a one-paragraph message."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    args = build_parser().parse_args(argv)
-    with _plugins_disabled(args.disable_plugins):
+    # --disable-plugins applies to the parser too: plugins add subcommands (rlgraph_commands).
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--disable-plugins", action="append")
+    known, _ = pre.parse_known_args(argv)
+    with _plugins_disabled(known.disable_plugins):
+        args = build_parser().parse_args(argv)
         try:
             return args.func(args)
         except RLGraphError as exc:
