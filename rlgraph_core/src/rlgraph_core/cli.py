@@ -512,8 +512,6 @@ def _plugins_disabled(values: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rlgraph`` command; user mistakes exit 2 with a one-paragraph message."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     # --disable-plugins applies to the parser too: plugins add subcommands (rlgraph_commands).
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--disable-plugins", action="append")

@@ -96,12 +96,20 @@ class TorchOps:
 
     @staticmethod
     def minimum(a, b):
-        """Elementwise minimum."""
+        """Elementwise minimum (either side may be a Python number, as on the other backends)."""
+        if not torch.is_tensor(b):
+            return torch.clamp(a, max=b)
+        if not torch.is_tensor(a):
+            return torch.clamp(b, max=a)
         return torch.minimum(a, b)
 
     @staticmethod
     def maximum(a, b):
-        """Elementwise maximum."""
+        """Elementwise maximum (either side may be a Python number, as on the other backends)."""
+        if not torch.is_tensor(b):
+            return torch.clamp(a, min=b)
+        if not torch.is_tensor(a):
+            return torch.clamp(b, min=a)
         return torch.maximum(a, b)
 
     @staticmethod

@@ -410,6 +410,13 @@ class Backend(abc.ABC):
         update: :meth:`gradients` reports zeros for it and a :class:`TrainStep` given it leaves
         it unchanged. It changes only through :meth:`assign_numpy` and the ``assign`` /
         ``polyak`` ops.
+
+        Ownership: the returned object is the variable's *handle*, which components keep for
+        the backend's lifetime. Its value changes only through :meth:`assign_numpy`, the
+        ``assign``/``polyak`` ops and train steps; a backend whose arrays are immutable swaps
+        the value behind the handle (and its compiled programs take and return the values of
+        the handles they touch). Where components use a variable as a tensor (the ops, Python
+        arithmetic operators, indexing, ``.shape``) the handle must behave like its value.
         """
 
     @abc.abstractmethod
