@@ -13,7 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import has_backend, run_cli
+from extras_helpers import has_backend, run_cli
 from rlgraph_core.assemble import assemble
 from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config
 from rlgraph_core.plugins import get_plugin_manager

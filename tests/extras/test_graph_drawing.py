@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import has_backend, run_cli
+from extras_helpers import has_backend, run_cli
 
 pytestmark = pytest.mark.skipif(not has_backend("torch"), reason="builds an agent on torch")
 

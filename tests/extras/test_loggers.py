@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from conftest import TINY_DQN, has_backend, run_cli
+from extras_helpers import TINY_DQN, has_backend, run_cli
 
 pytestmark = pytest.mark.skipif(not has_backend("torch"), reason="needs the torch backend to train")
 
