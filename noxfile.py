@@ -207,7 +207,7 @@ def extras(session: nox.Session) -> None:
     both backends (checkpoints of each are exported); pydot parses the drawn component graph."""
     _install(session, "./rlgraph_core[tensorboard,wandb,onnx,render]", "./rlgraph_torch", "./rlgraph_tf")
     session.install("-c", LOCK, "pydot")
-    _pytest(session, "tests/extras", env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"})
+    _pytest(session, "tests/extras", env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"}, parallel=True)
 
 
 @nox.session(python=PYTHON)
