@@ -17,6 +17,7 @@ this when a config is validated; errors name ``env.id`` and what would work.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import os
 import sys
@@ -26,6 +27,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from rlgraph_core.env_checks import CheckedEnv
 from rlgraph_core.errors import ConfigError
 
 __all__ = ["make_eval_env", "make_vector_env", "resolve_env_id"]
@@ -172,7 +174,9 @@ def make_vector_env(env_cfg, seed: int):
     """A gymnasium vector env that returns the final observation of finished episodes at once.
 
     Same-step autoreset means ``obs`` after a step already holds the reset observation of a
-    finished env, and ``info["final_obs"]`` the true last observation, which replay needs.
+    finished env, and ``info["final_obs"]`` the true last observation, which replay needs. Each
+    copy is wrapped in :class:`~rlgraph_core.env_checks.CheckedEnv` (finite, numeric
+    observations and rewards, checked before the vector env stores them).
     """
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
     envs = _made(
@@ -182,6 +186,7 @@ def make_vector_env(env_cfg, seed: int):
             num_envs=env_cfg.num_envs,
             vectorization_mode=mode,
             vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+            wrappers=[_checker(env_cfg)],
             **kwargs,
         ),
     )
@@ -190,6 +195,13 @@ def make_vector_env(env_cfg, seed: int):
 
 
 def make_eval_env(env_cfg, render_mode: str | None = None):
-    """A single environment for evaluation."""
+    """A single environment for evaluation (observations and rewards checked as in training)."""
     extra = {"render_mode": render_mode} if render_mode else {}
-    return _made(env_cfg, lambda target, kwargs: gym.make(target, **kwargs), **extra)
+    return _checker(env_cfg)(_made(env_cfg, lambda target, kwargs: gym.make(target, **kwargs), **extra))
+
+
+def _checker(env_cfg) -> functools.partial:
+    """``env -> CheckedEnv(env, ...)`` for ``env_cfg`` (a picklable callable, for async vector envs)."""
+    return functools.partial(
+        CheckedEnv, env_id=str(env_cfg.id), allow_nonfinite_obs=bool(getattr(env_cfg, "allow_nonfinite_obs", False))
+    )

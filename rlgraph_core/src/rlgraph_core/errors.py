@@ -19,3 +19,11 @@ class BuildError(RLGraphError):
 
 class CheckpointError(RLGraphError):
     """A checkpoint is missing, corrupt, or does not match the agent it is loaded into."""
+
+
+class EnvDataError(RLGraphError):
+    """An environment returned an observation or reward that is not a finite number."""
+
+
+class NonFiniteError(RLGraphError):
+    """A loss, gradient or weight became NaN or infinite; nothing non-finite is applied or saved."""

@@ -26,6 +26,7 @@ keeps ``agent.timesteps`` at the number of env steps taken so far (all workers t
 from __future__ import annotations
 
 import json
+import math
 import time
 import traceback
 import warnings
@@ -36,7 +37,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from rlgraph_core.checkpoint import Attachments, save_checkpoint, save_periodic
+from rlgraph_core.checkpoint import Attachments, latest_checkpoint, save_checkpoint, save_periodic
+from rlgraph_core.errors import NonFiniteError
 from rlgraph_core.execution.plotting import plot_learning_curve
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
@@ -122,6 +124,7 @@ class RunRecorder:
         self._next_checkpoint = agent.timesteps + self._interval
         self._start = (agent.timesteps, agent.updates, time.perf_counter())
         self._last = self._start
+        self._checked_updates = agent.updates
 
     # ------------------------------------------------------------------ the run
     def run(self, loop: Callable[["RunRecorder", StopRequest], None], run_info: dict | None = None) -> dict:
@@ -200,6 +203,9 @@ class RunRecorder:
         agent, tc = self.agent, self.config.train
         if self._bar is not None and new_steps:
             self._bar.update(new_steps)
+        if agent.updates != self._checked_updates:
+            self._checked_updates = agent.updates
+            self.check_loss()
         evaluation = None
         if agent.timesteps >= self._next_eval:
             while self._next_eval <= agent.timesteps:
@@ -222,6 +228,23 @@ class RunRecorder:
         if not (log_now or evaluation is not None):
             return None
         return self.log_row(evaluation, extra_metrics() if extra_metrics is not None else None)
+
+    def check_loss(self) -> None:
+        """Raise :class:`~rlgraph_core.errors.NonFiniteError` if the agent's last loss is NaN or infinite.
+
+        Called after every batch of env steps in which the agent updated. A NaN spreads into every
+        weight with the next update, so the run stops here; checkpoints are never written with
+        non-finite weights (the newest finite one stays the newest).
+        """
+        loss = self.agent.metrics().get("loss")
+        if loss is None or math.isfinite(float(loss)):
+            return
+        raise NonFiniteError(
+            f"The loss became {float(loss)} at update {self.agent.updates} (env step {self.agent.timesteps}); "
+            f"the run stops before the non-finite values spread further. Common causes: a learning rate that is "
+            f"too high, huge rewards or observations (normalise them), or no gradient clipping (set "
+            f"optimizer.max_grad_norm)."
+        )
 
     def evaluate(self) -> dict:
         """Evaluate the greedy policy now (``train.eval_episodes`` on the eval env, fixed seeds);
@@ -282,10 +305,18 @@ class RunRecorder:
         checkpoint_dir = self.out_dir / "checkpoint"
         extra = self.checkpoint_extra(eval_return_mean=state.last_eval_return, ended_by=state.ended_by)
         attachments = self._attachments()
-        if attachments:
-            save_checkpoint(agent, checkpoint_dir, extra, attachments)
-        else:
-            agent.save(checkpoint_dir, extra)
+        saved: Path | None = checkpoint_dir
+        try:
+            if attachments:
+                save_checkpoint(agent, checkpoint_dir, extra, attachments)
+            else:
+                agent.save(checkpoint_dir, extra)
+        except NonFiniteError as exc:
+            # The weights are poisoned: keep the newest finite checkpoint the newest one.
+            if state.ended_by != "error":
+                state.ended_by, state.error, state.traceback = "error", f"NonFiniteError: {exc}", None
+            saved = latest_checkpoint(self.out_dir)
+            warnings.warn(f"rlgraph: {exc}", RuntimeWarning, stacklevel=2)
         start_steps, start_updates, t0 = self._start
         elapsed = time.perf_counter() - t0
         summary = {
@@ -299,7 +330,7 @@ class RunRecorder:
             "eval_return_mean": state.last_eval_return,
             "best_eval_return": state.best_eval_return,
             "target_reached": state.target_reached,
-            "checkpoint": str(checkpoint_dir),
+            "checkpoint": None if saved is None else str(saved),
             "build_seconds": agent.build_report.build_seconds,
             **(self.summary_extra() if callable(self.summary_extra) else self.summary_extra),
         }
