@@ -52,9 +52,9 @@ def test_a_folder_with_foreign_files_is_refused_and_kept_whole(tmp_path, overwri
         with claim_run_dir(out, overwrite=overwrite):
             pass
     message = str(info.value)
-    assert "checkpoints/my_model.pt" in message and "notes/" in message
+    assert "checkpoints/my_model.pt" in message and "notes/" in message and "metrics.csv" in message
     assert "--overwrite" not in message and "another --out" in message
-    after = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != ".rlgraph.lock")
+    after = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
     assert after == before
     assert (out / "checkpoints" / "my_model.pt").read_bytes() == b"weights"
 

@@ -89,14 +89,11 @@ class CheckedEnv(gym.Wrapper):
         self._episode_steps = 0
 
     def _fail(self, what: str, problem: str) -> EnvDataError:
-        hint = (
-            "Fix the environment (or a wrapper) so that it returns finite numbers"
-            + (
-                "; if it legitimately emits inf in observation dimensions the agent does not use, set "
-                "env.allow_nonfinite_obs: true (rewards are checked regardless)."
-                if what == "observation" and not self._allow
-                else "."
-            )
+        hint = "Fix the environment (or a wrapper) so that it returns finite numbers" + (
+            "; if it legitimately emits inf in observation dimensions the agent does not use, set "
+            "env.allow_nonfinite_obs: true (rewards are checked regardless)."
+            if what == "observation" and not self._allow
+            else "."
         )
         return EnvDataError(
             f"Environment '{self._env_id}' returned a bad {what} at env step {self._steps} (step "

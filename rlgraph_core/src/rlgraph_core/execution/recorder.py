@@ -241,7 +241,8 @@ class RunRecorder:
             return
         raise NonFiniteError(
             f"The loss became {float(loss)} at update {self.agent.updates} (env step {self.agent.timesteps}); "
-            f"the run stops before the non-finite values spread further. Common causes: a learning rate that is "
+            f"the run stops here and no checkpoint is written from non-finite weights (the newest finite one "
+            f"stays the newest). Common causes: a learning rate that is "
             f"too high, huge rewards or observations (normalise them), or no gradient clipping (set "
             f"optimizer.max_grad_norm)."
         )
@@ -306,6 +307,7 @@ class RunRecorder:
         extra = self.checkpoint_extra(eval_return_mean=state.last_eval_return, ended_by=state.ended_by)
         attachments = self._attachments()
         saved: Path | None = checkpoint_dir
+        refused = None
         try:
             if attachments:
                 save_checkpoint(agent, checkpoint_dir, extra, attachments)
@@ -316,7 +318,7 @@ class RunRecorder:
             if state.ended_by != "error":
                 state.ended_by, state.error, state.traceback = "error", f"NonFiniteError: {exc}", None
             saved = latest_checkpoint(self.out_dir)
-            warnings.warn(f"rlgraph: {exc}", RuntimeWarning, stacklevel=2)
+            refused = str(exc)
         start_steps, start_updates, t0 = self._start
         elapsed = time.perf_counter() - t0
         summary = {
@@ -334,6 +336,8 @@ class RunRecorder:
             "build_seconds": agent.build_report.build_seconds,
             **(self.summary_extra() if callable(self.summary_extra) else self.summary_extra),
         }
+        if refused is not None:
+            summary["checkpoint_refused"] = refused
         if state.error is not None:
             summary["error"] = state.error
             summary["traceback"] = state.traceback

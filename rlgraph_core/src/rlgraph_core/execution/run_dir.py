@@ -111,6 +111,8 @@ def foreign_files(out_dir: str | Path, limit: int = 20) -> list[str]:
                 found.append(name + "/")
         elif name not in _TOP_FILES and not _HIDDEN_RE.match(name):
             found.append(name)
+        elif name == "metrics.csv" and not any((out_dir / n).is_file() for n in ("metrics.jsonl", "summary.json")):
+            found.append(name)  # a logger plugin's file, but only next to a run's own records
     return found
 
 
@@ -162,6 +164,7 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     lock_file = out_dir / LOCK_NAME
+    created = not os.path.lexists(lock_file)
     fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -176,6 +179,8 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
         if occupants and not resume:
             foreign = foreign_files(out_dir)
             if foreign:
+                if created:
+                    lock_file.unlink()  # leave a folder that is not ours as it was
                 shown = ", ".join(foreign[:8]) + (" ..." if len(foreign) > 8 else "")
                 raise RunDirError(
                     f"The output folder '{out_dir}' holds files that no rlgraph run wrote ({shown}). rlgraph "
