@@ -93,3 +93,10 @@ def test_a_nan_loss_stops_the_run_and_no_checkpoint_holds_nan_weights(tmp_path):
     assert newest is not None and summary["checkpoint"] == str(newest)
     for folder in [*sorted((out / "checkpoints").glob("step-*")), out / "checkpoint_best"]:
         assert all_finite(folder), folder
+
+
+def test_a_network_too_large_for_memory_is_refused_even_by_dry_run(tmp_path):
+    """Issue 19: --dry-run allocated the weights of hidden=[100000000] and was OOM-killed."""
+    result = run("train", "--dry-run", "--set", "agent.network.hidden=[100000000, 100000000]", timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "'agent.network.hidden' = [100000000, 100000000]" in result.stderr and "PiB" in result.stderr

@@ -27,6 +27,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from rlgraph_core.config.limits import prefix, shorten
 from rlgraph_core.env_checks import CheckedEnv
 from rlgraph_core.errors import ConfigError
 
@@ -160,11 +161,12 @@ def _made(env_cfg, make, **extra: Any):
     except (TypeError, ValueError, gym.error.Error) as exc:
         if isinstance(exc, ConfigError):
             raise
-        given = f"env.kwargs = {env_cfg.kwargs}" if env_cfg.kwargs else "no env.kwargs"
+        given = f"env.kwargs = {shorten(env_cfg.kwargs, 200)}" if env_cfg.kwargs else "no env.kwargs"
         if extra:
             given += " and " + ", ".join(f"{k}={v!r}" for k, v in extra.items())
         raise ConfigError(
-            f"'env.id' = '{env_cfg.id}' could not be made with {given}: {type(exc).__name__}: {exc}. "
+            f"'env.id' = '{env_cfg.id}' could not be made with {given}: {type(exc).__name__}: "
+            f"{prefix(str(exc))}. "
             f"env.kwargs are passed to the environment's constructor: pass only the arguments it "
             f"takes (and every one it requires)."
         ) from exc
