@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +101,85 @@ def test_a_network_too_large_for_memory_is_refused_even_by_dry_run(tmp_path):
     result = run("train", "--dry-run", "--set", "agent.network.hidden=[100000000, 100000000]", timeout=120)
     assert result.returncode == 2, result.stderr
     assert "'agent.network.hidden' = [100000000, 100000000]" in result.stderr and "PiB" in result.stderr
+
+
+#: A DQN that checkpoints every 500 env steps and would run for a long time.
+LONG = [
+    "--no-progress",
+    "--set", "agent.network.hidden=[16]",
+    "--set", "agent.learning_starts=200",
+    "--set", "agent.train_freq=50",
+    "--set", "agent.gradient_steps=5",
+    "--set", "train.total_timesteps=2000000",
+    "--set", "train.target_return=null",
+    "--set", "train.eval_interval=500",
+    "--set", "train.eval_episodes=1",
+    "--set", "train.log_interval=250",
+]  # fmt: skip
+
+
+def _assert_disk_full_reported(proc: subprocess.CompletedProcess, out: Path) -> None:
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert "No space left to write the checkpoint" in proc.stderr and "it needs about" in proc.stderr
+    previous = out / "checkpoints" / os.readlink(out / "checkpoints" / "latest")
+    assert f"The previous checkpoint '{previous}' is intact" in proc.stderr
+    read_meta(previous)  # complete and readable
+    assert all_finite(previous)
+
+
+def test_a_full_disk_during_a_periodic_checkpoint_is_one_paragraph_and_keeps_the_previous(tmp_path):
+    """Issue 19: a 60-line chained traceback. A real tmpfs is filled once the first periodic checkpoint exists."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)]).returncode:
+        pytest.skip("cannot mount a size-limited tmpfs here (the injected-ENOSPC test covers the same path)")
+    out = disk / "run"
+    try:
+        env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", MPLBACKEND="Agg")
+        cmd = [sys.executable, "-m", "rlgraph_core.cli", "train", "--out", str(out), *LONG]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            deadline = time.time() + 240
+            while not (out / "checkpoints" / "latest").exists():
+                assert proc.poll() is None and time.time() < deadline, "no periodic checkpoint appeared"
+                time.sleep(0.2)
+            filler = disk / "filler"
+            with open(filler, "wb") as f:  # fill the disk, then give back 8 KiB (room for summary.json only)
+                try:
+                    while True:
+                        f.write(bytes(65536))
+                        f.flush()
+                except OSError:
+                    pass
+            with open(filler, "r+b") as f:
+                f.truncate(max(filler.stat().st_size - 8192, 0))
+            stdout, stderr = proc.communicate(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        _assert_disk_full_reported(subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), out)
+    finally:
+        subprocess.run(["umount", str(disk)])
+
+
+def test_an_injected_enospc_during_a_periodic_checkpoint_is_one_paragraph_and_keeps_the_previous(tmp_path):
+    """The same with ENOSPC injected at the write (for machines where no tmpfs can be mounted)."""
+    out = tmp_path / "run"
+    code = (
+        "import errno, os, sys; import rlgraph_core.checkpoint as c; from rlgraph_core.cli import main\n"
+        "orig = c._write_file\n"
+        "def full(path, write):\n"
+        f"    periodic = os.path.join({str(out)!r}, 'checkpoints')\n"
+        "    if str(path).startswith(periodic) and len(os.listdir(periodic)) >= 3:\n"
+        "        raise OSError(errno.ENOSPC, 'No space left on device', str(path))\n"
+        "    return orig(path, write)\n"
+        "c._write_file = full\n"
+        f"sys.exit(main(['train', '--out', {str(out)!r}, *{LONG!r}]))"
+    )
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", MPLBACKEND="Agg")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    _assert_disk_full_reported(proc, out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "error" and "DiskFullError" in summary["error"]

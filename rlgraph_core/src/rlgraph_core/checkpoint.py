@@ -57,7 +57,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from numpy.lib import format as npy_format
 
-from rlgraph_core.errors import CheckpointError, NonFiniteError
+from rlgraph_core.errors import CheckpointError, DiskFullError, NonFiniteError
 
 FORMAT_VERSION = 1
 
@@ -264,24 +264,72 @@ def _write_version(
             key: {"arrays": _manifest(dict(arrays)), "info": dict(info)} for key, (arrays, info) in attachments.items()
         }
     store.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=store))
+    shown = store.parent / store.name[1:-9] if hidden else store / name
+    needed = sum(np.asarray(a).nbytes for a in weights.values()) + sum(
+        np.asarray(a).nbytes for a in state_arrays.values()
+    )
+    needed += sum(np.asarray(a).nbytes for arrays, _ in attachments.values() for a in arrays.values())
     try:
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=store))
+    except OSError as exc:
+        raise _disk_full(exc, shown, store, needed) from None
+    current = store
+    try:
+        current = tmp / "weights.npz"
         _write_file(tmp / "weights.npz", lambda f: np.savez(f, **weights))
+        current = tmp / "state.npz"
         _write_file(tmp / "state.npz", lambda f: np.savez(f, **state_arrays))
         for key, (arrays, _) in attachments.items():
+            current = tmp / f"{key}.npz"
             _write_file(tmp / f"{key}.npz", lambda f, arrays=arrays: np.savez(f, **arrays))
         config = _json_bytes(extra.get("config", {}))
+        current = tmp / "config.json"
         _write_file(tmp / "config.json", lambda f: f.write(config))
         meta_bytes = _json_bytes(meta)
+        current = tmp / "meta.json"
         _write_file(tmp / "meta.json", lambda f: f.write(meta_bytes))
         _fsync_dir(tmp)
         final = store / name
         os.rename(tmp, final)
         _fsync_dir(store)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+            raise _disk_full(exc, shown, store, needed + len(_json_bytes(meta)), current.name) from None
         raise
     return final
+
+
+#: errno values that mean the device (or the user's quota) is full.
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _disk_full(exc: OSError, shown: Path, store: Path, needed: int, file: str | None = None) -> Exception:
+    """One paragraph for a checkpoint that did not fit: the file, the bytes needed, where, what is kept."""
+    if exc.errno not in _DISK_FULL:
+        return exc
+    try:
+        free = f"{shutil.disk_usage(store).free:,} bytes free"
+    except OSError:
+        free = "the free space unknown"
+    previous = _newest_complete(shown, store)
+    kept = (
+        f"The previous checkpoint '{previous}' is intact and is still the newest."
+        if previous is not None
+        else "No earlier checkpoint exists there."
+    )
+    return DiskFullError(
+        f"No space left to write the checkpoint '{shown}'{f' (at {file})' if file else ''}: it needs about "
+        f"{needed:,} bytes on the device holding '{store}' ({free}; {exc.strerror or exc}). The partial "
+        f"files were removed. {kept} Free some space there (or run with --out on another disk)."
+    )
+
+
+def _newest_complete(shown: Path, store: Path) -> Path | None:
+    """The checkpoint a failed save leaves as the newest: the fixed path's target, or the newest periodic one."""
+    if shown.parent == store:  # periodic: store is run/checkpoints
+        return _latest_periodic(store)
+    return shown if _complete(Path(os.path.realpath(shown))) else None
 
 
 def _switch_link(link: Path, target: Path) -> bool:

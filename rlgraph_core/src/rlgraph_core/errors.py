@@ -27,3 +27,7 @@ class EnvDataError(RLGraphError):
 
 class NonFiniteError(RLGraphError):
     """A loss, gradient or weight became NaN or infinite; nothing non-finite is applied or saved."""
+
+
+class DiskFullError(CheckpointError):
+    """A checkpoint could not be written: no space left (or the quota is used up) where it goes."""

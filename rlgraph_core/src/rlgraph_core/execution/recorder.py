@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from rlgraph_core.checkpoint import Attachments, latest_checkpoint, save_checkpoint, save_periodic
-from rlgraph_core.errors import NonFiniteError
+from rlgraph_core.errors import DiskFullError, NonFiniteError
 from rlgraph_core.execution.plotting import plot_learning_curve
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
@@ -313,8 +313,8 @@ class RunRecorder:
                 save_checkpoint(agent, checkpoint_dir, extra, attachments)
             else:
                 agent.save(checkpoint_dir, extra)
-        except NonFiniteError as exc:
-            # The weights are poisoned: keep the newest finite checkpoint the newest one.
+        except (NonFiniteError, DiskFullError) as exc:
+            # Poisoned weights, or no room: the newest complete checkpoint stays the newest one.
             if state.ended_by != "error":
                 state.ended_by, state.error, state.traceback = "error", f"NonFiniteError: {exc}", None
             saved = latest_checkpoint(self.out_dir)
@@ -341,15 +341,22 @@ class RunRecorder:
         if state.error is not None:
             summary["error"] = state.error
             summary["traceback"] = state.traceback
-        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-        metrics = self.out_dir / "metrics.jsonl"
-        if metrics.is_file():
-            plot_learning_curve(
-                metrics,
-                self.out_dir / "learning_curve.png",
-                f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode}, {tc.executor})"
-                if tc.executor != "local"
-                else f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})",
+        try:
+            (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+            metrics = self.out_dir / "metrics.jsonl"
+            if metrics.is_file():
+                plot_learning_curve(
+                    metrics,
+                    self.out_dir / "learning_curve.png",
+                    f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode}, {tc.executor})"
+                    if tc.executor != "local"
+                    else f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})",
+                )
+        except OSError as exc:  # e.g. the disk is full: the summary is still returned and reported
+            warnings.warn(
+                f"rlgraph: could not write summary.json or the plot in '{self.out_dir}': {exc}",
+                RuntimeWarning,
+                stacklevel=2,
             )
         self.assembly.hook.rlgraph_on_train_end(summary=summary)
         return summary
