@@ -1,88 +1,233 @@
 """Test sessions: each installs only what its packages need, so hidden imports show up.
 
-Run all with ``nox``; one with ``nox -s torch``. Set ``RLGRAPH_NOX_ENVDIR`` to keep the
-virtual environments outside the clone (CI does, and reuses them between runs).
+Run the default set with ``nox``; one with ``nox -s torch-3.11``; ``nox -l`` lists them all.
+Set ``RLGRAPH_NOX_ENVDIR`` to keep the virtual environments outside the clone (CI does, and
+reuses them between runs).
+
+Environments are made by uv (``venv_backend="uv"``): every venv links its packages from uv's
+shared cache, so torch, TensorFlow and Ray are downloaded and unpacked once per machine, not once
+per session. uv does not read pip's configuration; :func:`_uv_settings_from_pip` passes this
+machine's pip settings (extra wheel folders, indexes, constraints, certificates) to uv so both
+resolve the same packages (otherwise torch may resolve to a multi-GB CUDA build).
+
+Every session installs against ``requirements/test.lock`` (regenerate with ``nox -s lock``);
+the ``latest`` session (not in the default set) runs core, torch and tf against the newest
+resolvable versions, so dependency drift is seen on purpose.
 """
 
+from __future__ import annotations
+
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import nox
 
+ROOT = Path(__file__).resolve().parent
+LOCK = "requirements/test.lock"
+LOCK_INPUT = "requirements/test.in"
+
 nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "core", "torch", "tf", "integration", "ray", "horovod"]
-nox.options.error_on_missing_interpreters = True
+nox.options.default_venv_backend = "uv"
+# A Python that is not installed here is skipped with nox's "interpreter not found" message
+# (nox turns this on by itself under CI=true; we want the skip there too).
+nox.options.error_on_missing_interpreters = False
 
+#: The interpreter every default session uses; the others run where installed (and in the
+#: GitHub workflow's matrix), never in the default set, to keep the local matrix inside its budget.
 PYTHON = "3.11"
-CONSTRAINTS = ("-c", "constraints.txt")
-TEST_DEPS = ("pytest>=8",)
+PYTHONS = ["3.11", "3.12", "3.13"]
+nox.options.sessions = [
+    "lint",
+    f"core-{PYTHON}",
+    f"torch-{PYTHON}",
+    f"tf-{PYTHON}",
+    "integration",
+    "ray",
+    "horovod",
+]
+
 ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "MPLBACKEND": "Agg", "RAY_AUTH_MODE": "disabled"}
+#: How many of the slowest tests each session prints.
+DURATIONS = "15"
 
 
-def _install(session, *folders):
-    """Install local distributions (editable) together with their dependencies."""
-    args = []
+def _pip_config() -> dict[str, str]:
+    """pip's effective settings (``pip config list``), highest-priority scope per key."""
+    pip = [sys.executable, "-m", "pip"]
+    try:
+        out = subprocess.run([*pip, "config", "list"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    # pip's own precedence: environment variables over site over user over global.
+    rank = {"global": 0, "user": 1, "site": 2, ":env:": 3}
+    best: dict[str, tuple[int, str]] = {}
+    for line in out.splitlines():
+        scoped, sep, value = line.partition("=")
+        scope, dot, key = scoped.rpartition(".")
+        if not (sep and dot):
+            continue
+        level = rank.get(scope, 0)
+        if key not in best or level >= best[key][0]:
+            best[key] = (level, value.strip().strip("'\""))
+    return {key: value for key, (_, value) in best.items()}
+
+
+def _uv_settings_from_pip() -> dict[str, str]:
+    """uv environment variables that reproduce this machine's pip configuration."""
+    pip = _pip_config()
+    env: dict[str, str] = {}
+    mapping = {
+        "index-url": "UV_DEFAULT_INDEX",
+        "extra-index-url": "UV_INDEX",
+        "find-links": "UV_FIND_LINKS",
+        "constraint": "UV_CONSTRAINT",
+        "cert": "SSL_CERT_FILE",
+    }
+    for key, var in mapping.items():
+        if key in pip and var not in os.environ:
+            value = pip[key]
+            # pip separates list values with whitespace; uv wants spaces for indexes and
+            # constraints, commas for find-links.
+            env[var] = ",".join(value.split()) if var == "UV_FIND_LINKS" else " ".join(value.split())
+    if env:
+        # pip takes the best version across every index; uv's default takes the first index
+        # that has the package at all. Match pip.
+        env.setdefault("UV_INDEX_STRATEGY", "unsafe-best-match")
+    if pip.get("no-index", "").lower() in ("1", "true", "yes"):
+        env["UV_NO_INDEX"] = "1"
+    return env
+
+
+UV_SETTINGS = _uv_settings_from_pip()
+os.environ.update(UV_SETTINGS)
+
+
+def _install(session: nox.Session, *folders: str, locked: bool = True) -> None:
+    """Install local distributions (editable) with their dependencies, pinned by the lock."""
+    args: list[str] = []
     for folder in folders:
         args += ["-e", folder]
-    session.install(*CONSTRAINTS, *TEST_DEPS, *args)
+    pins = ("-c", LOCK) if locked else ("-c", "constraints.txt")
+    session.install(*pins, "pytest>=8", *args)
 
 
-def _pytest(session, *paths, env=None):
+def _pytest(session: nox.Session, *paths: str, env: dict[str, str] | None = None) -> None:
     session.run(
-        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths, *session.posargs, env={**ENV, **(env or {})}
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--durations={DURATIONS}",
+        "--durations-min=1.0",
+        *paths,
+        *session.posargs,
+        env={**ENV, **(env or {})},
     )
 
 
-@nox.session(python=PYTHON)
-def core(session):
-    """rlgraph-core alone: no deep-learning framework in the venv at all."""
-    _install(session, "./rlgraph_core")
+def _core_alone(session: nox.Session) -> None:
     session.run(
         "python",
         "-c",
         "import importlib.util as u, sys; "
-        "bad=[m for m in ('torch','tensorflow','ray','horovod') if u.find_spec(m)]; "
+        "bad=[m for m in ('torch','tensorflow','ray','horovod','jax') if u.find_spec(m)]; "
         "sys.exit(f'core venv must not contain {bad}') if bad else None",
     )
+
+
+@nox.session(python=PYTHONS)
+def core(session: nox.Session) -> None:
+    """rlgraph-core alone: no deep-learning framework in the venv at all."""
+    _install(session, "./rlgraph_core")
+    _core_alone(session)
     _pytest(session, "tests/core")
 
 
-@nox.session(python=PYTHON)
-def torch(session):
+@nox.session(python=PYTHONS)
+def torch(session: nox.Session) -> None:
     """Core + the torch backend: core tests again (now also on torch) and torch tests."""
     _install(session, "./rlgraph_core", "./rlgraph_torch")
     _pytest(session, "tests/core", "tests/torch")
 
 
-@nox.session(python=PYTHON)
-def tf(session):
+@nox.session(python=PYTHONS)
+def tf(session: nox.Session) -> None:
     """Core + the TensorFlow backend."""
     _install(session, "./rlgraph_core", "./rlgraph_tf")
     _pytest(session, "tests/core", "tests/tf")
 
 
 @nox.session(python=PYTHON)
-def integration(session):
+def integration(session: nox.Session) -> None:
     """torch + tf together, plus the third-party example plugin: parity and learning tests."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-example-components")
     _pytest(session, "tests/integration")
 
 
 @nox.session(python=PYTHON)
-def ray(session):
+def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
     _pytest(session, "tests/ray")
 
 
 @nox.session(python=PYTHON)
-def horovod(session):
+def horovod(session: nox.Session) -> None:
     """Core + both backends + rlgraph-horovod; Horovod itself is built by ``rlgraph_horovod.install``
-    (minutes on an empty cache; seconds when its wheel cache, outside the clone, has the wheel),
-    then the executor's tests under ``horovodrun -np 2 --gloo``."""
+    (minutes on an empty cache; seconds when its wheel cache, outside the clone, has the wheel;
+    it prints the cache hit or miss and the build time), then the executor's tests under
+    ``horovodrun -np 2 --gloo``. The installer drives pip, so pip is installed into this uv venv."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_horovod")
+    session.install("-c", LOCK, "pip", "setuptools", "wheel")
     session.run("python", "-m", "rlgraph_horovod.install", env=ENV)
     _pytest(session, "tests/horovod", env={"RLGRAPH_REQUIRE_HOROVOD": "1"})
+
+
+@nox.session(python=PYTHON, default=False)
+def latest(session: nox.Session) -> None:
+    """core, torch and tf tests against the newest resolvable versions (not the lock), so drift
+    shows up on purpose. torch stays at ``constraints.txt``'s CPU build: its newest release here
+    is a multi-GB CUDA build."""
+    session.install("--upgrade", "--resolution", "highest", "-c", "constraints.txt", "pytest", "-e", "./rlgraph_core")
+    session.install("--resolution", "highest", "-c", "constraints.txt", "-e", "./rlgraph_torch", "-e", "./rlgraph_tf")
+    session.run("uv", "pip", "list", external=True, silent=False)
+    _pytest(session, "tests/core", "tests/torch", "tests/tf")
+
+
+@nox.session(python=PYTHON, venv_backend="none", default=False)
+def lock(session: nox.Session) -> None:
+    """Regenerate ``requirements/test.lock`` from ``requirements/test.in`` (every Python, every
+    platform), with this machine's pip settings passed to uv."""
+    local = [
+        "rlgraph-core",
+        "rlgraph-torch",
+        "rlgraph-tf",
+        "rlgraph-ray",
+        "rlgraph-horovod",
+        "rlgraph-example-components",
+    ]
+    no_emit = [arg for name in local for arg in ("--no-emit-package", name)]
+    session.run(
+        "uv",
+        "pip",
+        "compile",
+        LOCK_INPUT,
+        "--universal",
+        "--python-version",
+        PYTHON,
+        "--custom-compile-command",
+        "nox -s lock",
+        *no_emit,
+        "-o",
+        LOCK,
+        external=True,
+    )
 
 
 #: rlgraph-core's public contracts, type-checked by the lint session.
@@ -104,12 +249,31 @@ TYPED_CONTRACTS = (
 
 
 @nox.session(python=PYTHON)
-def lint(session):
-    """ruff check, ruff format --check, and mypy on rlgraph-core's public contracts."""
-    session.install(*CONSTRAINTS, "ruff==0.17.6", "mypy==2.4.1", "-e", "./rlgraph_core")
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check, mypy on rlgraph-core's public contracts, and the GitHub
+    workflow against the schema check-jsonschema ships (offline)."""
+    session.install("-c", LOCK, "ruff", "mypy", "check-jsonschema", "-e", "./rlgraph_core")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    session.chdir("rlgraph_core/src")
-    session.run(
-        "mypy", "--follow-imports=silent", "--ignore-missing-imports", "--python-version", "3.11", *TYPED_CONTRACTS
+    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", ".github/workflows/ci.yml")
+    with session.chdir("rlgraph_core/src"):
+        session.run(
+            "mypy", "--follow-imports=silent", "--ignore-missing-imports", "--python-version", "3.11", *TYPED_CONTRACTS
+        )
+
+
+def _pyenv_pythons_on_path() -> None:
+    """Let nox and uv find interpreters that pyenv installed but did not put on PATH."""
+    pyenv = shutil.which("pyenv")
+    root = os.environ.get("PYENV_ROOT") or (
+        subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip() if pyenv else ""
     )
+    if not root:
+        return
+    bins = sorted(str(p) for p in Path(root, "versions").glob("3.*/bin") if p.is_dir())
+    extra = [b for b in bins if b not in os.environ.get("PATH", "").split(os.pathsep)]
+    if extra:
+        os.environ["PATH"] = os.pathsep.join([os.environ.get("PATH", ""), *extra])
+
+
+_pyenv_pythons_on_path()
