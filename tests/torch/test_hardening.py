@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -183,3 +184,51 @@ def test_an_injected_enospc_during_a_periodic_checkpoint_is_one_paragraph_and_ke
     _assert_disk_full_reported(proc, out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ended_by"] == "error" and "DiskFullError" in summary["error"]
+
+
+def _to_older_layout(out: Path) -> None:
+    """Leave ``out`` as an interrupted save of the layout before links did: '.checkpoint.old' plus a
+    complete temporary folder, and no 'checkpoint' (nor periodic checkpoints)."""
+    real = (out / "checkpoint").resolve()
+    shutil.copytree(real, out / ".checkpoint.old")
+    shutil.copytree(real, out / ".checkpoint.x1y2z3w4")
+    (out / "checkpoint").unlink()
+    shutil.rmtree(out / ".checkpoint.versions")
+    shutil.rmtree(out / "checkpoints")
+
+
+def test_resume_of_a_read_only_folder_in_the_older_layout_suggests_out_and_recovers(tmp_path):
+    """Issue 19: a traceback from the lock file; and every --resume form refused the older layout's leftovers."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = (
+        os.geteuid() == 0
+        and not subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)]).returncode
+    )
+    if os.geteuid() == 0 and not mounted:
+        pytest.skip("running as root without a read-only mount: permissions would not stop root")
+    out = disk / "run"
+    try:
+        small = [*SMALL, "--set", "train.total_timesteps=400"]
+        assert run("train", "--out", str(out), *small).returncode == 0
+        _to_older_layout(out)
+        if mounted:
+            assert not subprocess.run(["mount", "-o", "remount,ro", str(disk)]).returncode
+        else:
+            for p in [out, *out.rglob("*")]:
+                p.chmod(p.stat().st_mode & ~0o222)
+        refused = run("train", "--resume", str(out), "--no-progress", "--set", "train.total_timesteps=600")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert "cannot be written" in refused.stderr and f"--resume {out} --out" in refused.stderr
+        other = tmp_path / "continued"
+        resumed = run("train", "--resume", str(out), "--out", str(other), "--no-progress",
+                      "--set", "train.total_timesteps=600")  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        assert "resuming" in resumed.stdout and "(400 steps)" in resumed.stdout
+        assert read_meta(other / "checkpoint")[0]["counters"]["timesteps"] >= 600
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(disk)])
+        elif out.exists():
+            for p in [out, *out.rglob("*")]:
+                p.chmod(p.stat().st_mode | 0o200)

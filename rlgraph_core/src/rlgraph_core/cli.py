@@ -47,29 +47,10 @@ def _resolve_config(args) -> "RunConfig":  # noqa: F821
 
 
 def resolve_resume(path: str | Path) -> Path:
-    """The checkpoint ``--resume PATH`` means: PATH itself, or the newest checkpoint of run folder PATH.
+    """The checkpoint ``--resume PATH`` means (see :func:`rlgraph_core.execution.run_dir.resume_checkpoint`)."""
+    from rlgraph_core.execution.run_dir import resume_checkpoint
 
-    A run folder holds its final ``checkpoint`` and periodic ``checkpoints/``; after a crash the
-    periodic one may be newer, so the one with the most env steps is taken.
-    """
-    from rlgraph_core.checkpoint import latest_checkpoint, read_meta
-
-    path = Path(path)
-    if (path / "meta.json").is_file():
-        return path
-    candidates = [c for c in (path / "checkpoint", latest_checkpoint(path)) if c is not None and c.exists()]
-    best, best_steps = None, -1
-    for candidate in candidates:
-        with contextlib.suppress(RLGraphError):
-            steps = int(read_meta(candidate)[0].get("counters", {}).get("timesteps", 0))
-            if steps > best_steps:
-                best, best_steps = candidate, steps
-    if best is None:
-        raise RLGraphError(
-            f"--resume '{path}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
-            f"(checkpoint/ or checkpoints/); pass a run's --out folder or one of its checkpoints."
-        )
-    return best
+    return resume_checkpoint(path)
 
 
 def cmd_train(args) -> int:

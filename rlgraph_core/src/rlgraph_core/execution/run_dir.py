@@ -162,10 +162,26 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
             earlier run and neither ``resume`` nor ``overwrite`` was given.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     lock_file = out_dir / LOCK_NAME
-    created = not os.path.lexists(lock_file)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        created = not os.path.lexists(lock_file)
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        os.close(os.open(out_dir / f".rlgraph-probe-{os.getpid()}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(out_dir / f".rlgraph-probe-{os.getpid()}")
+    except OSError as exc:
+        if "fd" in locals():
+            os.close(fd)
+        what = (
+            f"To continue this run, read its checkpoint from there and write the new run to another folder: "
+            f"--resume {out_dir} --out NEW_FOLDER."
+            if resume
+            else "Pass another --out."
+        )
+        raise RunDirError(
+            f"The output folder '{out_dir}' cannot be written ({exc.strerror or exc}): a run writes its lock, "
+            f"metrics and checkpoints there. {what}"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -265,6 +281,31 @@ def trim_metrics(path: str | Path, max_timesteps: int) -> int:
     tmp.write_text("".join(json_line(r) + "\n" for r in keep))
     os.replace(tmp, path)
     return len(rows) - len(keep)
+
+
+def resume_checkpoint(path: str | Path) -> Path:
+    """The checkpoint ``--resume PATH`` means: PATH itself, or the newest checkpoint of run folder PATH.
+
+    A run folder holds its final ``checkpoint`` and periodic ``checkpoints/``; after a crash the
+    periodic one may be newer, so the one with the most env steps is taken. What an interrupted
+    save left (a missing ``checkpoint`` link with its store, or an older layout's
+    ``.checkpoint.old``) is recovered as loading recovers it.
+
+    Raises:
+        RunDirError: PATH holds no checkpoint.
+    """
+    from rlgraph_core.checkpoint import latest_checkpoint
+
+    path = Path(path)
+    if (path / "meta.json").is_file():
+        return path
+    best = latest_checkpoint(path)
+    if best is None:
+        raise RunDirError(
+            f"--resume '{path}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
+            f"(checkpoint/ or checkpoints/); pass a run's --out folder or one of its checkpoints."
+        )
+    return best
 
 
 def run_dir_of(checkpoint: str | Path) -> Path | None:
