@@ -89,7 +89,7 @@ class RayExecutor(Executor):
         self._published_version: int | None = None
         self._worker_versions: list[int | None] = [None] * settings.num_workers
         self._resumed_at = self.learner.timesteps
-        with ray_session(settings.address) as session:
+        with ray_session(settings.address, connect_timeout_s=settings.connect_timeout_s) as session:
             self.session = session
             try:
                 try:
