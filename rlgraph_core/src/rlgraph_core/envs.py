@@ -27,9 +27,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
-from rlgraph_core.config.limits import prefix, shorten
 from rlgraph_core.env_checks import CheckedEnv
-from rlgraph_core.errors import ConfigError
+from rlgraph_core.errors import ConfigError, prefix, shorten
 
 __all__ = ["make_eval_env", "make_vector_env", "resolve_env_id"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from rlgraph_core.errors import ConfigError
+from rlgraph_core.errors import ConfigError, prefix, shorten
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -38,27 +38,6 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_CONFIG_NODES = 100_000
 #: The longest string a config may hold outside ``env.kwargs``.
 MAX_STRING_CHARS = 1_000
-
-
-def shorten(value: Any, limit: int = 60) -> str:
-    """``value`` as JSON (or ``repr``), cut to ``limit`` characters with the full length noted."""
-    if isinstance(value, str) and len(value) > 4 * limit:
-        value = value[: 4 * limit]  # never serialise a huge string just to cut it
-        long = True
-    else:
-        long = False
-    try:
-        text = json.dumps(value, default=str)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    if len(text) <= limit and not long:
-        return text
-    return f"{text[:limit]}... (cut)"
-
-
-def prefix(text: str, limit: int = 300) -> str:
-    """``text`` itself, or its first ``limit`` characters marked as cut."""
-    return text if len(text) <= limit else f"{text[:limit]}... (cut, {len(text):,} characters)"
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
