@@ -88,6 +88,7 @@ class TwiceShardKiller:
     def __init__(self, out):
         self.out, self.names, self.rows = out, [], 0
         self.kills: list[tuple[int, int, int]] = []  # (inserted when killed, snapshot's inserted, snapshot size)
+        self.counts: list[dict] = []
 
     @hookimpl
     def rlgraph_on_train_start(self, run_info):
@@ -103,6 +104,7 @@ class TwiceShardKiller:
             ray.kill(shard, no_restart=False)
             meta = json.loads((self.out / "replay_snapshots" / "shard-0" / "meta.json").read_text())
             self.kills.append((counts["inserted"], meta["info"]["inserted"], counts["size"]))
+            self.counts.append(dict(counts, timesteps=metrics["timesteps"]))
 
 
 def test_a_shard_restarted_twice_reloads_the_snapshot_its_replacement_wrote(ray_session, tmp_path):
@@ -114,7 +116,7 @@ def test_a_shard_restarted_twice_reloads_the_snapshot_its_replacement_wrote(ray_
     summary = train(config, tmp_path, plugin_manager=pm)
     assert summary["shard_restarts"] == 2 and len(killer.kills) == 2
     (first_inserted, first_snapshot, _), (second_inserted, second_snapshot, _) = killer.kills
-    assert second_snapshot > first_inserted  # the replacement wrote its own snapshots where the next restart looks
+    assert second_snapshot > first_inserted, killer.counts  # the replacement wrote its own snapshots where the next restart looks
     lost_second = second_inserted - second_snapshot
     lost_first = first_inserted - first_snapshot
     assert lost_second < 300 + 2 * 60 and lost_first < 300 + 2 * 60

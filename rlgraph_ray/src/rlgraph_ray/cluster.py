@@ -15,6 +15,7 @@ import ray
 
 from rlgraph_core.errors import RLGraphError
 from rlgraph_core.plugins.manager import DISABLE_ENV
+from rlgraph_ray.reaper import start_reaper, stop_reaper
 
 
 class RayConnectError(RLGraphError):
@@ -71,6 +72,7 @@ def ray_session(address: str | None, *, quiet: bool = False, connect_timeout_s: 
       connection within ``connect_timeout_s`` raises :class:`RayConnectError` before Ray is asked.
     """
     started = own = False
+    reaper = None
     if ray.is_initialized():
         where = "the Ray session already running in this process"
     elif address in (None, "local"):
@@ -83,6 +85,7 @@ def ray_session(address: str | None, *, quiet: bool = False, connect_timeout_s: 
         )
         started = own = True
         where = "a private local Ray"
+        reaper = start_reaper()  # ends the session's processes should this driver be killed with SIGKILL
     else:
         probe_address(address, connect_timeout_s)
         ray.init(address=address, log_to_driver=True, configure_logging=False)
@@ -102,6 +105,7 @@ def ray_session(address: str | None, *, quiet: bool = False, connect_timeout_s: 
     finally:
         if started:
             ray.shutdown()
+        stop_reaper(reaper)
 
 
 def check_cpus(requested: float, what: str) -> None:

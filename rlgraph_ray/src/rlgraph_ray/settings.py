@@ -194,6 +194,12 @@ class RayImpalaSettings(RaySettings):
     learner_batch_fragments: int = Field(
         2, gt=0, description="fragments concatenated along the env axis into one learner batch"
     )
+    sample_timeout_s: Optional[float] = Field(
+        None,
+        gt=0,
+        description="a worker that delivers no fragment within this many seconds of starting one is restarted "
+        "(its requests are dropped, so it never holds queue slots for ever)",
+    )
     fragments_in_flight: int = Field(
         2,
         gt=0,
