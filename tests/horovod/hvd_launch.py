@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,8 +78,33 @@ def run_horovod(
         )
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(
-            f"horovodrun did not finish within {timeout} s (a rank hangs?)\n{exc.stdout}\n{exc.stderr}"
+            f"horovodrun did not finish within {timeout} s (a hang detector, sized at several times the "
+            f"run's time on a loaded machine: a rank hangs?); {run_progress(command)}\n"
+            f"{_text(exc.stdout)[-4000:]}\n{_text(exc.stderr)[-4000:]}"
         ) from None
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
+
+
+def run_progress(command: tuple[str, ...] | list[str]) -> str:
+    """How far a run got: the last row of ``metrics.jsonl`` in the command's ``--out`` folder."""
+    args = list(command)
+    if "--out" not in args or args.index("--out") + 1 >= len(args):
+        return "progress unknown (no --out folder in the command)"
+    metrics = Path(args[args.index("--out") + 1]) / "metrics.jsonl"
+    rows = metrics.read_text().splitlines() if metrics.is_file() else []
+    if not rows:
+        return f"no metrics row written yet in {metrics}"
+    try:
+        last = json.loads(rows[-1])
+    except ValueError:
+        return f"last metrics row unreadable: {rows[-1][:200]}"
+    keys = ("timesteps", "wall_time", "episode_return_mean", "eval_return_mean")
+    return "the run got to " + ", ".join(f"{k}={last.get(k)}" for k in keys)
 
 
 def rlgraph_train(*args: str) -> list[str]:

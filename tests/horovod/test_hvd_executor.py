@@ -180,7 +180,7 @@ def test_ppo_reaches_475_on_cartpole_with_two_ranks(tmp_path):
         "--set",
         "train.eval_interval=2048",
     )
-    proc = run_horovod(*cmd, timeout=420)
+    proc = run_horovod(*cmd, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     summary = _summary(out)
     assert summary["target_reached"] and summary["eval_return_mean"] >= 475.0, summary
@@ -200,7 +200,7 @@ def test_dqn_reaches_475_on_cartpole_with_two_ranks(tmp_path):
         "--set",
         "train.total_timesteps=60000",
     )
-    proc = run_horovod(*cmd, timeout=480)
+    proc = run_horovod(*cmd, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     summary = _summary(out)
     assert summary["target_reached"] and summary["eval_return_mean"] >= 475.0, summary

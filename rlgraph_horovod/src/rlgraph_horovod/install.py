@@ -267,14 +267,14 @@ def main(argv: list[str] | None = None) -> int:
         wheel = None if args.rebuild else cached_wheel(cache_dir)
         if wheel is None:
             print(
-                f"[rlgraph_horovod.install] no cached wheel in {cache_dir}; building Horovod "
+                f"[rlgraph_horovod.install] wheel cache miss: no wheel in {cache_dir}; building Horovod "
                 f"{HOROVOD_VERSION} for torch={frameworks.torch} tensorflow={frameworks.tensorflow} "
                 "(several minutes)",
                 flush=True,
             )
             wheel = build_wheel(frameworks, cache_dir, jobs=args.jobs)
         else:
-            print(f"[rlgraph_horovod.install] reusing cached wheel {wheel}", flush=True)
+            print(f"[rlgraph_horovod.install] wheel cache hit: reusing {wheel}", flush=True)
         if not args.no_install:
             install_wheel(wheel, frameworks, verify=not args.no_verify)
     except InstallError as exc:
