@@ -189,8 +189,8 @@ def test_a_hung_impala_worker_is_restarted_after_sample_timeout_s(ray_session, t
     freezer = WorkerFreezer(ray_session)
     pm.register(freezer, "worker-freezer")
     config = impala(
-        "train.total_timesteps=8192", "train.log_interval=1024", "train.eval_interval=100000",
-        "executor.fragments_in_flight=1", "executor.sample_timeout_s=3",
+        "train.total_timesteps=16384", "train.log_interval=1024", "train.eval_interval=100000",
+        "executor.fragments_in_flight=1", "executor.sample_timeout_s=1.5",
     )  # fmt: skip
     try:
         summary = train(config, tmp_path, plugin_manager=pm)
@@ -201,5 +201,5 @@ def test_a_hung_impala_worker_is_restarted_after_sample_timeout_s(ray_session, t
             except ProcessLookupError:
                 pass
     assert freezer.pid is not None
-    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 8192
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 16384
     assert summary["worker_restarts"] == 1 and summary["samples_lost"] == 32 * 4
