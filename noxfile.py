@@ -46,6 +46,7 @@ nox.options.sessions = [
     f"torch-{PYTHON}",
     f"tf-{PYTHON}",
     "integration",
+    "jax",
     "ray",
     "horovod",
 ]
@@ -53,6 +54,11 @@ nox.options.sessions = [
 ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "MPLBACKEND": "Agg", "RAY_AUTH_MODE": "disabled"}
 #: How many of the slowest tests each session prints.
 DURATIONS = "15"
+#: pytest-xdist workers for the sessions whose tests are independent processes' worth of work
+#: (learning runs use one thread each): one per core, at most 4. ``RLGRAPH_TEST_WORKERS=0``
+#: runs them in one process. The Ray and Horovod sessions stay serial: each test there already
+#: starts several processes (a private Ray session, two Horovod ranks).
+WORKERS = os.environ.get("RLGRAPH_TEST_WORKERS", str(min(4, os.cpu_count() or 1)))
 
 
 def _pip_config() -> dict[str, str]:
@@ -112,10 +118,11 @@ def _install(session: nox.Session, *folders: str, locked: bool = True) -> None:
     for folder in folders:
         args += ["-e", folder]
     pins = ("-c", LOCK) if locked else ("-c", "constraints.txt")
-    session.install(*pins, "pytest>=8", *args)
+    session.install(*pins, "pytest>=8", "pytest-xdist", *args)
 
 
-def _pytest(session: nox.Session, *paths: str, env: dict[str, str] | None = None) -> None:
+def _pytest(session: nox.Session, *paths: str, env: dict[str, str] | None = None, parallel: bool = False) -> None:
+    workers = ["-n", WORKERS, "--dist", "worksteal"] if parallel and WORKERS not in ("0", "1") else []
     session.run(
         "python",
         "-m",
@@ -125,6 +132,7 @@ def _pytest(session: nox.Session, *paths: str, env: dict[str, str] | None = None
         "no:cacheprovider",
         f"--durations={DURATIONS}",
         "--durations-min=1.0",
+        *workers,
         *paths,
         *session.posargs,
         env={**ENV, **(env or {})},
@@ -146,34 +154,56 @@ def core(session: nox.Session) -> None:
     """rlgraph-core alone: no deep-learning framework in the venv at all."""
     _install(session, "./rlgraph_core")
     _core_alone(session)
-    _pytest(session, "tests/core")
+    _pytest(session, "tests/core", parallel=True)
 
 
 @nox.session(python=PYTHONS)
 def torch(session: nox.Session) -> None:
-    """Core + the torch backend: core tests again (now also on torch) and torch tests."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch")
-    _pytest(session, "tests/core", "tests/torch")
+    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo): core tests again (now
+    also on torch and with the env families) and torch tests (MiniGrid learning, HalfCheetah smoke)."""
+    _install(session, "./rlgraph_core[atari,minigrid,mujoco]", "./rlgraph_torch")
+    _pytest(session, "tests/core", "tests/torch", parallel=True)
 
 
 @nox.session(python=PYTHONS)
 def tf(session: nox.Session) -> None:
     """Core + the TensorFlow backend."""
     _install(session, "./rlgraph_core", "./rlgraph_tf")
-    _pytest(session, "tests/core", "tests/tf")
+    _pytest(session, "tests/core", "tests/tf", parallel=True)
 
 
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """torch + tf together, plus the third-party example plugin: parity and learning tests."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-example-components")
-    _pytest(session, "tests/integration")
+    _pytest(session, "tests/integration", parallel=True)
+
+
+@nox.session(python=PYTHON)
+def jax(session: nox.Session) -> None:
+    """The outside jax backend plugin: its own tests (the core's conformance harness, learning),
+    then the integration parity tests, which pick jax up because it is installed (narrowed to the
+    jax comparisons: jax against torch eager, jax static against jax eager)."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax")
+    _pytest(session, "plugins/rlgraph-jax/tests", parallel=True)
+    _pytest(
+        session,
+        "tests/integration/test_parity_components.py",
+        "tests/integration/test_parity_agent.py",
+        "tests/integration/test_parity_ppo_sac.py",
+        "tests/integration/test_parity_impala.py",
+        "tests/integration/test_fused_rounds.py",
+        "tests/integration/test_static_compile_counts.py",
+        "tests/integration/test_gradient_hook_agents.py",
+        env={"RLGRAPH_TEST_BACKENDS": "torch-eager,jax"},
+        parallel=True,
+    )
 
 
 @nox.session(python=PYTHON)
 def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
+    _install(session, "./rlgraph_core[atari]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
     _pytest(session, "tests/ray")
 
 
@@ -211,6 +241,7 @@ def lock(session: nox.Session) -> None:
         "rlgraph-ray",
         "rlgraph-horovod",
         "rlgraph-example-components",
+        "rlgraph-jax",
     ]
     no_emit = [arg for name in local for arg in ("--no-emit-package", name)]
     session.run(
@@ -245,6 +276,9 @@ TYPED_CONTRACTS = (
     "rlgraph_core/execution/base.py",
     "rlgraph_core/execution/settings.py",
     "rlgraph_core/execution/recorder.py",
+    "rlgraph_core/callbacks.py",
+    "rlgraph_core/training.py",
+    "rlgraph_core/api.py",
 )
 
 

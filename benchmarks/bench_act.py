@@ -58,12 +58,10 @@ COLUMNS = ("env", "act", "observe", "loop", "overhead")
 
 
 def installed_variants() -> list[str]:
-    """``backend-mode`` names of the installed backends."""
-    out = []
-    for backend, module in (("torch", "rlgraph_torch"), ("tf", "rlgraph_tf")):
-        if find_spec(module) is not None:
-            out += [f"{backend}-eager", f"{backend}-static"]
-    return out
+    """``backend-mode`` names of the installed backends (every registered backend plugin)."""
+    from rlgraph_core.plugins import get_plugin_manager
+
+    return [f"{name}-{mode}" for name in get_plugin_manager().names("backends") for mode in ("eager", "static")]
 
 
 def make_parts(algo: str, backend: str, mode: str, seed: int):

@@ -5,9 +5,18 @@ next_obs, terminal, discount), then times insert, sample and update_priorities. 
 defined below, is the classic non-vectorised design: sum and min segment trees in Python lists,
 updated and searched one element at a time in Python loops. It stores records in the same numpy
 arrays and gathers samples with the same vectorised indexing, so the comparison isolates the
-tree work. Run:
+tree work.
+
+``--pong`` instead measures replay bytes per transition for Pong (ALE/Pong-v5 through the
+``atari_preprocessing`` and ``frame_stack`` wrappers: 84x84 grayscale, stack of 4, needs
+``rlgraph-core[atari]``): random-action transitions from a vector env, folded by the agents'
+n-step assembler, fill a ``PrioritizedReplay`` past its capacity (so the ring has wrapped and
+frames have been freed and reused), which then reports the bytes it holds per record, beside
+naive float32 obs + next_obs (about 225 KB), the same uint8 stored as given (``frames: off``) and
+the memory estimator's figure; plus insert and sample rates of both. Run:
 
     PYTHONPATH=rlgraph_core/src python benchmarks/bench_replay.py [--capacity N] [--batch B]
+    python benchmarks/bench_replay.py --pong [--pong-steps 3000] [--pong-capacity 4000]
 """
 
 from __future__ import annotations
@@ -166,14 +175,94 @@ def measure(memory, chunks: dict[int, list], update_args: list, batch: int, iter
     return results
 
 
+def pong_transitions(steps: int, num_envs: int, n_step: int, seed: int) -> list[dict]:
+    """n-step batches of random play in ALE/Pong-v5 (84x84 grayscale, stack of 4, uint8)."""
+    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.config.wrappers import resolve_wrappers
+    from rlgraph_core.envs import make_vector_env
+    from rlgraph_core.execution.local import true_next_obs
+    from rlgraph_core.memories import NStepAssembler
+
+    env_cfg = EnvConfig(
+        id="ALE/Pong-v5",
+        num_envs=num_envs,
+        kwargs={"frameskip": 1},
+        wrappers=[{"type": "atari_preprocessing"}, {"type": "frame_stack", "stack_size": 4}],
+    )
+    envs = make_vector_env(env_cfg, seed, wrappers=resolve_wrappers(None, env_cfg.wrappers))
+    nstep = NStepAssembler(num_envs, n_step, 0.99)
+    rng = np.random.default_rng(seed)
+    obs, _ = envs.reset(seed=seed)
+    out = []
+    for _ in range(steps):
+        actions = rng.integers(0, envs.single_action_space.n, num_envs)
+        next_obs, rewards, term, trunc, infos = envs.step(actions)
+        batch = nstep.add(obs, actions, rewards, true_next_obs(next_obs, infos), term, trunc)
+        if batch is not None:
+            out.append(batch)
+        obs = next_obs
+    envs.close()
+    return out
+
+
+def pong_main(args) -> None:
+    """Bytes per Pong transition: shared frames vs uint8 as given vs naive float32."""
+    import gymnasium as gym
+
+    from rlgraph_core.memories.sizing import record_bytes
+
+    start = time.perf_counter()
+    batches = pong_transitions(args.pong_steps, args.pong_envs, args.n_step, args.seed)
+    total = sum(len(b["rewards"]) for b in batches)
+    print(
+        f"Pong replay bytes: {total} transitions ({args.pong_envs} envs x {args.pong_steps} steps, n_step="
+        f"{args.n_step}) into capacity {args.pong_capacity}, collected in {time.perf_counter() - start:.1f} s"
+    )
+    obs_shape = batches[0]["obs"].shape[1:]
+    naive = 2 * 4 * int(np.prod(obs_shape)) + 8 + 4 + 1 + 4
+    rows = []
+    for frames in ("auto", "off"):
+        memory = PrioritizedReplay(args.pong_capacity, seed=args.seed, frames=frames)
+        t0 = time.perf_counter()
+        for b in batches:
+            memory.insert(b)
+        insert_rate = total / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for _ in range(args.iters):
+            memory.sample(32)
+        sample_rate = args.iters / (time.perf_counter() - t0)
+        per_record = memory.nbytes() / len(memory)
+        live = per_record
+        if frames == "auto":
+            store = memory.frame_store("obs")
+            free_rows = len(store.pool) - len(store)
+            live = (memory.nbytes() - free_rows * store.frame_bytes) / len(memory)
+        rows.append((f"uint8, frames: {frames}", per_record, live, insert_rate, sample_rate))
+    image = gym.spaces.Box(0, 255, obs_shape, np.uint8)
+    estimate = record_bytes(image, gym.spaces.Discrete(6), frames="auto", frame_stack=obs_shape[-1])
+    print(f"observation {obs_shape} uint8; the memory estimator says {estimate:,} bytes per record\n")
+    print(f"{'storage':<22} {'bytes/record':>13} {'live bytes/rec':>15} {'insert rec/s':>13} {'sample(32)/s':>13}")
+    print(f"{'float32 obs+next_obs':<22} {naive:>13,} {naive:>15,} {'':>13} {'':>13}")
+    for name, per_record, live, insert_rate, sample_rate in rows:
+        print(f"{name:<22} {per_record:>13,.0f} {live:>15,.0f} {insert_rate:>13,.0f} {sample_rate:>13,.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pong", action="store_true", help="measure bytes per Pong transition instead")
+    parser.add_argument("--pong-steps", type=int, default=3000, help="--pong: vector-env steps")
+    parser.add_argument("--pong-envs", type=int, default=2, help="--pong: envs")
+    parser.add_argument("--pong-capacity", type=int, default=4000, help="--pong: memory capacity")
+    parser.add_argument("--n-step", type=int, default=3, help="--pong: n-step folding")
     parser.add_argument("--capacity", type=int, default=2**20, help="memory capacity (records)")
     parser.add_argument("--batch", type=int, default=512, help="sample / update batch size")
     parser.add_argument("--iters", type=int, default=200, help="timed calls per operation")
     parser.add_argument("--chunks", default="8,512", help="comma-separated insert chunk sizes")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.pong:
+        pong_main(args)
+        return
     chunk_sizes = [int(c) for c in args.chunks.split(",")]
 
     rng = np.random.default_rng(args.seed)

@@ -149,3 +149,13 @@ def test_builtin_memory_is_made_without_a_registry_and_plugin_memory_is_refused_
     with pytest.raises(ConfigError, match="assemble"):
         builtin_memory(MemorySettings(type="fifo_replay", capacity=8), seed=0)
     assert np.isfinite(memory.max_priority)
+
+
+def test_agents_declare_what_executors_may_rely_on():
+    from rlgraph_core.agents.support import CAPABILITIES, agent_capabilities
+
+    declared = {name: agent_capabilities(entry.obj[1].model_construct()) for name, entry in PM.names("agents").items()}
+    assert declared["ppo"] == declared["a2c"] == {"rollouts"}
+    assert declared["impala"] == {"rollouts", "vtrace"}
+    assert declared["dqn"] == {"replay", "exploration"} and declared["sac"] == {"replay"}
+    assert set().union(*declared.values()) <= set(CAPABILITIES)

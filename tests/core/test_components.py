@@ -645,6 +645,9 @@ def _ops_cases(rng):
     cond = x > 0
     y = rng.standard_normal((3, 4)).astype(np.float32)
     ex = np.exp(x - x.max(-1, keepdims=True))
+    img = rng.standard_normal((3, 2, 2, 4)).astype(np.float32)
+    kernel = rng.standard_normal((2, 2, 4, 2)).astype(np.float32)
+    pixels = np.array([[0, 7, 255]], np.uint8)
     T = lambda be, v: be.to_tensor(v)  # noqa: E731
     return [
         ("dense", lambda be: (T(be, x), T(be, w), T(be, b)), x.astype(np.float64) @ w + b),
@@ -680,10 +683,20 @@ def _ops_cases(rng):
         ("concat", lambda be: ([T(be, x), T(be, y)], 0), np.concatenate([x, y], 0)),
         ("stack", lambda be: ([T(be, x), T(be, y)], 1), np.stack([x, y], 1)),
         ("reshape", lambda be: (T(be, x), (4, 3)), x.reshape(4, 3)),
+        ("transpose", lambda be: (T(be, img), (0, 3, 1, 2)), img.transpose(0, 3, 1, 2)),
         ("expand_dims", lambda be: (T(be, x), 1), x[:, None, :]),
         ("squeeze", lambda be: (T(be, x[:, :1]), 1), x[:, 0]),
         ("zeros_like", lambda be: (T(be, x),), np.zeros_like(x)),
         ("constant", lambda be: ([1, 2], "int64"), np.array([1, 2])),
+        # The image ops in one small case each; tests/core/test_conv_ops.py checks them in depth.
+        (
+            "conv2d",
+            lambda be: (T(be, img), T(be, kernel), T(be, b)),
+            np.einsum("nyxc,yxcf->nf", img, kernel)[:, None, None] + b,
+        ),
+        ("max_pool2d", lambda be: (T(be, img), 2), img.max((1, 2))[:, None, None]),
+        ("flatten", lambda be: (T(be, img),), img.reshape(3, -1)),
+        ("image_to_float", lambda be: (T(be, pixels), 0.5), pixels * 0.5),
     ]
 
 

@@ -10,8 +10,9 @@ import rlgraph_core
 
 ROOT = Path(rlgraph_core.__file__).parent
 
-#: Modules that may call ``get_plugin_manager``: they sit above agents, backends and executors.
-APPLICATION_LAYER = {"assemble", "cli", "config", "testing", "plugins"}
+#: Modules that may call ``get_plugin_manager``: they sit above agents, backends and executors
+#: (``api`` is the Python facade, ``training`` the training path it shares with the CLI).
+APPLICATION_LAYER = {"api", "assemble", "cli", "config", "testing", "plugins", "training"}
 
 
 def _unit(module: str) -> str:

@@ -190,9 +190,13 @@ def test_replay_size_estimate_counts_obs_twice_action_reward_terminal_discount()
     obs, act = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
     # 2 x 4 float32 + int64 action + float32 reward + bool terminal + float32 discount
     assert record_bytes(obs, act) == 2 * 16 + 8 + 4 + 1 + 4 == 49
-    assert record_bytes(gym.spaces.Box(0, 255, (84, 84, 4), dtype="uint8"), gym.spaces.Box(-1, 1, (3,))) == (
-        2 * 84 * 84 * 4 * 4 + 12 + 9
-    )
+    image, box = gym.spaces.Box(0, 255, (84, 84, 4), dtype="uint8"), gym.spaces.Box(-1, 1, (3,))
+    # uint8 kept: stored as given, twice
+    assert record_bytes(image, box, frames="off") == 2 * 84 * 84 * 4 + 12 + 9
+    # shared frames: 4 new planes (unknown stack), their table entries, 2 x 4 int32 slots
+    assert record_bytes(image, box) == 4 * (84 * 84 + 116) + 2 * 4 * 4 + 12 + 9
+    # a stack of 4: one new frame per record (Pong: about 7.2 KB, against 225 KB as float32 twice)
+    assert record_bytes(image, box, frame_stack=4) == 84 * 84 + 116 + 2 * 4 * 4 + 12 + 9 == 7225
     assert estimate_replay_bytes(1000, obs, act) == 49_000
     # two float64 trees of 2 x 1024 nodes for 1000 leaves
     assert estimate_replay_bytes(1000, obs, act, prioritized=True) == 49_000 + 2 * 2 * 1024 * 8

@@ -122,7 +122,7 @@ def test_settings_are_validated_by_the_plugin_models():
         (
             "agent.network.type=layer_norm_mpl",
             r"Unknown network 'layer_norm_mpl' \(in field 'agent\.network\.type'\)\. "
-            r"Known networks: layer_norm_mlp, mlp\. Did you mean 'layer_norm_mlp'\?",
+            r"Known networks: cnn, dict_encoder, layer_norm_mlp, mlp\. Did you mean 'layer_norm_mlp'\?",
         ),
         (
             "agent.exploration.type=boltzman",
@@ -153,7 +153,10 @@ def test_sac_and_ppo_slots_name_their_fields():
         ({"type": "sac", "critic_network": {"type": "layer_norm_mpl"}}, "agent.critic_network.type"),
         ({"type": "ppo", "network": "res_mlp"}, "agent.network.type"),
     ):
-        with pytest.raises(ConfigError, match=expected.replace(".", r"\.") + r".*Known networks: layer_norm_mlp, mlp"):
+        with pytest.raises(
+            ConfigError,
+            match=expected.replace(".", r"\.") + r".*Known networks: cnn, dict_encoder, layer_norm_mlp, mlp",
+        ):
             validate_config({"agent": raw, "env": {"id": "Pendulum-v1"}})
 
 

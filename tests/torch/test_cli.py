@@ -288,3 +288,27 @@ def test_installed_script_exits_2_on_a_bad_config_file(tmp_path):
     message = assert_user_error(proc.returncode, proc.stderr, str(bad), "not valid JSON")
     assert message.startswith("rlgraph: error: Config file ")
     assert proc.stdout == "" and not (tmp_path / "o").exists()
+
+
+def test_a_misspelled_shipped_config_gets_a_did_you_mean():
+    code, _, stderr = run_cli("train", "ppo_cartpol", "--dry-run")
+    assert_user_error(code, stderr, "ppo_cartpol", "Did you mean the shipped config 'ppo_cartpole'?")
+
+
+def test_resume_with_a_raised_budget_trains_on_past_the_target_and_carries_wall_time(tmp_path):
+    """A run that stopped at its target trains on when resumed with a raised budget."""
+    out = tmp_path / "out"
+    base = [*FAST, "--set", "train.eval_interval=500", "--set", "train.eval_episodes=1", "--no-progress"]
+    code, stdout, _ = run_cli(
+        "train", "--out", str(out), *base, "--set", "train.target_return=0", "--set", "train.total_timesteps=5000"
+    )
+    first = json.loads((out / "summary.json").read_text())
+    assert code == 0 and first["ended_by"] == "target_return" and first["timesteps"] == 500
+    assert "ended because the evaluation return" in stdout and "reached train.target_return 0.0" in stdout
+    code, stdout, _ = run_cli("train", "--resume", str(out), "--set", "train.total_timesteps=1000", "--no-progress")
+    second = json.loads((out / "summary.json").read_text())
+    assert code == 0 and second["ended_by"] == "total_timesteps" and second["timesteps"] == 1000
+    assert "ended because the budget of train.total_timesteps was used up" in stdout
+    assert second["wall_time"] > first["wall_time"] and second["session_wall_time"] < second["wall_time"]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["timesteps"] for r in rows] == [500, 1000] and rows[1]["wall_time"] > rows[0]["wall_time"]

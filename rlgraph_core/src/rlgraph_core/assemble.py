@@ -27,12 +27,13 @@ from rlgraph_core.backend.contract import Backend
 from rlgraph_core.components.settings import component_entry
 from rlgraph_core.config.memory import make_memory
 from rlgraph_core.components.sizing import check_networks_fit
-from rlgraph_core.envs import make_eval_env, make_vector_env
+from rlgraph_core.envs import make_eval_env, make_vector_env, make_vector_env_from
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
 from rlgraph_core.spaces import from_gym
+from rlgraph_core.wrappers import apply_wrappers
 
 
 @dataclass
@@ -50,6 +51,11 @@ class Assembly:
         logger_classes: metric logger classes, in ``config.train.loggers`` order.
         executor_class: the executor class ``config.train.executor`` names.
         backend_factory: makes a further backend like :attr:`backend` (for workers that need their own).
+        callbacks: callback objects of the run (:mod:`rlgraph_core.callbacks`): those
+            ``config.train.callbacks`` names, and any a caller adds (the facade's ``learn``).
+        env_factory: makes one environment (a gymnasium env instance or factory given to the
+            facade) instead of ``config.env.id``; None: the config's env.
+        env_wrappers: ``env -> env`` callables of ``config.env.wrappers``, resolved once (picklable).
     """
 
     config: Any
@@ -60,6 +66,9 @@ class Assembly:
     logger_classes: list[type]
     executor_class: type
     backend_factory: Callable[[], Backend] = field(repr=False)
+    callbacks: list = field(default_factory=list)
+    env_factory: Callable[[], Any] | None = field(default=None, repr=False)
+    env_wrappers: list[Callable] = field(default_factory=list, repr=False)
 
     def resolve_component(self, name: str, field: str) -> type:
         """The component class registered as ``name`` (a ConfigError names ``field`` otherwise)."""
@@ -115,7 +124,11 @@ class Assembly:
         if settings is None or self.memory_class is None:
             return None
         return estimate_replay_bytes(
-            settings.capacity, _as_space(observation_space), _as_space(action_space), self._memory_prioritized()
+            settings.capacity,
+            _as_space(observation_space),
+            _as_space(action_space),
+            self._memory_prioritized(),
+            **self._frame_storage(settings),
         )
 
     def check_memory_fits(self, observation_space, action_space) -> int | None:
@@ -129,7 +142,17 @@ class Assembly:
             _as_space(observation_space),
             _as_space(action_space),
             prioritized=self._memory_prioritized(),
+            **self._frame_storage(settings),
         )
+
+    def _frame_storage(self, settings) -> dict:
+        """How the memory stores uint8 observations (its ``frames`` setting; "off" for a memory
+        without one) and the frame stack of ``env.wrappers`` (1 without a channels-last stack)."""
+        stack = 1
+        for wrapper in self.config.env.wrappers:
+            if wrapper.type == "frame_stack" and getattr(wrapper, "channels_last", False):
+                stack = int(getattr(wrapper, "stack_size", 1))
+        return {"frames": getattr(settings, "frames", "off"), "frame_stack": stack}
 
     def _memory_prioritized(self) -> bool:
         cls = self.memory_class.resolve() if hasattr(self.memory_class, "resolve") else self.memory_class
@@ -148,11 +171,15 @@ class Assembly:
 
     def make_vector_env(self, seed: int):
         """The configured gymnasium vector env (same-step autoreset)."""
-        return make_vector_env(self.config.env, seed)
+        if self.env_factory is not None:
+            return make_vector_env_from(self.env_factory, self.config.env, seed, wrappers=self.env_wrappers)
+        return make_vector_env(self.config.env, seed, wrappers=self.env_wrappers)
 
     def make_eval_env(self, render_mode: str | None = None):
         """A single configured env for evaluation."""
-        return make_eval_env(self.config.env, render_mode)
+        if self.env_factory is not None and render_mode is None:
+            return apply_wrappers(self.env_factory(), self.env_wrappers)
+        return make_eval_env(self.config.env, render_mode, wrappers=self.env_wrappers)
 
     @property
     def hook(self):
@@ -161,9 +188,16 @@ class Assembly:
 
 
 def _as_space(space):
-    from rlgraph_core.spaces import Space
+    """An env's gymnasium space as an rlgraph space; one that cannot be converted (a text space)
+    is a ConfigError naming the wrapper that would help, never a traceback."""
+    from rlgraph_core.spaces import Space, SpaceError
 
-    return space if isinstance(space, Space) else from_gym(space)
+    if isinstance(space, Space):
+        return space
+    try:
+        return from_gym(space)
+    except SpaceError as exc:
+        raise ConfigError(f"The environment's space cannot be used: {exc}") from None
 
 
 def _get(pm: PluginManager, kind: str, name: str, field: str):
@@ -215,6 +249,8 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
             backend.set_num_threads(tc.num_threads)
         return backend
 
+    from rlgraph_core.callbacks import make_callbacks
+
     return Assembly(
         config=config,
         plugin_manager=pm,
@@ -224,7 +260,19 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         logger_classes=[_get(pm, "loggers", name, "train.loggers") for name in tc.loggers],
         executor_class=_executor_class(pm, tc.executor),
         backend_factory=backend_factory,
+        callbacks=make_callbacks(pm, tc.callbacks),
+        env_wrappers=_env_wrappers(pm, config.env),
     )
+
+
+def _env_wrappers(pm: PluginManager, env_cfg) -> list[Callable]:
+    """``config.env.wrappers`` resolved through ``pm`` (a PluginError becomes a ConfigError)."""
+    from rlgraph_core.config.wrappers import resolve_wrappers
+
+    try:
+        return resolve_wrappers(pm, env_cfg.wrappers)
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def make_agent(

@@ -27,6 +27,8 @@ def rlgraph_components():
     models (``mlp`` for network slots, ``epsilon_greedy`` for exploration) register them too."""
     from rlgraph_core.agents.slots import BUILTIN_SLOT_COMPONENTS
     from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
+    from rlgraph_core.components.cnn import CNN, CNNSettings
+    from rlgraph_core.components.dict_encoder import DictEncoder, DictEncoderSettings
     from rlgraph_core.components.dqn_loss import DQNLoss
     from rlgraph_core.components.exploration import EpsilonGreedy, EpsilonGreedySettings
     from rlgraph_core.components.gae import GAE
@@ -50,6 +52,8 @@ def rlgraph_components():
         "running_obs_normalizer": RunningObsNormalizer,
         **BUILTIN_SLOT_COMPONENTS,  # slot components by the names configs use (box_normalize, running_mean_std)
         "mlp": (MLP, NetworkSpec),
+        "cnn": (CNN, CNNSettings),
+        "dict_encoder": (DictEncoder, DictEncoderSettings),
         "epsilon_greedy": (EpsilonGreedy, EpsilonGreedySettings),
         "gae": GAE,
         "ppo_loss": PPOLoss,
@@ -89,3 +93,18 @@ def rlgraph_loggers():
     from rlgraph_core.execution.loggers import ConsoleLogger, JsonlLogger
 
     return {"console": ConsoleLogger, "jsonl": JsonlLogger}
+
+
+@hookimpl
+def rlgraph_callbacks():
+    """Early stopping, stop on a reward threshold, and a checkpoint every N env steps."""
+    from rlgraph_core.callbacks import BUILTIN_CALLBACKS
+
+    return dict(BUILTIN_CALLBACKS)
+
+
+def rlgraph_wrappers():
+    """Environment wrappers for ``env.wrappers``: adapters of gymnasium's and MiniGrid's own."""
+    from rlgraph_core.wrappers import BUILTIN_WRAPPERS
+
+    return dict(BUILTIN_WRAPPERS)

@@ -47,26 +47,30 @@ def _resolve_config(args) -> "RunConfig":  # noqa: F821
 
 
 def resolve_resume(path: str | Path) -> Path:
-    """The checkpoint ``--resume PATH`` means (see :func:`rlgraph_core.execution.run_dir.resume_checkpoint`)."""
-    from rlgraph_core.execution.run_dir import resume_checkpoint
+    """The checkpoint ``--resume PATH`` means (see :func:`rlgraph_core.training.resolve_resume`)."""
+    from rlgraph_core.training import resolve_resume as resolve
 
-    return resume_checkpoint(path)
+    return resolve(path)
 
 
 def cmd_train(args) -> int:
     """Train an agent; the default (no CONFIG) is DQN on CartPole-v1 with torch.
 
-    Exit codes: 0 when the run used its budget or reached its target, 130 after Ctrl-C, 143
-    after SIGTERM (both after a final checkpoint), 1 when the environment, the agent or a plugin
-    raised (after a final checkpoint), 2 for a user mistake (nothing run).
+    A thin layer over :func:`rlgraph_core.training.run_training`, the function the Python facade's
+    ``learn`` uses too (folder check and lock, resume trimming, the final line).
+
+    Exit codes: 0 when the run used its budget, reached its target or a callback stopped it, 130
+    after Ctrl-C, 143 after SIGTERM (both after a final checkpoint), 1 when the environment, the
+    agent or a plugin raised (after a final checkpoint), 2 for a user mistake (nothing run).
     """
     from rlgraph_core.assemble import assemble
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
     from rlgraph_core.execution.out_dir import check_out_dir
-    from rlgraph_core.execution.run_dir import claim_run_dir, run_dir_of, trim_metrics
+    from rlgraph_core.execution.run_dir import run_dir_of
     from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed
     from rlgraph_core.plugins import get_plugin_manager
+    from rlgraph_core.training import default_out_dir, end_line, run_training
 
     if args.out is not None:
         check_out_dir(args.out)
@@ -78,73 +82,50 @@ def cmd_train(args) -> int:
                 "checkpoint (change fields with --set, --backend, --mode, --seed ...)."
             )
         resume = resolve_resume(args.resume)
-        meta, stored = read_meta(resume)
+        _, stored = read_meta(resume)
         config = validate_config(apply_overrides(stored, _overrides(args)))
     else:
         config = _resolve_config(args)
     if args.no_progress:
         config.train.progress_bar = False
-    default_out = f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}"
     resumed_run = run_dir_of(resume) if resume is not None else None
-    out = Path(args.out) if args.out is not None else (resumed_run or Path(default_out))
-    continuing = resumed_run is not None and resumed_run.resolve() == out.resolve()
+    out = Path(args.out) if args.out is not None else (resumed_run or default_out_dir(config))
     assembly = assemble(config, get_plugin_manager())
     if args.dry_run:
         from rlgraph_core.execution.dry_run import dry_run
 
         print(dry_run(assembly, out, resume_dir=resume))
         return 0
-    owns_out_dir = getattr(assembly.executor_class, "owns_out_dir", None)  # Executor subclasses have it
-    if owns_out_dir is not None and not owns_out_dir():
-        # One of several processes a launcher started (e.g. a Horovod rank other than 0): another
-        # process owns, writes and reports the run; this one only takes part in it.
-        try:
-            summary = assembly.executor_class(config, out, assembly=assembly, resume_dir=resume).run()
-        except RunFailed:
+    try:
+        summary = run_training(config, out, resume=resume, overwrite=args.overwrite, assembly=assembly, announce=print)
+    except RunFailed as exc:
+        summary = exc.summary
+        if summary.get("checkpoint") is None:  # a process that does not own the folder
             return EXIT_CODES["error"]
-        return EXIT_CODES.get(summary.get("ended_by", "total_timesteps"), 0)
-    with claim_run_dir(out, resume=continuing, overwrite=args.overwrite):
-        if continuing:
-            # Rows logged after the checkpoint would be logged again by the resumed run.
-            trim_metrics(out / "metrics.jsonl", int(meta.get("counters", {}).get("timesteps", 0)))
-        what = f"resuming {resume} ({meta.get('counters', {}).get('timesteps', '?')} steps)" if resume else "training"
         print(
-            f"rlgraph: {what}: {config.agent.type} on {config.env.id} with backend {config.train.backend} "
-            f"({config.train.mode}), executor {config.train.executor}; output in {out}"
+            f"rlgraph: the run failed: {summary['error']} (at {summary['timesteps']} env steps). The work so far "
+            f"is saved: checkpoint {summary['checkpoint']}, summary.json in {out} (with the traceback). "
+            f"Resume with: rlgraph train --resume {out}",
+            file=sys.stderr,
         )
-        try:
-            summary = assembly.executor_class(config, out, assembly=assembly, resume_dir=resume).run()
-        except RunFailed as exc:
-            summary = exc.summary
-            print(
-                f"rlgraph: the run failed: {summary['error']} (at {summary['timesteps']} env steps). The work so far "
-                f"is saved: checkpoint {summary['checkpoint']}, summary.json in {out} (with the traceback). "
-                f"Resume with: rlgraph train --resume {out}",
-                file=sys.stderr,
-            )
-            return EXIT_CODES["error"]
-    ev = summary.get("eval_return_mean")
+        return EXIT_CODES["error"]
     ended = summary.get("ended_by", "total_timesteps")
-    print(
-        f"{'done' if EXIT_CODES.get(ended, 0) == 0 else 'stopped (' + ended + ')'}: {summary['timesteps']} steps in "
-        f"{summary['wall_time']:.1f}s ({summary['env_steps_per_s']:.0f} env steps/s, "
-        f"{summary['updates_per_s']:.0f} updates/s), last eval return {ev if ev is None else round(ev, 1)}, "
-        f"build {summary['build_seconds'] * 1000:.0f} ms; checkpoint: {summary['checkpoint']}"
-    )
+    owns_out_dir = getattr(assembly.executor_class, "owns_out_dir", None)
+    if owns_out_dir is not None and not owns_out_dir():
+        return EXIT_CODES.get(ended, 0)
+    print(end_line(summary))
     if EXIT_CODES.get(ended, 0):
         print(f"rlgraph: resume with: rlgraph train --resume {out}", file=sys.stderr)
     return EXIT_CODES.get(ended, 0)
 
 
 def cmd_evaluate(args) -> int:
-    """Evaluate a checkpoint with the greedy policy."""
+    """Evaluate a checkpoint with the greedy policy (through the facade's :meth:`Algorithm.evaluate`)."""
     import gymnasium as gym
 
+    from rlgraph_core.api import Algorithm
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
-    from rlgraph_core.assemble import assemble
-    from rlgraph_core.evaluation import evaluate_policy
-    from rlgraph_core.plugins import get_plugin_manager
 
     _, stored = read_meta(args.checkpoint)
     overrides = list(args.set or [])
@@ -153,22 +134,16 @@ def cmd_evaluate(args) -> int:
     if args.mode:
         overrides.append(f"train.mode={args.mode}")
     config = validate_config(apply_overrides(stored, overrides))
-    render = "rgb_array" if args.render_to else None
-    assembly = assemble(config, get_plugin_manager())
-    env = assembly.make_eval_env(render_mode=render)
-    agent = assembly.make_agent(env.observation_space, env.action_space)
-    agent.load(args.checkpoint, for_training=False)  # weights only; counters are not needed
+    algo = Algorithm(config, verbose=1)
+    algo.agent.load(args.checkpoint, for_training=False)  # weights only; counters are not needed
     frames = [] if args.render_to else None
-    seed = 10_000 + config.train.seed if args.seed is None else args.seed
     try:
-        result = evaluate_policy(lambda o: agent.act(o, explore=False), env, args.episodes, seed, frames)
+        result = algo.evaluate(args.episodes, seed=args.seed, render_frames=frames)
     except gym.error.DependencyNotInstalled as exc:
         # Rendering needs the env's optional extras (e.g. pygame for classic control).
         raise RLGraphError(
             f"--render-to needs rendering support for '{config.env.id}', which is not installed: {exc}"
         ) from None
-    finally:
-        env.close()
     print(
         f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
         f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "
@@ -381,8 +356,6 @@ def _plugins_disabled(values: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rlgraph`` command; user mistakes exit 2 with a one-paragraph message."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     args = build_parser().parse_args(argv)
     with _plugins_disabled(args.disable_plugins):
         try:

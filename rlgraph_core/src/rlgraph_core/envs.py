@@ -12,6 +12,13 @@
 The module must be importable: installed, on ``PYTHONPATH``, or in the current folder (which
 is searched last when the module is found nowhere else). :func:`resolve_env_id` checks all of
 this when a config is validated; errors name ``env.id`` and what would work.
+
+Environment families behind optional extras of rlgraph-core are registered on first use:
+``ALE/...`` ids (``atari``: ale-py, which ships the ROMs; ``gym.register_envs(ale_py)``),
+``MiniGrid-...`` / ``BabyAI-...`` ids (``minigrid``) and gymnasium's MuJoCo envs (``mujoco``).
+A missing extra is reported with its pip command. ``env.wrappers`` (resolved by the assembly,
+see :mod:`rlgraph_core.wrappers`) wrap every env made here; an observation space that no
+network can read (MiniGrid's text ``mission``) is refused with the wrapper that would fix it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import importlib
 import os
 import sys
 from types import ModuleType
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -29,8 +37,19 @@ from gymnasium.envs.registration import EnvSpec
 
 from rlgraph_core.env_checks import CheckedEnv
 from rlgraph_core.errors import ConfigError, prefix, shorten
+from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
 
-__all__ = ["make_eval_env", "make_vector_env", "resolve_env_id"]
+__all__ = [
+    "check_observation_space",
+    "make_eval_env",
+    "make_vector_env",
+    "make_vector_env_from",
+    "register_env_family",
+    "resolve_env_id",
+]
+
+#: Id prefixes of env families behind optional extras -> the package that registers them.
+ENV_FAMILIES = {"ALE/": "ale_py", "MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
 
 _IMPORTABLE_HINT = (
     "The module must be importable from where rlgraph runs: run rlgraph from the module's folder, "
@@ -90,6 +109,37 @@ def _module_offers(module: ModuleType) -> tuple[list[str], list[str]]:
     return sorted(classes), sorted(ids)
 
 
+def register_env_family(env_id: str) -> None:
+    """Register the optional env family ``env_id`` belongs to (ale-py, minigrid), if any.
+
+    Raises:
+        ConfigError: the family's package is not installed (naming its pip command).
+    """
+    module = next((m for prefix, m in ENV_FAMILIES.items() if env_id.startswith(prefix)), None)
+    if module is None or _registered(env_id):
+        return
+    try:
+        package = importlib.import_module(module)  # minigrid registers its ids on import
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        raise ConfigError(missing_extra_message(module, f"'env.id' = '{env_id}'")) from None
+    gym.register_envs(package)
+
+
+def _check_mujoco(env_id: str) -> None:
+    """gymnasium registers its MuJoCo envs without the ``mujoco`` package; name the extra early."""
+    try:
+        entry = gym.spec(env_id).entry_point
+    except (gym.error.Error, ValueError, TypeError):
+        return
+    if isinstance(entry, str) and entry.startswith("gymnasium.envs.mujoco"):
+        import importlib.util
+
+        if importlib.util.find_spec("mujoco") is None:
+            raise ConfigError(missing_extra_message("mujoco", f"'env.id' = '{env_id}'"))
+
+
 def resolve_env_id(env_id: str) -> str | EnvSpec:
     """What ``gymnasium.make`` / ``make_vec`` get for a config's ``env.id``.
 
@@ -105,7 +155,9 @@ def resolve_env_id(env_id: str) -> str | EnvSpec:
     if not isinstance(env_id, str) or not env_id.strip():
         raise ConfigError(f"'env.id' = {env_id!r}: name a gymnasium environment, e.g. CartPole-v1.")
     if ":" not in env_id:
+        register_env_family(env_id)
         if _registered(env_id):
+            _check_mujoco(env_id)
             return env_id
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -157,6 +209,12 @@ def _made(env_cfg, make, **extra: Any):
     kwargs = {**env_cfg.kwargs, **extra}
     try:
         return make(target, kwargs)
+    except gym.error.DependencyNotInstalled as exc:
+        raise ConfigError(
+            f"'env.id' = '{env_cfg.id}' could not be made: {exc}. Install the package it names "
+            f'(the rlgraph-core extras: pip install "rlgraph-core[atari]", "rlgraph-core[minigrid]", '
+            f'"rlgraph-core[mujoco]").'
+        ) from None
     except (TypeError, ValueError, gym.error.Error) as exc:
         if isinstance(exc, ConfigError):
             raise
@@ -171,15 +229,63 @@ def _made(env_cfg, make, **extra: Any):
         ) from exc
 
 
-def make_vector_env(env_cfg, seed: int):
+def _wrappers(env_cfg, wrappers: Sequence[Callable] | None) -> list[Callable]:
+    """The wrappers to apply, as resolved by the assembly (or
+    :func:`rlgraph_core.config.wrappers.resolve_wrappers`); None only for a config without wrappers."""
+    if wrappers is not None:
+        return list(wrappers)
+    if getattr(env_cfg, "wrappers", None):
+        raise ValueError(
+            "env.wrappers are set: pass wrappers=rlgraph_core.config.wrappers.resolve_wrappers(plugin_manager, "
+            "env_cfg.wrappers) (the assembly does), so that names are resolved with the run's plugin manager."
+        )
+    return []
+
+
+def _wrapper_hint(space) -> str:
+    """What would make ``space`` readable, for the error of :func:`check_observation_space`."""
+    if isinstance(space, gym.spaces.Dict) and "mission" in space.spaces and "image" in space.spaces:
+        return (
+            "This is MiniGrid's observation (image, direction and a text 'mission'): add "
+            "env.wrappers: [{type: minigrid_image}] to train on the image (MiniGrid's ImgObsWrapper), "
+            "or [{type: filter_observation, keys: [image, direction]}] for a Dict of image and direction."
+        )
+    return (
+        "Add a wrapper in env.wrappers that turns it into a Box, Discrete or a Dict of those "
+        "(e.g. {type: filter_observation, keys: [...]} to drop the unsupported entries, or {type: flatten})."
+    )
+
+
+def check_observation_space(space, env_id: str = "?") -> None:
+    """Refuse an observation space rlgraph cannot convert (e.g. a ``Text`` space) with the wrapper that fixes it.
+
+    Raises:
+        ConfigError: one paragraph naming ``env.id``, the space and the wrapper to add.
+    """
+    from rlgraph_core.spaces import SpaceError, from_gym
+
+    try:
+        from_gym(space)
+    except SpaceError as exc:
+        shown = str(space)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        raise ConfigError(
+            f"'env.id' = '{env_id}' observes {shown}, which rlgraph cannot feed to a network ({exc}). "
+            f"{_wrapper_hint(space)}"
+        ) from None
+
+
+def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = None):
     """A gymnasium vector env that returns the final observation of finished episodes at once.
 
     Same-step autoreset means ``obs`` after a step already holds the reset observation of a
-    finished env, and ``info["final_obs"]`` the true last observation, which replay needs. Each
-    copy is wrapped in :class:`~rlgraph_core.env_checks.CheckedEnv` (finite, numeric
-    observations and rewards, checked before the vector env stores them).
+    finished env, and ``info["final_obs"]`` the true last observation, which replay needs.
+    ``wrappers`` (``env -> env`` callables, see :func:`rlgraph_core.wrappers.resolve_wrappers`)
+    wrap each copy, innermost first, around :class:`~rlgraph_core.env_checks.CheckedEnv` (finite,
+    numeric observations and rewards, checked where they leave the environment).
     """
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
+    wrap = [_checker(env_cfg), *_wrappers(env_cfg, wrappers)]
     envs = _made(
         env_cfg,
         lambda target, kwargs: gym.make_vec(
@@ -187,18 +293,46 @@ def make_vector_env(env_cfg, seed: int):
             num_envs=env_cfg.num_envs,
             vectorization_mode=mode,
             vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-            wrappers=[_checker(env_cfg)],
+            wrappers=wrap,
             **kwargs,
         ),
     )
+    try:
+        check_observation_space(envs.single_observation_space, env_cfg.id)
+    except ConfigError:
+        envs.close()
+        raise
     envs.action_space.seed(seed)
     return envs
 
 
-def make_eval_env(env_cfg, render_mode: str | None = None):
-    """A single environment for evaluation (observations and rewards checked as in training)."""
+def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callable] | None = None):
+    """Like :func:`make_vector_env`, with ``factory()`` making each env instead of ``env_cfg.id``
+    (the facade's gymnasium env or env factory); ``wrappers`` wrap each copy as there."""
+    wrap = [_checker(env_cfg), *_wrappers(env_cfg, wrappers)]
+    cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else gym.vector.SyncVectorEnv
+    make = lambda: apply_wrappers(factory(), wrap)  # noqa: E731
+    envs = cls([make] * env_cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    try:
+        check_observation_space(envs.single_observation_space, env_cfg.id)
+    except ConfigError:
+        envs.close()
+        raise
+    envs.action_space.seed(seed)
+    return envs
+
+
+def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Callable] | None = None):
+    """A single environment for evaluation, wrapped (and checked) like the training envs."""
     extra = {"render_mode": render_mode} if render_mode else {}
-    return _checker(env_cfg)(_made(env_cfg, lambda target, kwargs: gym.make(target, **kwargs), **extra))
+    wrap = [_checker(env_cfg), *_wrappers(env_cfg, wrappers)]
+    env = _made(env_cfg, lambda target, kwargs: apply_wrappers(gym.make(target, **kwargs), wrap), **extra)
+    try:
+        check_observation_space(env.observation_space, env_cfg.id)
+    except ConfigError:
+        env.close()
+        raise
+    return env
 
 
 def _checker(env_cfg) -> functools.partial:

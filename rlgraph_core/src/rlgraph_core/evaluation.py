@@ -6,6 +6,8 @@ from typing import Callable
 
 import numpy as np
 
+from rlgraph_core.memories.obs import map_obs
+
 
 def evaluate_policy(
     policy: Callable[[np.ndarray], np.ndarray],
@@ -14,7 +16,8 @@ def evaluate_policy(
     seed: int | None = None,
     render_frames: list | None = None,
 ) -> dict[str, float]:
-    """Play ``episodes`` full episodes with ``policy`` (batch in, batch out) on a single env.
+    """Play ``episodes`` full episodes with ``policy`` (batch in, batch out) on a single env
+    (a Dict observation becomes a dict of batches of one).
 
     Episode ``i`` is reset with seed ``seed + i`` when a seed is given, so an evaluation is
     reproducible. Frames are appended to ``render_frames`` when given (env must render rgb).
@@ -26,7 +29,7 @@ def evaluate_policy(
         while not done:
             if render_frames is not None:
                 render_frames.append(env.render())
-            action = policy(np.asarray(obs)[None])[0]
+            action = policy(map_obs(lambda x: np.asarray(x)[None], obs))[0]
             obs, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
             length += 1

@@ -34,6 +34,13 @@ def writable(weights: VersionedWeights) -> VersionedWeights:
     return VersionedWeights(weights.version, {k: np.array(v, copy=True) for k, v in weights.arrays.items()})
 
 
+def _stack(steps: list):
+    """``np.stack`` of a list of per-step arrays, or per key of per-step dicts (Dict observations)."""
+    if steps and isinstance(steps[0], dict):
+        return {k: _stack([step[k] for step in steps]) for k in steps[0]}
+    return np.stack([np.asarray(step) for step in steps])
+
+
 class _Worker:
     """What both kinds of worker share: the agent, the vector env, weights and episode returns."""
 
@@ -126,7 +133,7 @@ class SyncWorker(_Worker):
         while batch is None:
             obs, actions, rewards, next_obs, terminated, truncated = self._env_step()
             self.agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
-            steps += len(obs)
+            steps += len(rewards)
             batch = self.agent.take_rollout()
         return batch, self._stats(steps, t0)
 
@@ -161,8 +168,9 @@ class ApexWorker(_Worker):
         trajectory: dict[str, list] = {k: [] for k in keys}
         for _ in range(self.fragment_length):
             for k, v in zip(keys, self._env_step()):
-                trajectory[k].append(np.asarray(v))
-        batch = self.agent.postprocess({k: np.stack(v) for k, v in trajectory.items()})
+                trajectory[k].append(v)
+        # time-major [T, N, ...]; dtypes kept (uint8 frames stay uint8), Dict observations per key
+        batch = self.agent.postprocess({k: _stack(v) for k, v in trajectory.items()})
         records = len(batch.get("rewards", ()))
         acks, failed = [], []
         if self._pending_insert is not None:  # one insert in flight: the previous one is done first

@@ -10,6 +10,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
+from rlgraph_core.agents.support import agent_capabilities
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.settings import ExecutorSettings
 
@@ -78,13 +79,13 @@ class RaySyncSettings(RaySettings):
 
     def validate_run(self, agent, env, train) -> None:
         """On-policy agents only; a fragment is one rollout (``agent.n_steps``); a minibatch fits a round."""
-        n_steps = getattr(agent, "n_steps", None)
-        if n_steps is None:
+        if "rollouts" not in agent_capabilities(agent):
             raise ConfigError(
                 f"'train.executor' = 'ray_sync' runs on-policy agents that collect rollouts of agent.n_steps "
-                f"(ppo, a2c); agent.type '{agent.type}' has no n_steps: use ray_apex for DQN-family agents "
-                f"or the local executor."
+                f"(ppo, a2c); agent.type '{agent.type}' does not declare the 'rollouts' capability: use ray_apex "
+                f"for DQN-family agents or the local executor."
             )
+        n_steps = agent.n_steps
         if self.fragment_length is not None and self.fragment_length != n_steps:
             raise ConfigError(
                 f"'executor.fragment_length' = {self.fragment_length} differs from 'agent.n_steps' = {n_steps}: "
@@ -150,7 +151,7 @@ class RayApexSettings(RaySettings):
 
     def validate_run(self, agent, env, train) -> None:
         """DQN-family agents only (epsilon-greedy exploration, a replay memory); shards hold a batch."""
-        if getattr(agent, "exploration", None) is None or getattr(agent, "memory", None) is None:
+        if not {"replay", "exploration"} <= agent_capabilities(agent):
             raise ConfigError(
                 f"'train.executor' = 'ray_apex' runs DQN-family agents (epsilon-greedy exploration and a "
                 f"replay memory); agent.type '{agent.type}' is not one: use ray_sync for ppo or a2c, or the "
@@ -209,7 +210,7 @@ class RayImpalaSettings(RaySettings):
 
     def validate_run(self, agent, env, train) -> None:
         """V-trace agents only (``impala``); the queue must hold one learner batch."""
-        if getattr(agent, "rho_bar", None) is None or getattr(agent, "n_steps", None) is None:
+        if not {"rollouts", "vtrace"} <= agent_capabilities(agent):
             raise ConfigError(
                 f"'train.executor' = 'ray_impala' runs V-trace agents that correct the policy lag of "
                 f"asynchronous actors (impala); agent.type '{agent.type}' is not one: use ray_sync for ppo or "

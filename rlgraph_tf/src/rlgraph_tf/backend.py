@@ -125,6 +125,8 @@ class TFBackend(Backend):
         """numpy / Python scalar -> tensor on the device (float32, int64, bool; uint8 kept)."""
         if isinstance(value, (tf.Tensor, tf.Variable)):
             return value if dtype is None else tf.cast(value, getattr(tf, dtype))
+        if isinstance(value, dict):  # a Dict observation: one tensor per key
+            return {k: self.to_tensor(v, dtype) for k, v in value.items()}
         arr = np.asarray(value)
         arr = _canonical(arr) if dtype is None else arr.astype(_DTYPES[dtype], copy=False)
         if not self._pin:

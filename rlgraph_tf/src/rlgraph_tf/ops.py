@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from rlgraph_core.backend.conv import check_padding, pair
+
 _DTYPES = {"float32": tf.float32, "int64": tf.int64, "bool": tf.bool}
 
 #: Negative slope of ``leaky_relu``; the same on every rlgraph backend.
@@ -53,6 +55,34 @@ class TFOps:
         except KeyError:
             raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(_ACTIVATIONS)}.") from None
         return fn(x)
+
+    @staticmethod
+    def conv2d(x, w, b, strides=1, padding="valid"):
+        """NHWC/HWIO convolution: TensorFlow's own layouts and padding convention."""
+        (sh, sw) = pair(strides)
+        y = tf.nn.conv2d(x, w, strides=(1, sh, sw, 1), padding=check_padding(padding).upper())
+        return tf.nn.bias_add(y, b)
+
+    @staticmethod
+    def max_pool2d(x, size, strides=None, padding="valid"):
+        """Max pooling of NHWC ``x`` (TensorFlow's ``same`` ignores the padding)."""
+        (kh, kw) = pair(size, "size")
+        (sh, sw) = pair(size if strides is None else strides)
+        return tf.nn.max_pool2d(x, (kh, kw), (sh, sw), check_padding(padding).upper())
+
+    @staticmethod
+    def flatten(x, axis=1):
+        """Merge axes ``axis..`` into one (C order); the batch axes may be unknown when traced."""
+        tail = x.shape[axis:]
+        size = tail.num_elements() if tail.is_fully_defined() else -1
+        if axis == 1 and size >= 0:
+            return tf.reshape(x, (-1, size))
+        return tf.reshape(x, tf.concat([tf.shape(x)[:axis], [size]], 0))
+
+    @staticmethod
+    def image_to_float(x, scale=1.0 / 255.0):
+        """float32 ``x * scale``."""
+        return tf.cast(x, tf.float32) * scale
 
     @staticmethod
     def reduce_sum(x, axis=None, keepdims=False):
@@ -169,6 +199,11 @@ class TFOps:
     def reshape(x, shape):
         """Reshape (``-1`` infers one axis)."""
         return tf.reshape(x, shape)
+
+    @staticmethod
+    def transpose(x, perm):
+        """Axes reordered: output axis ``i`` is input axis ``perm[i]``."""
+        return tf.transpose(x, perm)
 
     @staticmethod
     def expand_dims(x, axis):

@@ -1,6 +1,14 @@
 """Entry-point module: registers the ``tf`` backend through rlgraph's hooks."""
 
+import os
+
 from rlgraph_core.plugins import LazyObject, hookimpl
+
+# Quiet TensorFlow's C++ logging and its oneDNN notice unless the user set them: the plugin
+# manager loads this module before TensorFlow is ever imported (it is imported lazily), so the
+# defaults take effect; the core CLI knows nothing of TensorFlow.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 
 @hookimpl

@@ -105,6 +105,8 @@ class TorchBackend(Backend):
     def to_tensor(self, value, dtype=None):
         if torch.is_tensor(value):
             return value
+        if isinstance(value, dict):  # a Dict observation: one tensor per key
+            return {k: self.to_tensor(v, dtype) for k, v in value.items()}
         arr = np.asarray(value)
         if dtype is None and self._on_cpu and arr.dtype in _SAME_DTYPE and arr.flags.writeable:
             return torch.from_numpy(arr)  # the hot path (every act and update): no argument parsing

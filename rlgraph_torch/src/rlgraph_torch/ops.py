@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from rlgraph_core.backend.conv import check_padding, pair, same_padding
+
 _DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}
 _ACTIVATIONS = {
     "relu": torch.relu,
@@ -15,6 +17,19 @@ _ACTIVATIONS = {
     "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
     "linear": lambda x: x,
 }
+
+
+def _nchw_padded(x, kh, kw, sh, sw, padding, value):
+    """NHWC ``x`` as an NCHW view (channels-last memory: no copy) and the symmetric padding to give
+    the torch op; an asymmetric ``same`` padding is applied here instead (torch pads symmetrically)."""
+    x = x.permute(0, 3, 1, 2)
+    if check_padding(padding) == "valid":
+        return x, (0, 0)
+    ph = same_padding(x.shape[2], kh, sh)
+    pw = same_padding(x.shape[3], kw, sw)
+    if ph[0] == ph[1] and pw[0] == pw[1]:
+        return x, (ph[0], pw[0])
+    return F.pad(x, (pw[0], pw[1], ph[0], ph[1]), value=value), (0, 0)
 
 
 def _axis(axis):
@@ -34,6 +49,32 @@ class TorchOps:
     @staticmethod
     def activation(name, x):
         return _ACTIVATIONS[name](x)
+
+    @staticmethod
+    def conv2d(x, w, b, strides=1, padding="valid"):
+        """NHWC/HWIO convolution on torch's NCHW/OIHW kernel through permuted views: the input
+        is a channels-last view, which torch's CPU and cuDNN convolutions take without a copy."""
+        (sh, sw), (kh, kw) = pair(strides), (int(w.shape[0]), int(w.shape[1]))
+        xc, pad = _nchw_padded(x, kh, kw, sh, sw, padding, 0.0)
+        return F.conv2d(xc, w.permute(3, 2, 0, 1), b, stride=(sh, sw), padding=pad).permute(0, 2, 3, 1)
+
+    @staticmethod
+    def max_pool2d(x, size, strides=None, padding="valid"):
+        """Max pooling of NHWC ``x`` (``same``: -inf padding, so padding never wins)."""
+        (kh, kw) = pair(size, "size")
+        (sh, sw) = pair(size if strides is None else strides)
+        xc, pad = _nchw_padded(x, kh, kw, sh, sw, padding, float("-inf"))
+        return F.max_pool2d(xc, (kh, kw), (sh, sw), padding=pad).permute(0, 2, 3, 1)
+
+    @staticmethod
+    def flatten(x, axis=1):
+        """Merge axes ``axis..`` into one (C order)."""
+        return torch.flatten(x, start_dim=axis)
+
+    @staticmethod
+    def image_to_float(x, scale=1.0 / 255.0):
+        """float32 ``x * scale``."""
+        return x.to(torch.float32) * scale
 
     @staticmethod
     def reduce_sum(x, axis=None, keepdims=False):
@@ -96,12 +137,20 @@ class TorchOps:
 
     @staticmethod
     def minimum(a, b):
-        """Elementwise minimum."""
+        """Elementwise minimum (either side may be a Python number, as on the other backends)."""
+        if not torch.is_tensor(b):
+            return torch.clamp(a, max=b)
+        if not torch.is_tensor(a):
+            return torch.clamp(b, max=a)
         return torch.minimum(a, b)
 
     @staticmethod
     def maximum(a, b):
-        """Elementwise maximum."""
+        """Elementwise maximum (either side may be a Python number, as on the other backends)."""
+        if not torch.is_tensor(b):
+            return torch.clamp(a, min=b)
+        if not torch.is_tensor(a):
+            return torch.clamp(b, min=a)
         return torch.maximum(a, b)
 
     @staticmethod
@@ -139,6 +188,11 @@ class TorchOps:
     @staticmethod
     def reshape(x, shape):
         return x.reshape(shape)
+
+    @staticmethod
+    def transpose(x, perm):
+        """Axes reordered: output axis ``i`` is input axis ``perm[i]``."""
+        return x.permute(*perm)
 
     @staticmethod
     def expand_dims(x, axis):

@@ -221,8 +221,14 @@ class TorchTrainStep(TrainStep):
             self.functional.set_state(state)
             return
         assert self.optimizer is not None
+        slots = {"step", "exp_avg", "exp_avg_sq", "square_avg", "momentum_buffer"}
         for name, value in state.items():
-            i, key = name.split("/", 1)
+            i, _, key = name.partition("/")
+            if not i.isdigit() or int(i) >= len(self.params) or key not in slots:
+                raise ValueError(
+                    f"Optimizer state key '{name}' is not '<variable index>/<slot>' for one of the "
+                    f"{len(self.params)} optimized variables and a slot of {', '.join(sorted(slots))}."
+                )
             p = self.params[int(i)]
             self.optimizer.state.setdefault(p, {})[key] = torch.as_tensor(value, device=p.device).clone()
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from rlgraph_core.checkpoint import dtype_family, is_count, weight_problem
 from rlgraph_core.errors import CheckpointError, PluginError
-from rlgraph_core.memories.snapshot import replay_field_problem, replay_values_problem
+from rlgraph_core.memories.snapshot import record_array_problem, replay_values_problem
 from rlgraph_core.spaces import Space
 
 #: The keyword arguments every agent constructor accepts after ``(config, observation_space,
@@ -317,7 +317,8 @@ class Agent(abc.ABC):
                 return f"is optimizer state of no train step of this agent (its steps store under {sorted(steps)})"
             return _optimizer_array_problem(name[len(prefix) :], shape, dtype, steps[prefix])
         capacity = self._memory_capacity()
-        if not name.startswith("memory/data/"):
+        records = ("memory/data/", "memory/frames/", "memory/frame_index/")
+        if not name.startswith(records):
             known = self._known_state_names()
             if known is not None and name not in known:
                 shown = sorted(known)
@@ -325,14 +326,9 @@ class Agent(abc.ABC):
                     f"is not state this agent keeps (besides optimizer slots and replay records it keeps "
                     f"{shown[:8]}{' ...' if len(shown) > 8 else ''}); the checkpoint was not written for this agent"
                 )
-        if name.startswith("memory/data/"):
-            return replay_field_problem(
-                name[len("memory/data/") :],
-                shape,
-                dtype,
-                capacity,
-                self.replay_record_spaces(),
-                MAX_UNDECLARED_RECORD_BYTES,
+        if name.startswith(records):
+            return record_array_problem(
+                name[len("memory/") :], shape, dtype, capacity, self.replay_record_spaces(), MAX_UNDECLARED_RECORD_BYTES
             )
         limit = MAX_STATE_ARRAY_BYTES if capacity is None else max(MAX_STATE_ARRAY_BYTES, 64 * capacity)
         nbytes = math.prod(shape) * dtype.itemsize
@@ -378,7 +374,8 @@ class Agent(abc.ABC):
             if problem:
                 return problem
         data = {k[len("memory/data/") :]: v for k, v in arrays.items() if k.startswith("memory/data/")}
-        return replay_values_problem(data, self.replay_record_spaces(), "memory/data/")
+        framed = {k[len("memory/frame_index/") :] for k in arrays if k.startswith("memory/frame_index/")}
+        return replay_values_problem(data, self.replay_record_spaces(), "memory/data/", framed=framed)
 
     def save(self, directory: str, extra: dict | None = None) -> str:
         """Write a checkpoint (weights as npz, config and counters as JSON) atomically."""

@@ -16,7 +16,7 @@ One update round of K gradient steps, as the fused program of static mode runs i
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, SerializeAsAny
@@ -27,6 +27,7 @@ from rlgraph_core.components.exploration import EpsilonGreedySettings
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.q_head import QNetwork
 from rlgraph_core.components.schedules import ConstantSchedule, ExponentialSchedule, LinearSchedule
+from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.agents.slots import ComponentResolver, make_exploration, make_slot_component, network_maker
 from rlgraph_core.components.settings import ComponentSettings, ExplorationSettings, NetworkSettings, Slot
@@ -62,6 +63,8 @@ ExplorationSlot = Annotated[
 
 class DQNConfig(OffPolicyConfig):
     """Hyperparameters of the DQN family (the schedule and memory fields are :class:`OffPolicyConfig`'s)."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"replay", "exploration"})
 
     type: Literal["dqn"] = "dqn"
     network: NetworkSlot = Field(
@@ -168,8 +171,7 @@ class DQNAgent(OffPolicyAgent):
                 f"DQN supports only a single Discrete action space (n actions, like CartPole's); this "
                 f"environment's is {action_space!r}. {action_space_hint(action_space)}"
             )
-        if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
-            raise ConfigError(f"DQN's MLP needs a rank-1 float observation space; got {observation_space!r}.")
+        check_observation_space(observation_space, config.network, "DQN")
         super().__init__(
             config,
             observation_space,
@@ -225,7 +227,7 @@ class DQNAgent(OffPolicyAgent):
     def act(self, obs, explore=True):
         """Exploring (``explore``, e.g. epsilon-greedy) or greedy env actions for a batch of observations."""
         to_t = self.backend.to_tensor
-        obs = np.asarray(obs, np.float32)
+        obs = to_obs_array(obs, self.observation_space)
         if not explore:
             return self.backend.to_numpy(self.graph.greedy(to_t(obs))) + self.action_start
         noise = np.asarray(self.exploration.draw_noise(self.rng, len(obs)), np.float32)

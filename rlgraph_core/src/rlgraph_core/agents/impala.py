@@ -30,7 +30,7 @@ targets are then GAE(lambda)'s returns); ``normalize_advantage`` normalises ``pg
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import Field
@@ -59,6 +59,8 @@ class ImpalaOptimizerConfig(OnPolicyOptimizerConfig):
 
 class ImpalaConfig(OnPolicyConfig):
     """Hyperparameters of IMPALA (defaults follow the paper where it applies)."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"rollouts", "vtrace"})
 
     type: Literal["impala"] = "impala"
     n_steps: int = Field(20, gt=0, description="env steps per env in each rollout fragment (the unroll length)")
@@ -116,6 +118,16 @@ class ImpalaGraph(OnPolicyGraph):
         return loss, pg_loss, vf_loss, entropy_mean, rho_truncated, c_truncated
 
 
+def _env_major(space, n: int):
+    """``space`` with an env axis of ``n`` in front (and a batch rank: time), of the same kind and
+    dtype, so the loss is built for the observations acting was built for (uint8 images too)."""
+    shape = (n, *space.shape)
+    if isinstance(space, IntBox):
+        low, high = np.broadcast_to(space.low, shape), np.broadcast_to(space.high, shape)
+        return IntBox(low, high, shape=shape, dtype=space.dtype).with_batch_rank()
+    return FloatBox(shape=shape).with_batch_rank()
+
+
 class ImpalaAgent(OnPolicyAgent):
     """IMPALA: actors record behaviour log-probabilities, the learner corrects the lag with V-trace.
 
@@ -136,19 +148,19 @@ class ImpalaAgent(OnPolicyAgent):
     def _loss_spaces(self, obs_b, action_b, float_b):
         """Time-major spaces: the batch rank is time, each value holds the N envs of one step."""
         n = self.num_envs
-        obs_shape = tuple(self.observation_space.shape)
         if self.discrete:
             actions = IntBox(0, self.num_actions - 1, shape=(n,))
         else:
             actions = FloatBox(shape=(n, self.action_dim))
         env_f = FloatBox(shape=(n,)).with_batch_rank()
         env_b = BoolBox(shape=(n,)).with_batch_rank()
+        obs = _env_major(self.observation_space, n)
         return {
-            "obs": FloatBox(shape=(n, *obs_shape)).with_batch_rank(),
+            "obs": obs,
             "actions": actions.with_batch_rank(),
             "behaviour_log_probs": env_f,
             "rewards": env_f,
-            "next_obs": FloatBox(shape=(n, *obs_shape)).with_batch_rank(),
+            "next_obs": obs,
             "terminated": env_b,
             "truncated": env_b,
         }

@@ -42,6 +42,7 @@ import numpy as np
 from pydantic import Field, SerializeAsAny, model_validator
 
 from rlgraph_core.agents.base import Agent, LearnResult
+from rlgraph_core.agents.observations import to_obs_array
 from rlgraph_core.backend import FusedLoop
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.common import OptimizerConfig, StrictModel
@@ -54,8 +55,16 @@ from rlgraph_core.spaces import BoolBox, FloatBox, LeafSpace, Space
 TRAJECTORY_KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
 
 
+def _at(value, t: int):
+    """Step ``t`` of a time-major array, or of each array of a (Dict observation's) dict."""
+    return {k: _at(v, t) for k, v in value.items()} if isinstance(value, Mapping) else value[t]
+
+
 class OffPolicyConfig(StrictModel):
     """Fields every replay agent has (defaults are DQN's; SAC overrides several)."""
+
+    #: what executors may rely on (see :data:`rlgraph_core.agents.support.CAPABILITIES`)
+    capabilities: ClassVar[frozenset[str]] = frozenset({"replay"})
 
     gamma: float = Field(0.99, gt=0, le=1)
     n_step: int = Field(1, ge=1, description="n-step returns (1 = one-step targets)")
@@ -105,7 +114,7 @@ def builtin_memory(settings: MemorySettings, seed: int):
     """
     kwargs = settings.model_dump(exclude={"type"})
     if settings.type == "replay":
-        return ReplayMemory(kwargs["capacity"], seed=seed)
+        return ReplayMemory(**kwargs, seed=seed)
     if settings.type == "prioritized_replay":
         return PrioritizedReplay(**kwargs, seed=seed)
     raise ConfigError(
@@ -200,11 +209,14 @@ class OffPolicyAgent(Agent):
         return None
 
     def replay_record_spaces(self) -> dict[str, Space] | None:
-        """One n-step record as this agent inserts it: float32 obs of the observation space's shape,
-        stored actions, float32 rewards, bool terminals, float32 discounts in ``[0, 1]``."""
+        """One n-step record as this agent inserts it: obs of the observation space (float ones as
+        float32, others, such as uint8 images, in their own dtype), stored actions, float32
+        rewards, bool terminals, float32 discounts in ``[0, 1]``."""
         if not isinstance(self.observation_space, LeafSpace):
             return None
-        obs = FloatBox(shape=self.observation_space.shape)
+        obs = self.observation_space
+        if np.dtype(obs.dtype).kind == "f":
+            obs = FloatBox(shape=obs.shape)
         actions = self._stored_action_space()
         spaces: dict[str, Space] = {
             "obs": obs,
@@ -227,12 +239,12 @@ class OffPolicyAgent(Agent):
     # --- acting: observe (local loop) and postprocess (actor role) -------------------------
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
         """Fold one vector-env step into n-step transitions and insert the completed ones."""
-        self.timesteps += len(obs)
+        self.timesteps += len(rewards)
         out = self.nstep.add(
-            np.asarray(obs, np.float32),
+            to_obs_array(obs, self.observation_space),
             self._stored_actions(actions),
             rewards,
-            np.asarray(next_obs, np.float32),
+            to_obs_array(next_obs, self.observation_space),
             terminated,
             truncated,
         )
@@ -256,14 +268,14 @@ class OffPolicyAgent(Agent):
                 f"missing {', '.join(missing)}."
             )
         parts = []
-        for t in range(len(trajectory["obs"])):
-            step = [trajectory[k][t] for k in TRAJECTORY_KEYS]
-            self.timesteps += len(step[0])
+        for t in range(len(trajectory["rewards"])):
+            step = [_at(trajectory[k], t) for k in TRAJECTORY_KEYS]
+            self.timesteps += len(step[2])
             out = self.nstep.add(
-                np.asarray(step[0], np.float32),
+                to_obs_array(step[0], self.observation_space),
                 self._stored_actions(step[1]),
                 step[2],
-                np.asarray(step[3], np.float32),
+                to_obs_array(step[3], self.observation_space),
                 step[4],
                 step[5],
             )

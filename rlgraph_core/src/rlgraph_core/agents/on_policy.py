@@ -19,7 +19,7 @@ keeps the unclipped sample so log-probabilities stay exact.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, ClassVar, Optional
 
 import numpy as np
 from pydantic import Field, SerializeAsAny
@@ -30,12 +30,14 @@ from rlgraph_core.components.distributions import scale_action, unscale_action
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.schedules import as_schedule
+from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.agents.slots import ComponentResolver, make_slot_component, network_maker
 from rlgraph_core.components.settings import ComponentSettings, NetworkSettings, Slot
 from rlgraph_core.config.common import ComponentSlot, OptimizerConfig, ScheduleOrFloat, StrictModel
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
+from rlgraph_core.memories.obs import batch_len, map_obs, obs_equal
 from rlgraph_core.memories.rollout_buffer import RolloutBuffer
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 
@@ -68,6 +70,9 @@ class OnPolicyOptimizerConfig(OptimizerConfig):
 
 class OnPolicyConfig(StrictModel):
     """Fields shared by the on-policy actor-critic agents (PPO, A2C)."""
+
+    #: what executors may rely on (see :data:`rlgraph_core.agents.support.CAPABILITIES`)
+    capabilities: ClassVar[frozenset[str]] = frozenset({"rollouts"})
 
     network: ActorCriticNetworkSlot = Field(
         default_factory=ActorCriticNetworkSpec,
@@ -208,8 +213,7 @@ class OnPolicyAgent(Agent):
             components=components,
         )
         name = self.algorithm.upper()
-        if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
-            raise ConfigError(f"{name}'s MLP needs a rank-1 float observation space; got {observation_space!r}.")
+        check_observation_space(observation_space, config.network, name)
         self.discrete = isinstance(action_space, Discrete)
         if self.discrete:
             self.num_actions = int(action_space.n)
@@ -316,10 +320,10 @@ class OnPolicyAgent(Agent):
     def act(self, obs, explore=True):
         """Env-ready actions for a batch of observations; with ``explore`` caches what observe needs."""
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
-        obs = np.asarray(obs, np.float32)
+        obs = to_obs_array(obs, self.observation_space)
         if not explore:
             return self._to_env(to_np(self.graph.greedy(to_t(obs))))
-        actions, log_probs, values = self.graph.act(to_t(obs), to_t(self._noise(len(obs))))
+        actions, log_probs, values = self.graph.act(to_t(obs), to_t(self._noise(batch_len(obs))))
         raw = to_np(actions)
         env_actions = self._to_env(raw)
         self._pending = (obs, raw, to_np(log_probs), to_np(values), env_actions)
@@ -332,12 +336,12 @@ class OnPolicyAgent(Agent):
         The log-probabilities and values cached by the last ``act(obs)`` are used when ``obs``
         and ``actions`` are what it saw and returned; otherwise they are computed here.
         """
-        obs = np.asarray(obs, np.float32)
+        obs = to_obs_array(obs, self.observation_space)
         pending, self._pending = self._pending, None
         # The executor passes back the very arrays act saw and returned: identity answers
         # without comparing them element by element (two array_equal calls per env step).
         if pending is not None and (
-            (pending[0] is obs or (pending[0].shape == obs.shape and np.array_equal(pending[0], obs)))
+            (pending[0] is obs or obs_equal(pending[0], obs))
             and (pending[4] is actions or np.array_equal(pending[4], actions))
         ):
             raw, log_probs, values = pending[1], pending[2], pending[3]
@@ -347,8 +351,8 @@ class OnPolicyAgent(Agent):
             log_probs, _, values = (to_np(x) for x in self.graph.evaluate_actions(to_t(obs), to_t(raw)))
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool)
-        next_obs = np.asarray(next_obs, np.float32)
-        final_values = np.zeros(len(obs), np.float32)
+        next_obs = to_obs_array(next_obs, self.observation_space)
+        final_values = np.zeros(len(rewards), np.float32)
         if truncated.any():  # bootstrap a cut episode from V(true final observation)
             v = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs)))
             final_values = np.where(truncated, v, 0.0).astype(np.float32)
@@ -363,9 +367,9 @@ class OnPolicyAgent(Agent):
             final_values=final_values,
             **self._step_extras(next_obs),
         )
-        self.timesteps += len(obs)
+        self.timesteps += len(rewards)
         if self.buffer.full:
-            self._last_next_obs = next_obs.copy()
+            self._last_next_obs = map_obs(np.copy, next_obs)
 
     def rollout(self) -> dict[str, np.ndarray]:
         """The collected rollout, time-major ``[T, N, ...]``, with ``next_values[t] = V(true s_{t+1})``.
@@ -373,7 +377,7 @@ class OnPolicyAgent(Agent):
         Keys: obs, actions, log_probs, values, rewards, terminated, truncated, next_values. This
         is what :meth:`update` accepts as ``batch`` (e.g. a rollout gathered by another worker).
         """
-        data = {k: v.copy() for k, v in self.buffer.data().items()}
+        data = {k: map_obs(np.copy, v) for k, v in self.buffer.data().items()}
         last_values = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(self._last_next_obs)))
         next_values = np.concatenate([data["values"][1:], np.asarray(last_values, np.float32)[None]], axis=0)
         data["next_values"] = np.where(data["truncated"], data.pop("final_values"), next_values).astype(np.float32)
@@ -442,8 +446,8 @@ class OnPolicyAgent(Agent):
 
     @staticmethod
     def _flat(x: np.ndarray) -> np.ndarray:
-        """``[T, N, ...] -> [T * N, ...]``."""
-        return x.reshape(-1, *x.shape[2:])
+        """``[T, N, ...] -> [T * N, ...]`` (each array of a Dict observation's dict)."""
+        return map_obs(lambda v: v.reshape(-1, *v.shape[2:]), x)
 
     def metrics(self) -> dict[str, float]:
         """Latest training metrics (losses of the last update, learning rate, update count)."""

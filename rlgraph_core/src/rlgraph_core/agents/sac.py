@@ -35,6 +35,7 @@ import numpy as np
 from pydantic import Field, SerializeAsAny, field_validator
 
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
+from rlgraph_core.agents.observations import check_observation_space, observation_kind
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
 from rlgraph_core.agents.slots import ComponentResolver, network_maker
@@ -237,8 +238,14 @@ class SACAgent(OffPolicyAgent):
                 f"SAC squashes actions into the action box, so its bounds must be finite; got "
                 f"{action_space!r}. Wrap the environment with gymnasium's RescaleAction or ClipAction."
             )
-        if not isinstance(observation_space, FloatBox) or len(observation_space.shape) != 1:
-            raise ConfigError(f"SAC's MLPs need a rank-1 float observation space; got {observation_space!r}.")
+        if observation_kind(observation_space) != "vector":
+            raise ConfigError(
+                f"SAC's critics take concat[observation, action], so SAC needs float vector observations "
+                f"(a rank-1 Box); this environment's are {observation_space!r}. Image or Dict observations "
+                f"with SAC are not supported yet: wrap the env so that it gives a vector, or use PPO or "
+                f"DQN with network: {{type: cnn}} / {{type: dict_encoder}}."
+            )
+        check_observation_space(observation_space, config.actor_network, "SAC", "agent.actor_network")
         super().__init__(
             config,
             observation_space,

@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Callable
 
 from rlgraph_core.components.actor_critic import RunningObsNormalizer
+from rlgraph_core.components.cnn import CNN
+from rlgraph_core.components.dict_encoder import DictEncoder
 from rlgraph_core.components.exploration import EpsilonGreedy, Exploration
 from rlgraph_core.components.network import MLP, NetworkMaker
 from rlgraph_core.components.preprocessors import BoxNormalizer
@@ -32,6 +34,8 @@ BUILTIN_SLOT_COMPONENTS: dict[str, type] = {
     "box_normalize": BoxNormalizer,
     "running_mean_std": RunningObsNormalizer,
     "mlp": MLP,
+    "cnn": CNN,
+    "dict_encoder": DictEncoder,
     "epsilon_greedy": EpsilonGreedy,
 }
 

@@ -6,7 +6,22 @@ import numpy as np
 
 from rlgraph_core.spaces import Discrete, FloatBox, MultiBinary, MultiDiscrete
 
-__all__ = ["SUPPORTED_ACTIONS", "action_space_hint"]
+__all__ = ["CAPABILITIES", "SUPPORTED_ACTIONS", "action_space_hint", "agent_capabilities"]
+
+#: What an agent can declare it supports, in its config model's ``capabilities`` class variable
+#: (a frozenset); executors check these instead of looking for config field names.
+CAPABILITIES = {
+    "rollouts": "collects on-policy rollouts of agent.n_steps steps per env and learns from each (ray_sync)",
+    "replay": "learns from a replay memory (agent.memory) filled by any actor (ray_apex)",
+    "exploration": "acts with a swappable exploration component (agent.exploration) a worker may set (ray_apex)",
+    "vtrace": "corrects the policy lag of fragments collected with older weights by V-trace (ray_impala)",
+}
+
+
+def agent_capabilities(agent_config) -> frozenset[str]:
+    """The capabilities (:data:`CAPABILITIES`) an agent config's model declares (none if it declares none)."""
+    return frozenset(getattr(type(agent_config), "capabilities", frozenset()))
+
 
 #: What each built-in agent acts in.
 SUPPORTED_ACTIONS = {

@@ -7,6 +7,8 @@ tensors they receive. Everything a framework does differently lives behind this 
 Conventions shared by every backend (so weights move between backends as plain numpy):
 
 * dense weights are stored ``[in, out]`` and biases ``[out]``;
+* images are NHWC (``[batch, height, width, channels]``) and convolution kernels HWIO
+  (``[height, width, in, out]``), whatever layout the framework prefers inside;
 * ``float32`` everywhere for floating values, ``int64`` for integer tensors;
 * variables are created from numpy initial values, so a seed gives identical initial weights on
   every backend.
@@ -50,6 +52,27 @@ class Ops(Protocol):
     def activation(self, name: str, x: Tensor) -> Tensor:
         """activation(name, x): one of relu, tanh, sigmoid, elu (alpha 1),
         softplus (log(1 + e^x)), leaky_relu (negative slope 0.2), linear"""
+
+    def conv2d(
+        self, x: Tensor, w: Tensor, b: Tensor, strides: int | Sequence[int] = 1, padding: str = "valid"
+    ) -> Tensor:
+        """conv2d(x, w, b, strides=1, padding='valid'): 2-D cross-correlation of NHWC x [B, H, W, C]
+        with w in HWIO layout [kh, kw, C, F], plus b [F] -> [B, H', W', F]; strides an int or
+        (sh, sw); padding 'valid' (none: H' = (H - kh) // sh + 1) or 'same' (H' = ceil(H / sh),
+        zeros split as TensorFlow does, the odd one at the bottom/right; see backend.conv)"""
+
+    def max_pool2d(
+        self, x: Tensor, size: int | Sequence[int], strides: int | Sequence[int] | None = None, padding: str = "valid"
+    ) -> Tensor:
+        """max_pool2d(x, size, strides=None, padding='valid'): maximum over size windows (an int or
+        (kh, kw)) of NHWC x; strides default to size; 'same' pads as conv2d does, padding never wins"""
+
+    def flatten(self, x: Tensor, axis: int = 1) -> Tensor:
+        """flatten(x, axis=1): merge axes axis.. into one in C order, [B, H, W, C] -> [B, H*W*C]"""
+
+    def image_to_float(self, x: Tensor, scale: float = 1.0 / 255.0) -> Tensor:
+        """image_to_float(x, scale=1/255): cast images (uint8, or any int/float) to float32 and
+        multiply by scale, inside the graph (observations stay uint8 until here)"""
 
     def reduce_sum(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """reduce_sum(x, axis=None, keepdims=False)"""
@@ -122,6 +145,9 @@ class Ops(Protocol):
 
     def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
         """reshape(x, shape)"""
+
+    def transpose(self, x: Tensor, perm: Sequence[int]) -> Tensor:
+        """transpose(x, perm): axes reordered, output axis i is input axis perm[i]"""
 
     def expand_dims(self, x: Tensor, axis: int) -> Tensor:
         """expand_dims(x, axis)"""
@@ -421,6 +447,13 @@ class Backend(abc.ABC):
         update: :meth:`gradients` reports zeros for it and a :class:`TrainStep` given it leaves
         it unchanged. It changes only through :meth:`assign_numpy` and the ``assign`` /
         ``polyak`` ops.
+
+        Ownership: the returned object is the variable's *handle*, which components keep for
+        the backend's lifetime. Its value changes only through :meth:`assign_numpy`, the
+        ``assign``/``polyak`` ops and train steps; a backend whose arrays are immutable swaps
+        the value behind the handle (and its compiled programs take and return the values of
+        the handles they touch). Where components use a variable as a tensor (the ops, Python
+        arithmetic operators, indexing, ``.shape``) the handle must behave like its value.
         """
 
     @abc.abstractmethod

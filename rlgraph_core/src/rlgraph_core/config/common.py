@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validat
 
 from rlgraph_core.components.schedules import ScheduleOrFloat, check_schedule_range
 from rlgraph_core.components.settings import ComponentSettings, ComponentSpec, Slot
+from rlgraph_core.wrappers import WrapperSettings
 
 __all__ = [
     "ComponentSettings",
@@ -55,7 +56,7 @@ class OptimizerConfig(StrictModel):
 
 
 class EnvConfig(StrictModel):
-    """A gymnasium environment id, how many copies to step at once, and how."""
+    """A gymnasium environment id, how many copies to step at once and how, and its wrappers."""
 
     id: str = "CartPole-v1"
     num_envs: int = Field(4, gt=0)
@@ -66,6 +67,21 @@ class EnvConfig(StrictModel):
         description="accept NaN/inf in observations (for envs that leave unused dimensions at inf); "
         "rewards are always checked",
     )
+    wrappers: list[SerializeAsAny[WrapperSettings]] = Field(
+        default_factory=list,
+        description="ordered list of {type: NAME, ...settings} applied to every env, innermost first "
+        "(registry kind 'wrappers', e.g. minigrid_image, atari_preprocessing, frame_stack)",
+    )
+
+    @field_validator("wrappers", mode="before")
+    @classmethod
+    def _registered_wrappers(cls, v):
+        """Raw entries are validated by the settings model registered for their ``type``."""
+        if isinstance(v, (list, tuple)) and all(isinstance(e, WrapperSettings) for e in v):
+            return list(v)
+        from rlgraph_core.config.wrappers import validate_wrappers
+
+        return validate_wrappers(None, v)
 
 
 #: The device names a config may hold (backends resolve them and check they exist).
@@ -94,6 +110,10 @@ class TrainConfig(StrictModel):
     keep_checkpoints: int = Field(3, ge=1, description="periodic checkpoints kept (the newest)")
     loggers: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
     progress_bar: bool = True
+    callbacks: list[dict] = Field(
+        default_factory=list,
+        description="callbacks by registry name with their settings, e.g. [{type: early_stopping, patience: 5}]",
+    )
 
     @field_validator("device")
     @classmethod

@@ -215,10 +215,16 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         errors.append(_format_validation_error(exc, "agent", agent_raw, model))
         agent = None
     env = train = None
+    env_raw = dict(raw.get("env") or {})
+    if env_raw.get("wrappers") is not None:
+        from rlgraph_core.config.wrappers import validate_wrappers
+
+        # Each wrapper's own registered settings model validates its entry (plugins add wrappers).
+        env_raw["wrappers"] = validate_wrappers(pm, env_raw["wrappers"], field="env.wrappers")
     try:
-        env = EnvConfig.model_validate(raw.get("env") or {})
+        env = EnvConfig.model_validate(env_raw)
     except ValidationError as exc:
-        errors.append(_format_validation_error(exc, "env", raw.get("env"), EnvConfig))
+        errors.append(_format_validation_error(exc, "env", env_raw, EnvConfig))
     try:
         train = TrainConfig.model_validate(raw.get("train") or {})
     except ValidationError as exc:
@@ -238,6 +244,9 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             pm.get("loggers", name, field="train.loggers")
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
+    from rlgraph_core.callbacks import validate_callbacks
+
+    validate_callbacks(pm, train.callbacks)
     _check_env_id(env.id)
     # Checks that need more than the agent section (e.g. PPO: a minibatch fits in a rollout of
     # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run.
@@ -316,7 +325,14 @@ def load_config_file(path: str | Path) -> dict:
     """
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"Config file '{path}' does not exist; pass a YAML or JSON file (see configs/).")
+        import difflib
+
+        close = difflib.get_close_matches(str(path), shipped_configs(), n=1)
+        hint = f" Did you mean the shipped config '{close[0]}'?" if close else ""
+        raise ConfigError(
+            f"Config file '{path}' does not exist; pass a YAML or JSON file (see configs/) or the name of a shipped "
+            f"config ({', '.join(shipped_configs())}).{hint}"
+        )
     kind = "JSON" if path.suffix == ".json" else "YAML"
     size = path.stat().st_size
     if size > MAX_CONFIG_BYTES:

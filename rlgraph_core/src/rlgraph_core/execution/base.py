@@ -14,14 +14,20 @@ class Executor(abc.ABC):
 
     Args:
         config: a validated run config.
-        out_dir: where metrics, plots and checkpoints go.
+        out_dir: where metrics, plots and checkpoints go (None: a run that writes nothing, which
+            executors that need a folder of their own may refuse).
         assembly: the resolved parts of the run (backend, agent factory, memory, loggers, envs).
         resume_dir: a checkpoint directory to continue from, or None.
     """
 
-    def __init__(self, config, out_dir: str | Path, *, assembly, resume_dir: str | Path | None = None):
+    #: Whether the executor can train an agent the caller already built (``agent=`` and
+    #: ``run_state=`` keyword arguments), as the Python facade's repeated ``learn`` does. Others
+    #: are driven through a checkpoint (``resume_dir``).
+    accepts_agent = False
+
+    def __init__(self, config, out_dir: str | Path | None, *, assembly, resume_dir: str | Path | None = None):
         self.config = config
-        self.out_dir = Path(out_dir)
+        self.out_dir = None if out_dir is None else Path(out_dir)
         self.resume_dir = Path(resume_dir) if resume_dir else None
         self.assembly = assembly
 

@@ -11,14 +11,31 @@ from rlgraph_core.execution.stopping import StopRequest
 __all__ = ["LocalExecutor", "RunState", "true_next_obs"]
 
 
-def true_next_obs(next_obs: np.ndarray, infos: dict) -> np.ndarray:
-    """Replace the reset observation of finished envs by their final observation."""
+def true_next_obs(next_obs, infos: dict):
+    """Replace the reset observation of finished envs by their final observation (per key for a
+    Dict observation, whose ``final_obs`` gymnasium gives as one dict per env)."""
     mask = infos.get("_final_obs")
     if mask is None or not np.any(mask):
         return next_obs
+    done = np.flatnonzero(mask)
+    if isinstance(next_obs, dict):
+        return _replaced(next_obs, [infos["final_obs"][i] for i in done], done)
     out = np.array(next_obs, copy=True)
-    for i in np.flatnonzero(mask):
+    for i in done:
         out[i] = infos["final_obs"][i]
+    return out
+
+
+def _replaced(obs: dict, finals: list, rows: np.ndarray) -> dict:
+    """A copy of the Dict observation batch ``obs`` with ``rows`` set from the per-env ``finals``."""
+    out = {}
+    for key, value in obs.items():
+        if isinstance(value, dict):
+            out[key] = _replaced(value, [f[key] for f in finals], rows)
+        else:
+            out[key] = np.array(value, copy=True)
+            for row, final in zip(rows, finals):
+                out[key][row] = final[key]
     return out
 
 
@@ -41,15 +58,32 @@ class LocalExecutor(Executor):
     :class:`~rlgraph_core.execution.recorder.RunRecorder`'s, which distributed executors share.
     """
 
+    accepts_agent = True
+
+    def __init__(self, config, out_dir, *, assembly, resume_dir=None, agent=None, run_state: RunState | None = None):
+        super().__init__(config, out_dir, assembly=assembly, resume_dir=resume_dir)
+        #: an agent built by the caller to train on (the facade's), or None to build one
+        self.agent = agent
+        #: the run state to carry on with ``agent`` (best evaluation, wall time), or None
+        self.run_state = run_state
+
     def run(self) -> dict:
         cfg = self.config
         parts = self.assembly
         envs = parts.make_vector_env(cfg.train.seed)
         try:
             eval_env = parts.make_eval_env()
-            agent = parts.make_agent(envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs)
+            agent = self.agent or parts.make_agent(
+                envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs
+            )
             recorder = RunRecorder(
-                cfg, self.out_dir, assembly=parts, agent=agent, resume_dir=self.resume_dir, eval_env=eval_env
+                cfg,
+                self.out_dir,
+                assembly=parts,
+                agent=agent,
+                resume_dir=self.resume_dir,
+                eval_env=eval_env,
+                state=self.run_state,
             )
             return recorder.run(lambda rec, stop: self._steps(agent, envs, rec, stop))
         finally:

@@ -8,10 +8,18 @@ from rlgraph_core.execution.run_dir import json_line
 
 
 class MetricLogger:
-    """Base class: receives the metrics dict of each reporting iteration."""
+    """Base class: receives the metrics dict of each reporting iteration.
 
-    def __init__(self, out_dir: str | Path):
-        self.out_dir = Path(out_dir)
+    ``out_dir`` is the run's output folder. A logger that writes no files sets
+    :attr:`writes_files` to False: it then also runs (with ``out_dir=None``) in runs without an
+    output folder (the Python facade's default); the others are skipped there.
+    """
+
+    #: whether the logger writes under ``out_dir`` (loggers of other classes are assumed to)
+    writes_files = True
+
+    def __init__(self, out_dir: str | Path | None):
+        self.out_dir = None if out_dir is None else Path(out_dir)
 
     def log(self, metrics: dict) -> None:
         """Record one iteration's metrics."""
@@ -22,6 +30,8 @@ class MetricLogger:
 
 class ConsoleLogger(MetricLogger):
     """Prints one compact line per iteration (through tqdm so the progress bar stays intact)."""
+
+    writes_files = False
 
     KEYS = (
         ("timesteps", "steps", "{:d}"),

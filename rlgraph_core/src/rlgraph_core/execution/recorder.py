@@ -18,6 +18,14 @@ the user:
   the ``rlgraph_on_train_end`` hook; an error is then re-raised as
   :class:`~rlgraph_core.execution.stopping.RunFailed`.
 
+Without an output folder (``out_dir=None``, the Python facade's default) nothing is written:
+loggers that write files are skipped, and no checkpoint, summary or plot is saved; evaluations,
+hooks, callbacks and the summary dict are as usual.
+
+Callbacks (:mod:`rlgraph_core.callbacks`) are called at each of these points and may stop the
+run (``ended_by: callback``); ``wall_time`` is carried across a resume, and a resumed run whose
+checkpoint ended by reaching ``train.target_return`` trains on to its (raised) budget.
+
 The recorder follows one agent, the one whose weights the run produces (the local agent, or a
 distributed executor's learner), and reads the run's progress from its counters: an executor
 keeps ``agent.timesteps`` at the number of env steps taken so far (all workers together).
@@ -40,6 +48,7 @@ import numpy as np
 from rlgraph_core.checkpoint import Attachments, latest_checkpoint, save_checkpoint, save_periodic
 from rlgraph_core.errors import DiskFullError, NonFiniteError
 from rlgraph_core.execution.plotting import plot_learning_curve
+from rlgraph_core.callbacks import callback_name
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
 
@@ -50,20 +59,35 @@ class RunState:
     best_eval_return: float | None = None
     last_eval_return: float | None = None
     target_reached: bool = False
+    #: the run this one resumes already ended by reaching the target: it trains on to its budget
+    target_passed: bool = False
+    #: seconds of training before this session (carried across resumes)
+    wall_time: float = 0.0
     ended_by: str | None = None
+    stopped_by: str | None = None
     error: str | None = None
     traceback: str | None = None
     cause: BaseException | None = field(default=None, repr=False)
 
-    def to_json(self) -> dict:
-        """The JSON stored in every checkpoint's meta (``run_state``)."""
-        return {"best_eval_return": self.best_eval_return, "last_eval_return": self.last_eval_return}
+    def to_json(self, wall_time: float | None = None) -> dict:
+        """The JSON stored in every checkpoint's meta (``run_state``); ``wall_time`` is the total so far."""
+        return {
+            "best_eval_return": self.best_eval_return,
+            "last_eval_return": self.last_eval_return,
+            "wall_time": self.wall_time if wall_time is None else wall_time,
+            "target_passed": self.target_passed,
+        }
 
     @classmethod
     def from_meta(cls, meta: dict) -> "RunState":
         """The run state a checkpoint's meta recorded (empty for checkpoints without one)."""
         stored = meta.get("run_state") or {}
-        return cls(best_eval_return=stored.get("best_eval_return"), last_eval_return=stored.get("last_eval_return"))
+        return cls(
+            best_eval_return=stored.get("best_eval_return"),
+            last_eval_return=stored.get("last_eval_return"),
+            wall_time=float(stored.get("wall_time") or 0.0),
+            target_passed=bool(stored.get("target_passed")) or meta.get("ended_by") == "target_return",
+        )
 
 
 class RunRecorder:
@@ -85,6 +109,9 @@ class RunRecorder:
         resume_dir: a checkpoint to load into ``agent`` first (counters, replay and the best
             evaluation carry on), or None.
         eval_env: the evaluation env (default: ``assembly.make_eval_env()``); closed at the end.
+        state: the run state to carry on (the facade's repeated ``learn``); default: a new one, or
+            the resumed checkpoint's.
+        callbacks: callback objects of this run, after those of ``assembly.callbacks``.
     """
 
     def __init__(
@@ -96,17 +123,28 @@ class RunRecorder:
         agent,
         resume_dir: str | Path | None = None,
         eval_env=None,
+        state: RunState | None = None,
+        callbacks: Iterable[Any] = (),
     ):
         self.config = config
-        self.out_dir = Path(out_dir)
+        self.out_dir = None if out_dir is None else Path(out_dir)
         self.assembly = assembly
         self.agent = agent
         self.resume_dir = None if resume_dir is None else Path(resume_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
         self.eval_env = eval_env if eval_env is not None else assembly.make_eval_env()
-        self.state = RunState()
+        self.state = state if state is not None else RunState()
         if self.resume_dir is not None:
             self.state = RunState.from_meta(agent.load(self.resume_dir))
+        self.state.ended_by = self.state.stopped_by = self.state.error = self.state.traceback = None
+        self.state.cause = None
+        self.state.target_reached = False
+        #: the run's callbacks: the config's (``assembly.callbacks``), then the caller's
+        self.callbacks: list = [*getattr(assembly, "callbacks", ()), *callbacks]
+        #: the latest metrics row logged (None before the first)
+        self.last_row: dict | None = None
+        self._callback_updates = agent.updates
         #: extra fields of ``summary.json``: a dict, or a function returning one, called when the
         #: run ends (a distributed executor reports its totals, e.g. worker restarts, this way).
         self.summary_extra: dict[str, Any] | Callable[[], dict[str, Any]] = {}
@@ -126,6 +164,48 @@ class RunRecorder:
         self._last = self._start
         self._checked_updates = agent.updates
 
+    # ------------------------------------------------------------------ what callbacks read
+    @property
+    def timesteps(self) -> int:
+        """Env steps taken so far (all workers, earlier sessions of a resumed run included)."""
+        return self.agent.timesteps
+
+    @property
+    def updates(self) -> int:
+        """Gradient updates made so far."""
+        return self.agent.updates
+
+    @property
+    def last_eval_return(self) -> float | None:
+        """The mean return of the latest evaluation (None before the first)."""
+        return self.state.last_eval_return
+
+    @property
+    def best_eval_return(self) -> float | None:
+        """The best mean evaluation return so far (carried across resumes)."""
+        return self.state.best_eval_return
+
+    def wall_time(self) -> float:
+        """Seconds of training so far, earlier sessions of a resumed run included."""
+        return self.state.wall_time + (time.perf_counter() - self._start[2])
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write a checkpoint of the agent (with the config and run state) to ``path``; return it.
+
+        Callbacks' ``on_checkpoint`` are called, as for the run's own periodic checkpoints.
+        """
+        path = Path(path)
+        self.agent.save(path, self.checkpoint_extra())
+        self._notify("on_checkpoint", path)
+        return path
+
+    def _notify(self, method: str, *args) -> None:
+        """Call ``method`` on every callback; one returning False requests the run to stop."""
+        for cb in self.callbacks:
+            fn = getattr(cb, method, None)
+            if fn is not None and fn(self, *args) is False and self.state.stopped_by is None:
+                self.state.stopped_by = callback_name(cb)
+
     # ------------------------------------------------------------------ the run
     def run(self, loop: Callable[["RunRecorder", StopRequest], None], run_info: dict | None = None) -> dict:
         """Start the loggers and hooks, run ``loop(self, stop)`` under a stop request, and finish.
@@ -135,16 +215,26 @@ class RunRecorder:
         or raised inside :class:`RunFailed` when the loop raised.
         """
         cfg, tc = self.config, self.config.train
-        self.loggers = self.assembly.make_loggers(self.out_dir)
+        self.loggers = (
+            self.assembly.make_loggers(self.out_dir) if self.out_dir is not None else _screen_loggers(self.assembly)
+        )
         info = {
             "config": cfg.to_dict(),
-            "out_dir": str(self.out_dir),
+            "out_dir": None if self.out_dir is None else str(self.out_dir),
             "build_seconds": self.agent.build_report.build_seconds,
             "resumed_from": None if self.resume_dir is None else str(self.resume_dir),
             **(run_info or {}),
         }
+        try:  # a callback that cannot run (e.g. nowhere to write) is a mistake: nothing has run yet
+            self._notify("on_training_start")
+        except BaseException:
+            self.eval_env.close()
+            for lg in self.loggers:
+                lg.close()
+            raise
         self.assembly.hook.rlgraph_on_train_start(run_info=info)
         self._start = self._last = (self.agent.timesteps, self.agent.updates, time.perf_counter())
+        self._callback_updates = self._checked_updates = self.agent.updates
         try:
             with StopRequest() as stop:
                 if tc.progress_bar:
@@ -159,7 +249,11 @@ class RunRecorder:
                     self.fail(exc)
                 else:
                     self.state.ended_by = stop.reason or (
-                        "target_return" if self.state.target_reached else "total_timesteps"
+                        "target_return"
+                        if self.state.target_reached
+                        else "callback"
+                        if self.state.stopped_by is not None
+                        else "total_timesteps"
                     )
                 finally:
                     if self._bar is not None:
@@ -170,9 +264,26 @@ class RunRecorder:
             for lg in self.loggers:
                 lg.close()
         summary = self.finish()
+        self._notify_end(summary)
         if self.state.ended_by == "error":
             raise RunFailed(summary) from self.state.cause
         return summary
+
+    def _notify_end(self, summary: dict) -> None:
+        """``on_training_end`` of every callback (a callback's error is warned about, never raised:
+        the run's work is already saved and its summary is what the caller gets)."""
+        for cb in self.callbacks:
+            fn = getattr(cb, "on_training_end", None)
+            if fn is None:
+                continue
+            try:
+                fn(self, summary)
+            except Exception as exc:
+                warnings.warn(
+                    f"rlgraph: callback {callback_name(cb)}.on_training_end raised {type(exc).__name__}: {exc}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
     def fail(self, exc: BaseException) -> None:
         """Record that the run ends because ``exc`` was raised (call from inside ``except``)."""
@@ -186,6 +297,7 @@ class RunRecorder:
         return (
             self.agent.timesteps >= self.config.train.total_timesteps
             or self.state.target_reached
+            or self.state.stopped_by is not None
             or (stop is not None and stop.reason is not None)
         )
 
@@ -206,6 +318,11 @@ class RunRecorder:
         if agent.updates != self._checked_updates:
             self._checked_updates = agent.updates
             self.check_loss()
+        if self.callbacks:
+            self._notify("on_step")
+            if agent.updates != self._callback_updates:
+                self._callback_updates = agent.updates
+                self._notify("on_update")
         evaluation = None
         if agent.timesteps >= self._next_eval:
             while self._next_eval <= agent.timesteps:
@@ -214,14 +331,16 @@ class RunRecorder:
         if agent.timesteps >= self._next_checkpoint:
             while self._next_checkpoint <= agent.timesteps:
                 self._next_checkpoint += self._interval
-            save_periodic(
-                agent,
-                self.out_dir,
-                agent.timesteps,
-                self.checkpoint_extra(),
-                keep=tc.keep_checkpoints,
-                attachments=self._attachments(),
-            )
+            if self.out_dir is not None:
+                path = save_periodic(
+                    agent,
+                    self.out_dir,
+                    agent.timesteps,
+                    self.checkpoint_extra(),
+                    keep=tc.keep_checkpoints,
+                    attachments=self._attachments(),
+                )
+                self._notify("on_checkpoint", Path(path))
         log_now = agent.timesteps >= self._next_log
         while self._next_log <= agent.timesteps:
             self._next_log += tc.log_interval
@@ -255,9 +374,14 @@ class RunRecorder:
         state.last_eval_return = ev["eval_return_mean"]
         if state.best_eval_return is None or state.last_eval_return > state.best_eval_return:
             state.best_eval_return = state.last_eval_return
-            self.agent.save(self.out_dir / "checkpoint_best", self.checkpoint_extra(eval=ev))
-        state.target_reached = tc.target_return is not None and state.last_eval_return >= tc.target_return
-        return {"eval_return_mean": state.last_eval_return, "eval_return_std": ev["eval_return_std"]}
+            if self.out_dir is not None:
+                self.agent.save(self.out_dir / "checkpoint_best", self.checkpoint_extra(eval=ev))
+        state.target_reached = (
+            tc.target_return is not None and not state.target_passed and state.last_eval_return >= tc.target_return
+        )
+        result = {"eval_return_mean": state.last_eval_return, "eval_return_std": ev["eval_return_std"]}
+        self._notify("on_evaluation", dict(result))
+        return result
 
     def log_row(self, evaluation: dict | None = None, extra: dict | None = None) -> dict:
         """Log one metrics row to every logger and the ``rlgraph_on_iteration`` hook; return it."""
@@ -266,7 +390,7 @@ class RunRecorder:
         last_steps, last_updates, last_t = self._last
         row = {
             "timesteps": agent.timesteps,
-            "wall_time": now - self._start[2],
+            "wall_time": self.state.wall_time + now - self._start[2],
             "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
             "eval_return_mean": None,
             "env_steps_per_s": (agent.timesteps - last_steps) / max(now - last_t, 1e-9),
@@ -276,6 +400,7 @@ class RunRecorder:
         row.update(extra or {})
         row.update(evaluation or {})
         self._last = (agent.timesteps, agent.updates, now)
+        self.last_row = row
         for lg in self.loggers:
             lg.log(row)
         self.assembly.hook.rlgraph_on_iteration(metrics=row)
@@ -297,28 +422,30 @@ class RunRecorder:
 
     def checkpoint_extra(self, **more) -> dict:
         """The ``extra`` of every checkpoint: the config and the run state (best evaluation)."""
-        return {"config": self.config.to_dict(), "run_state": self.state.to_json(), **more}
+        return {"config": self.config.to_dict(), "run_state": self.state.to_json(self.wall_time()), **more}
 
     # ------------------------------------------------------------------ the end
     def finish(self) -> dict:
         """Final checkpoint, summary.json, plot and the train-end hook, however the run ended."""
         cfg, tc, agent, state = self.config, self.config.train, self.agent, self.state
-        checkpoint_dir = self.out_dir / "checkpoint"
+        checkpoint_dir = None if self.out_dir is None else self.out_dir / "checkpoint"
         extra = self.checkpoint_extra(eval_return_mean=state.last_eval_return, ended_by=state.ended_by)
-        attachments = self._attachments()
         saved: Path | None = checkpoint_dir
         refused = None
-        try:
-            if attachments:
-                save_checkpoint(agent, checkpoint_dir, extra, attachments)
-            else:
-                agent.save(checkpoint_dir, extra)
-        except (NonFiniteError, DiskFullError) as exc:
-            # Poisoned weights, or no room: the newest complete checkpoint stays the newest one.
-            if state.ended_by != "error":
-                state.ended_by, state.error, state.traceback = "error", f"NonFiniteError: {exc}", None
-            saved = latest_checkpoint(self.out_dir)
-            refused = str(exc)
+        if checkpoint_dir is not None:
+            attachments = self._attachments()
+            try:
+                if attachments:
+                    save_checkpoint(agent, checkpoint_dir, extra, attachments)
+                else:
+                    agent.save(checkpoint_dir, extra)
+            except (NonFiniteError, DiskFullError) as exc:
+                # Poisoned weights, or no room: the newest complete checkpoint stays the newest one.
+                if state.ended_by != "error":
+                    state.ended_by, state.error = "error", f"{type(exc).__name__}: {exc}"
+                    state.traceback = None
+                saved = latest_checkpoint(self.out_dir)
+                refused = str(exc)
         start_steps, start_updates, t0 = self._start
         elapsed = time.perf_counter() - t0
         summary = {
@@ -326,21 +453,30 @@ class RunRecorder:
             "exit_code": EXIT_CODES.get(state.ended_by or "", 1),
             "timesteps": agent.timesteps,
             "updates": agent.updates,
-            "wall_time": elapsed,
+            "wall_time": state.wall_time + elapsed,
+            "session_wall_time": elapsed,
             "env_steps_per_s": (agent.timesteps - start_steps) / max(elapsed, 1e-9),
             "updates_per_s": (agent.updates - start_updates) / max(elapsed, 1e-9),
             "eval_return_mean": state.last_eval_return,
             "best_eval_return": state.best_eval_return,
             "target_reached": state.target_reached,
             "checkpoint": None if saved is None else str(saved),
+            "target_return": tc.target_return,
             "build_seconds": agent.build_report.build_seconds,
             **(self.summary_extra() if callable(self.summary_extra) else self.summary_extra),
         }
         if refused is not None:
             summary["checkpoint_refused"] = refused
+        if state.stopped_by is not None:
+            summary["stopped_by"] = state.stopped_by
         if state.error is not None:
             summary["error"] = state.error
             summary["traceback"] = state.traceback
+        state.wall_time += elapsed
+        self._start = (agent.timesteps, agent.updates, time.perf_counter())  # wall_time() counts on from here
+        if self.out_dir is None:
+            self.assembly.hook.rlgraph_on_train_end(summary=summary)
+            return summary
         try:
             (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
             metrics = self.out_dir / "metrics.jsonl"
@@ -360,3 +496,8 @@ class RunRecorder:
             )
         self.assembly.hook.rlgraph_on_train_end(summary=summary)
         return summary
+
+
+def _screen_loggers(assembly) -> list:
+    """The configured loggers that write no files (the console), for a run without an output folder."""
+    return [cls(None) for cls in assembly.logger_classes if getattr(cls, "writes_files", True) is False]

@@ -11,6 +11,7 @@ from types import FrameType
 EXIT_CODES = {
     "total_timesteps": 0,  # the step budget is used up
     "target_return": 0,  # the evaluation reached train.target_return
+    "callback": 0,  # a callback returned False (summary["stopped_by"] names it)
     "sigint": 130,  # Ctrl-C
     "sigterm": 143,  # SIGTERM (e.g. a scheduler or `kill`)
     "error": 1,  # the environment, the agent or a plugin raised

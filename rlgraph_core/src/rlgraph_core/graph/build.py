@@ -20,7 +20,7 @@ import numpy as np
 
 from rlgraph_core.errors import BuildError
 from rlgraph_core.graph.component import Component
-from rlgraph_core.spaces import Space, SpaceError, space_from_value
+from rlgraph_core.spaces import Dict, Space, SpaceError, space_from_value
 
 _BUILD_BATCH = 2
 
@@ -93,10 +93,27 @@ class _Tracer:
         self.backend = backend
         self.stack: list[str] = ["<user>"]
         self.calls: list[CallRecord] = []
+        #: id(tensor) -> (tensor, declared space) of the root inputs: a component handed a root
+        #: input unchanged sees its declared space (a Discrete stays Discrete, bounds are kept),
+        #: where a computed tensor's space can only be inferred from its value.
+        self.declared: dict[int, tuple[Any, Space]] = {}
+
+    def declare(self, tensor: Any, space: Space) -> None:
+        """Record the declared space of a root input tensor (a dict of tensors for a Dict space)."""
+        if isinstance(tensor, dict):
+            for key, child in space.items():
+                self.declare(tensor[key], child)
+        else:
+            self.declared[id(tensor)] = (tensor, space)
 
     def space_of(self, value: Any) -> Any:
+        known = self.declared.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
         if isinstance(value, (tuple, list)):
             return tuple(self.space_of(v) for v in value)
+        if isinstance(value, dict):
+            return Dict({k: self.space_of(v) for k, v in value.items()})
         if value is None:
             return None
         array = self.backend.to_numpy(value)
@@ -136,9 +153,13 @@ class _Tracer:
 
 
 def _zeros_for(space: Space, backend) -> Any:
+    """A zero batch of ``space`` as backend tensors: a dict of tensors for a :class:`Dict` space
+    (components such as ``dict_encoder`` take a Dict observation whole)."""
+    if isinstance(space, Dict):
+        return {k: _zeros_for(child, backend) for k, child in space.items()}
     value = space.zeros(_BUILD_BATCH) if space.has_batch_rank else space.zeros()
-    if isinstance(value, dict) or isinstance(value, tuple):
-        raise BuildError(f"Container input spaces must be flattened before build; got {space!r}.")
+    if isinstance(value, tuple):
+        raise BuildError(f"Tuple input spaces must be flattened before build; got {space!r}.")
     return backend.to_tensor(value)
 
 
@@ -187,6 +208,8 @@ def build(
                     f"takes {params}; name every argument, in order."
                 )
             args = [_zeros_for(s, backend) for s in spaces.values()]
+            for arg, space in zip(args, spaces.values()):
+                tracer.declare(arg, space)
             getattr(root, method)(*args)
     finally:
         for comp in root.walk():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlgraph_core.memories._checks import check_float, check_int
+from rlgraph_core.memories.obs import flatten_fields, map_obs, unflatten_fields
 
 __all__ = ["NStepAssembler"]
 
@@ -26,6 +27,9 @@ class NStepAssembler:
     is emitted with its own m, so no transition spans two episodes; truncation still
     bootstraps (terminals False). With ``n_step=1`` the output is the one-step transitions.
 
+    Observations keep their dtype (uint8 images stay uint8); a Dict observation (a dict of
+    arrays, each with leading dimension ``num_envs``) is buffered per key and emitted as a dict.
+
     Args:
         num_envs: Number of environments in the vector env (leading dim of every ``add`` arg).
         n_step: Maximum number of steps a transition spans.
@@ -42,7 +46,7 @@ class NStepAssembler:
         lag = np.arange(self._n)[:, None] - np.arange(self._n)[None, :]
         self._discount_matrix = np.where(lag >= 0, self._gamma ** np.maximum(lag, 0), 0.0)
         self._env_ids = np.arange(self._num_envs)
-        self._obs: np.ndarray | None = None
+        self._obs: dict[str, np.ndarray] | None = None  # per flattened key: "obs", "obs/image" ...
         self._actions: np.ndarray | None = None
         self._rewards = np.zeros((self._num_envs, self._n), dtype=np.float64)
         self._head = np.zeros(self._num_envs, dtype=np.int64)  # slot of the oldest pending step
@@ -84,14 +88,20 @@ class NStepAssembler:
 
     def _one_step(self, obs, actions, rewards, next_obs, terminated) -> dict[str, np.ndarray]:
         """With ``n_step == 1`` every step is a finished transition: no buffering is needed."""
-        obs = np.asarray(obs)
+        obs = map_obs(np.asarray, obs)
+        if isinstance(obs, dict):
+            obs_f, next_f = flatten_fields({"o": obs}), flatten_fields({"o": next_obs})
+            next_obs = unflatten_fields({k: np.asarray(next_f[k], a.dtype) for k, a in obs_f.items()})["o"]
+            n = len(next(iter(obs_f.values())))
+        else:
+            next_obs, n = np.asarray(next_obs, obs.dtype), len(obs)
         return {
             "obs": obs,
             "actions": np.asarray(actions),
             "rewards": np.asarray(rewards, np.float32),
-            "next_obs": np.asarray(next_obs, obs.dtype),
+            "next_obs": next_obs,
             "terminals": np.asarray(terminated, bool),
-            "discounts": np.full(len(obs), self._gamma, np.float32),
+            "discounts": np.full(n, self._gamma, np.float32),
         }
 
     def add(
@@ -113,26 +123,33 @@ class NStepAssembler:
         """
         if self._n == 1:
             return self._one_step(obs, actions, rewards, next_obs, terminated)
+        obs_f = flatten_fields({"obs": obs})
         if self._obs is None:
-            obs_arr = self._as_batch("obs", obs, None)
+            obs_arrs = {k: self._as_batch(k, v, None) for k, v in obs_f.items()}
             act_arr = self._as_batch("actions", actions, None)
         else:
             assert self._actions is not None
-            obs_arr = self._as_batch("obs", obs, self._obs.shape[2:])
+            if obs_f.keys() != self._obs.keys():
+                raise ValueError(f"obs has keys {sorted(obs_f)}, but earlier steps had {sorted(self._obs)}.")
+            obs_arrs = {k: self._as_batch(k, v, self._obs[k].shape[2:]) for k, v in obs_f.items()}
             act_arr = self._as_batch("actions", actions, self._actions.shape[2:])
         rew = self._as_batch("rewards", rewards, ()).astype(np.float64, copy=False)
-        next_obs_arr = self._as_batch("next_obs", next_obs, obs_arr.shape[1:])
+        next_f = flatten_fields({"obs": next_obs})  # named like obs to pair the keys
+        if next_f.keys() != obs_f.keys():
+            raise ValueError(f"next_obs has keys {sorted(next_f)}, but obs has {sorted(obs_f)}.")
+        next_arrs = {k: self._as_batch("next_" + k, v, obs_arrs[k].shape[1:]) for k, v in next_f.items()}
         term = self._as_batch("terminated", terminated, ()).astype(bool, copy=False)
         trunc = self._as_batch("truncated", truncated, ()).astype(bool, copy=False)
         if self._obs is None:
             n, e = self._n, self._num_envs
-            self._obs = np.zeros((e, n) + obs_arr.shape[1:], dtype=obs_arr.dtype)
+            self._obs = {k: np.zeros((e, n) + a.shape[1:], dtype=a.dtype) for k, a in obs_arrs.items()}
             self._actions = np.zeros((e, n) + act_arr.shape[1:], dtype=act_arr.dtype)
         assert self._actions is not None
 
         n, env = self._n, self._env_ids
         slot = (self._head + self._count) % n
-        self._obs[env, slot] = obs_arr
+        for k, a in obs_arrs.items():
+            self._obs[k][env, slot] = a
         self._actions[env, slot] = act_arr
         self._rewards[env, slot] = rew
         self._count += 1
@@ -151,14 +168,16 @@ class NStepAssembler:
         if env_idx.size:
             src = chrono[env_idx, age]
             steps = self._count[env_idx] - age  # steps summed into each emitted transition
-            out = {
-                "obs": self._obs[env_idx, src],
-                "actions": self._actions[env_idx, src],
-                "rewards": returns[env_idx, age].astype(np.float32),
-                "next_obs": next_obs_arr[env_idx].astype(self._obs.dtype, copy=False),
-                "terminals": term[env_idx],
-                "discounts": self._gamma_powers[steps].astype(np.float32),
-            }
+            out = unflatten_fields(
+                {
+                    **{k: buf[env_idx, src] for k, buf in self._obs.items()},
+                    "actions": self._actions[env_idx, src],
+                    "rewards": returns[env_idx, age].astype(np.float32),
+                    **{"next_" + k: a[env_idx].astype(self._obs[k].dtype, copy=False) for k, a in next_arrs.items()},
+                    "terminals": term[env_idx],
+                    "discounts": self._gamma_powers[steps].astype(np.float32),
+                }
+            )
         self._head = np.where(done, 0, np.where(full, (self._head + 1) % n, self._head))
         self._count = np.where(done, 0, np.where(full, self._count - 1, self._count))
         return out

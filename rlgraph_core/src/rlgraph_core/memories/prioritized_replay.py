@@ -37,6 +37,7 @@ class PrioritizedReplay(ReplayMemory):
             ``beta`` to ``beta_final``; 0 uses ``beta_final`` from the start.
         epsilon: Added to every |td| so no record ever has zero probability.
         seed: Seed for the sampling generator; None draws fresh entropy.
+        frames: how uint8 observations are stored (see :class:`ReplayMemory`).
     """
 
     #: Agents feed |TD| errors back through ``update_priorities`` when this is True.
@@ -51,8 +52,9 @@ class PrioritizedReplay(ReplayMemory):
         beta_annealing_steps: int = 100_000,
         epsilon: float = 1e-6,
         seed: int | None = None,
+        frames: str = "auto",
     ) -> None:
-        super().__init__(capacity, seed=seed)
+        super().__init__(capacity, seed=seed, frames=frames)
         self._alpha = check_float("alpha", alpha, low=0.0)
         self._beta_initial = check_float("beta", beta, low=0.0)
         self._beta_final = check_float("beta_final", beta_final, low=0.0)

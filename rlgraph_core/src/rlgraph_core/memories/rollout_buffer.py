@@ -2,7 +2,9 @@
 
 Plain numpy, backend-independent, preallocated. Data is stored time-major (``[T, N, ...]``), which
 is what advantage estimation needs; :func:`iterate_minibatches` flattens ``T x N`` samples and
-yields shuffled minibatches, every sample exactly once per epoch.
+yields shuffled minibatches, every sample exactly once per epoch. Fields keep their dtype (uint8
+images stay uint8); a field holding a dict (a Dict observation) is stored per key and given
+back as the same dict.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from typing import Iterator
 
 import numpy as np
+
+from rlgraph_core.memories.obs import flatten_fields, map_obs, unflatten_fields
 
 
 def iterate_minibatches(
@@ -34,7 +38,8 @@ def iterate_minibatches(
     """
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}.")
-    sizes = {k: len(v) for k, v in data.items()}
+    flat_data = flatten_fields(data)
+    sizes = {k: len(v) for k, v in flat_data.items()}
     if len(set(sizes.values())) > 1:
         raise ValueError(f"every array must have the same number of samples; got {sizes}.")
     total = next(iter(sizes.values()), 0)
@@ -43,7 +48,7 @@ def iterate_minibatches(
         order = _epoch_order(total, rng, shuffle)
         for start in range(0, total, batch_size):
             idx = order[start : start + batch_size]
-            batch = {k: v[idx] for k, v in data.items()}
+            batch = {k: map_obs(lambda v: v[idx], v) for k, v in data.items()}
             batch["indices"] = idx
             yield batch
 
@@ -123,6 +128,7 @@ class RolloutBuffer:
             raise RuntimeError(
                 f"The rollout buffer is full ({self.n_steps} steps); learn from it and reset() it before adding more."
             )
+        fields = flatten_fields(fields)
         if not self._store:
             for name, value in fields.items():
                 value = np.asarray(value)
@@ -163,11 +169,11 @@ class RolloutBuffer:
 
     def data(self) -> dict[str, np.ndarray]:
         """The stored steps, time-major ``[T, N, ...]`` (views, valid until the next add)."""
-        return {k: v[: self._pos] for k, v in self._store.items()}
+        return unflatten_fields({k: v[: self._pos] for k, v in self._store.items()})
 
     def flat(self) -> dict[str, np.ndarray]:
         """The stored samples flattened to ``[T * N, ...]`` (time-major order)."""
-        return {k: v.reshape(-1, *v.shape[2:]) for k, v in self.data().items()}
+        return {k: map_obs(lambda v: v.reshape(-1, *v.shape[2:]), v) for k, v in self.data().items()}
 
     def minibatches(
         self, batch_size: int, n_epochs: int = 1, fields: list[str] | None = None, shuffle: bool = True

@@ -7,6 +7,8 @@ their ``type``, so unknown fields and bad values fail before anything runs.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["MemorySettings", "PrioritizedReplaySettings", "ReplaySettings"]
@@ -26,10 +28,18 @@ class MemorySettings(BaseModel):
     capacity: int = Field(100_000, gt=0, description="maximum number of records held")
 
 
+#: The ``frames`` setting of the built-in replays.
+FRAMES_DESCRIPTION = (
+    "auto: uint8 observations (images) are stored as shared frames, each distinct frame once (next_obs "
+    "and overlapping frame stacks are no copies); off: every field stored as given"
+)
+
+
 class ReplaySettings(MemorySettings):
-    """Uniform replay (:class:`rlgraph_core.memories.ReplayMemory`): only a capacity."""
+    """Uniform replay (:class:`rlgraph_core.memories.ReplayMemory`): a capacity and how frames are stored."""
 
     type: str = "replay"
+    frames: Literal["auto", "off"] = Field("auto", description=FRAMES_DESCRIPTION)
 
 
 class PrioritizedReplaySettings(MemorySettings):
@@ -40,3 +50,4 @@ class PrioritizedReplaySettings(MemorySettings):
     beta: float = Field(0.4, ge=0, le=1, description="initial importance-sampling exponent")
     beta_final: float = Field(1.0, ge=0, le=1, description="importance-sampling exponent after annealing")
     beta_annealing_steps: int = Field(100_000, gt=0, description="sample() calls to anneal beta over")
+    frames: Literal["auto", "off"] = Field("auto", description=FRAMES_DESCRIPTION)

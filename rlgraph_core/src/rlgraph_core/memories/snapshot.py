@@ -24,6 +24,38 @@ from rlgraph_core.spaces import BoundedSpace, Space, SpaceError
 MAX_UNDECLARED_RECORD_BYTES = 2**24
 
 DATA_PREFIX = "data/"
+#: Replay fields stored as shared frames (uint8 observations): the frames, and each record's frame slots.
+FRAMES_PREFIX = "frames/"
+FRAME_INDEX_PREFIX = "frame_index/"
+
+
+def frames_problem(
+    group: str, shape: tuple[int, ...], dtype: Any, capacity: int | None, records: Mapping[str, Space] | None
+) -> str | None:
+    """Why an array of ``shape``/``dtype`` cannot hold the shared frames of the observation field
+    ``group`` (``obs`` or ``obs/<key>``), or None: at most two records' frames per record held, each
+    frame the record's image without its last (stack) axis, or the whole record below rank 3."""
+    shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+    if not shape:
+        return "must hold frames along its first axis, but is 0-d"
+    space = records.get(group) if records is not None else None
+    if space is not None:
+        record = tuple(space.shape)
+        frame, k = (record[:-1], record[-1]) if len(record) >= 3 else (record, 1)
+        if shape[1:] != frame or dtype != space.dtype:
+            return (
+                f"holds frames of shape {shape[1:]} and dtype {dtype}, but '{group}' records of shape {record} "
+                f"and dtype {space.dtype} have frames of shape {frame}"
+            )
+        if capacity is not None and shape[0] > 2 * k * capacity:
+            return f"claims {shape[0]:,} frames, more than the {2 * k * capacity:,} that {capacity:,} records can use"
+        return None
+    if records is not None:
+        return f"holds frames of a field that is not stored (the fields are {sorted(records)})"
+    frame_bytes = math.prod(shape[1:]) * dtype.itemsize
+    if frame_bytes > MAX_UNDECLARED_RECORD_BYTES:
+        return f"claims {frame_bytes:,} bytes per frame, more than {MAX_UNDECLARED_RECORD_BYTES:,}"
+    return None
 
 
 def replay_field_problem(
@@ -61,19 +93,52 @@ def replay_field_problem(
     return None
 
 
+def record_array_problem(
+    name: str,
+    shape: tuple[int, ...],
+    dtype: Any,
+    capacity: int | None,
+    records: Mapping[str, Space] | None,
+    max_record_bytes: int = MAX_UNDECLARED_RECORD_BYTES,
+) -> str | None:
+    """Why a memory state array holding records (``data/<field>``, ``frames/<group>`` or
+    ``frame_index/<field>``) cannot have ``shape``/``dtype``, or None."""
+    if name.startswith(DATA_PREFIX):
+        return replay_field_problem(name[len(DATA_PREFIX) :], shape, dtype, capacity, records, max_record_bytes)
+    if name.startswith(FRAMES_PREFIX):
+        return frames_problem(name[len(FRAMES_PREFIX) :], shape, dtype, capacity, records)
+    field = name[len(FRAME_INDEX_PREFIX) :]
+    if len(shape) != 2 or shape[1] > 4096 or np.dtype(dtype).kind not in "iu":
+        return "must hold integer frame slots of shape (records, frames per record)"
+    if capacity is not None and shape[0] > capacity:
+        return f"claims {shape[0]:,} records, but the replay memory holds at most {capacity:,}"
+    if records is not None and field not in records:
+        return f"is a replay field that is not stored (the fields are {sorted(records)})"
+    return None
+
+
 def replay_values_problem(
-    data: Mapping[str, np.ndarray], records: Mapping[str, Space] | None, prefix: str = DATA_PREFIX
+    data: Mapping[str, np.ndarray],
+    records: Mapping[str, Space] | None,
+    prefix: str = DATA_PREFIX,
+    framed: set[str] | frozenset[str] = frozenset(),
 ) -> str | None:
     """Why the replay fields ``data`` (``{field: records}``) cannot be loaded, or None.
 
-    With ``records`` every field must be present and values of bounded spaces within bounds
-    (e.g. actions within the action space); ``prefix`` is how errors name a field's array.
+    With ``records`` every field must be present (in ``data``, or in ``framed``: stored as shared
+    frames, whose frames the header check saw) and values of bounded spaces within bounds (e.g.
+    actions within the action space); ``prefix`` is how errors name a field's array.
     """
-    if records is None or not data:
+    if records is None or not (data or framed):
         return None
-    if set(data) != set(records):
-        return f"the replay fields are {sorted(data)}, but every record must carry exactly {sorted(records)}."
+    if set(data) | set(framed) != set(records):
+        return (
+            f"the replay fields are {sorted(set(data) | set(framed))}, but every record must carry "
+            f"exactly {sorted(records)}."
+        )
     for key, space in records.items():
+        if key not in data:
+            continue  # shared frames: uint8, within any integer bounds a uint8 image space has
         if not isinstance(space, BoundedSpace) or np.all(np.isinf(space.low)) and np.all(np.isinf(space.high)):
             continue  # no finite bounds to check (shape and dtype were checked from the header)
         try:
@@ -91,8 +156,8 @@ def memory_state_check(capacity: int, records: Mapping[str, Space] | None, what:
         for name, (shape, dtype) in headers.items():
             if dtype_family(dtype) is None:
                 problem: str | None = "is not numeric; replay state arrays are bool, integer or float"
-            elif name.startswith(DATA_PREFIX):
-                problem = replay_field_problem(name[len(DATA_PREFIX) :], shape, dtype, capacity, records)
+            elif name.startswith((DATA_PREFIX, FRAMES_PREFIX, FRAME_INDEX_PREFIX)):
+                problem = record_array_problem(name, shape, dtype, capacity, records)
             else:  # counters, generator state, priorities: at most a few numbers per record
                 nbytes = math.prod(shape) * np.dtype(dtype).itemsize
                 problem = None if nbytes <= 64 * capacity + 4096 else f"claims {nbytes:,} bytes"
@@ -111,7 +176,8 @@ def load_memory_state(memory, state: Mapping[str, np.ndarray], records: Mapping[
         CheckpointError: naming ``what`` and the problem; the memory is unchanged then.
     """
     data = {k[len(DATA_PREFIX) :]: v for k, v in state.items() if k.startswith(DATA_PREFIX)}
-    problem = replay_values_problem(data, records)
+    framed = {k[len(FRAME_INDEX_PREFIX) :] for k in state if k.startswith(FRAME_INDEX_PREFIX)}
+    problem = replay_values_problem(data, records, framed=framed)
     if problem:
         raise CheckpointError(f"{what} cannot be loaded: {problem}")
     try:

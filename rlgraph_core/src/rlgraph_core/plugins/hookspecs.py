@@ -60,8 +60,28 @@ def rlgraph_memories():
 
 
 @hookspec
+def rlgraph_wrappers():
+    """Return ``{name: (factory, settings_model)}`` for environment wrappers (``env.wrappers``).
+
+    ``settings_model`` subclasses :class:`rlgraph_core.wrappers.WrapperSettings` and validates one
+    entry of the config's ``env.wrappers`` list; ``factory(env, settings)`` returns the wrapped
+    gymnasium env (prefer gymnasium's or the env family's own wrappers to writing one).
+    """
+
+
+@hookspec
 def rlgraph_loggers():
     """Return ``{name: logger_class}`` for metric loggers configs may list under ``loggers``."""
+
+
+@hookspec
+def rlgraph_callbacks():
+    """Return ``{name: callback_class}`` or ``{name: (callback_class, settings_model)}`` for callbacks
+    configs may list under ``train.callbacks`` (see :mod:`rlgraph_core.callbacks`).
+
+    The entry's other keys are the class's keyword arguments, validated by ``settings_model`` (a
+    pydantic model) when given, else checked against the constructor's signature.
+    """
 
 
 @hookspec

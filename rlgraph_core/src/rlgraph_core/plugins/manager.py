@@ -28,7 +28,7 @@ import pluggy
 from rlgraph_core.errors import PluginError
 from rlgraph_core.plugins import hookspecs
 
-KINDS = ("backends", "executors", "components", "agents", "memories", "loggers")
+KINDS = ("backends", "executors", "components", "agents", "memories", "loggers", "callbacks", "wrappers")
 ENTRY_POINT_GROUP = "rlgraph"
 #: Environment variable holding comma-separated plugin names to block.
 DISABLE_ENV = "RLGRAPH_DISABLE_PLUGINS"
@@ -44,6 +44,8 @@ _SINGULAR = {
     "agents": "agent",
     "memories": "memory",
     "loggers": "logger",
+    "callbacks": "callback",
+    "wrappers": "wrapper",
 }
 
 
@@ -372,6 +374,14 @@ def _entry_problem(kind: str, obj: Any) -> str | None:
         from rlgraph_core.components.settings import component_entry_problem
 
         return component_entry_problem(obj)
+    if kind == "callbacks":
+        from rlgraph_core.callbacks import callback_entry_problem
+
+        return callback_entry_problem(obj)
+    if kind == "wrappers":
+        from rlgraph_core.wrappers import wrapper_entry_problem
+
+        return wrapper_entry_problem(obj)
     if kind == "memories":
         from rlgraph_core.memories.settings import MemorySettings
 

@@ -60,6 +60,14 @@ def from_gym(gym_space: Any) -> Space:
     if isinstance(gym_space, gs.Box):
         return _from_gym_box(gym_space)
     if isinstance(gym_space, gs.Dict):
+        text = [k for k, v in gym_space.spaces.items() if _is_text(gs, v)]
+        if text:
+            raise SpaceError(
+                f"Cannot convert the gymnasium Dict {_short(gym_space)}: its key(s) {text} hold text, which no "
+                f"network encodes. For MiniGrid add the image wrapper (env.wrappers: [{{type: minigrid_image}}], "
+                f"minigrid.wrappers.ImgObsWrapper) to keep only the image; otherwise drop the key with "
+                f"gymnasium.wrappers.FilterObservation."
+            )
         for key in gym_space.spaces:
             if not isinstance(key, str):
                 raise SpaceError(
@@ -74,6 +82,17 @@ def from_gym(gym_space: Any) -> Space:
         f"({gym_space!r}) to an rlgraph space: supported gymnasium spaces are "
         f"{_SUPPORTED_GYM}."
     )
+
+
+def _is_text(gs: Any, space: Any) -> bool:
+    """Whether ``space`` holds strings: gymnasium's ``Text`` or MiniGrid's ``MissionSpace``."""
+    return isinstance(space, gs.Text) or type(space).__name__ == "MissionSpace"
+
+
+def _short(space: Any, limit: int = 120) -> str:
+    """``repr(space)``, cut to ``limit`` characters."""
+    text = repr(space)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _from_gym_box(box: Any) -> Space:

@@ -14,6 +14,9 @@ component package can use for its tests:
 * :class:`ComponentTest` -- build a component from spaces on a backend, then ``call`` its API
   methods with numpy, ``get_weights``/``set_weights``, take ``gradients`` and make a
   ``train_step`` (framework backends only).
+* :mod:`rlgraph_core.testing.conformance` -- the backend conformance suite: a backend plugin
+  subclasses ``BackendConformance`` in its tests (setting ``backend_name``) and runs every
+  contract test on itself in both modes. Not imported here (it imports pytest).
 
 Like the rest of rlgraph-core, importing this package imports no deep-learning framework;
 pytest is imported only by :func:`backend_params`.

@@ -26,7 +26,7 @@ import numpy as np
 from rlgraph_core.backend.contract import Backend
 from rlgraph_core.errors import BuildError
 from rlgraph_core.graph import Component, build
-from rlgraph_core.spaces import Space
+from rlgraph_core.spaces import Dict, Space
 
 #: ``objective(ops, outputs) -> scalar tensor``: turns an API method's outputs into the scalar
 #: whose gradients :meth:`ComponentTest.gradients` computes.
@@ -160,14 +160,22 @@ class ComponentTest:
             raise TypeError(
                 f"'{self.component.scope}.{method}' takes {len(spaces)} inputs ({', '.join(spaces)}), got {len(args)}."
             )
-        out = []
-        for (arg_name, space), value in zip(spaces.items(), args):
-            arr = np.asarray(value)
-            if space.dtype is not None and arr.dtype.kind == np.dtype(space.dtype).kind:
-                arr = arr.astype(space.dtype)
-            space.check(arr, name=f"{method}({arg_name})")
-            out.append(self.backend.to_tensor(arr))
-        return out
+        return [
+            self._tensor(space, value, f"{method}({arg_name})")
+            for (arg_name, space), value in zip(spaces.items(), args)
+        ]
+
+    def _tensor(self, space: Space, value: Any, name: str) -> Any:
+        """``value`` checked against ``space`` and converted (a dict of tensors for a Dict space)."""
+        if isinstance(space, Dict):
+            if not isinstance(value, dict) or set(value) != set(space.keys()):
+                space.check(value, name=name)  # raises, naming the keys expected
+            return {k: self._tensor(child, value[k], f"{name}[{k!r}]") for k, child in space.items()}
+        arr = np.asarray(value)
+        if space.dtype is not None and arr.dtype.kind == np.dtype(space.dtype).kind:
+            arr = arr.astype(space.dtype)
+        space.check(arr, name=name)
+        return self.backend.to_tensor(arr)
 
     def to_numpy(self, value: Any) -> Any:
         """Backend outputs to numpy copies, keeping tuples/lists (as tuples), dicts and None."""

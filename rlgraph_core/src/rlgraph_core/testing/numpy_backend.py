@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rlgraph_core.backend.contract import Backend
+from rlgraph_core.backend.conv import check_padding, pair, same_padding
 from rlgraph_core.errors import ConfigError
 
 _DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
@@ -68,6 +69,20 @@ def _axis(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
+def _pad_same(x: np.ndarray, kh: int, kw: int, sh: int, sw: int, value: float) -> np.ndarray:
+    """NHWC ``x`` padded for ``same`` windows (TensorFlow's split) with ``value``."""
+    ph = same_padding(x.shape[1], kh, sh)
+    pw = same_padding(x.shape[2], kw, sw)
+    return np.pad(x, ((0, 0), ph, pw, (0, 0)), constant_values=value)
+
+
+def windows(x: np.ndarray, kh: int, kw: int, sh: int, sw: int) -> np.ndarray:
+    """Every ``kh x kw`` window of NHWC ``x`` at strides ``(sh, sw)``: ``[B, H', W', C, kh, kw]``
+    (a strided view, no copy: ``numpy.lib.stride_tricks.sliding_window_view``)."""
+    view = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
+    return view[:, ::sh, ::sw]
+
+
 class NumpyOps:
     """The neutral ops namespace (:data:`~rlgraph_core.backend.OPS_CONTRACT`) in plain numpy."""
 
@@ -82,6 +97,37 @@ class NumpyOps:
         if name not in _ACTIVATIONS:
             raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(_ACTIVATIONS)}.")
         return _ACTIVATIONS[name](x)
+
+    @staticmethod
+    def conv2d(x, w, b, strides=1, padding="valid"):
+        """NHWC ``x`` cross-correlated with HWIO ``w`` plus ``b`` (im2col: windows, then one einsum)."""
+        (sh, sw), (kh, kw) = pair(strides), (int(w.shape[0]), int(w.shape[1]))
+        x = np.asarray(x, np.float32)
+        if check_padding(padding) == "same":
+            x = _pad_same(x, kh, kw, sh, sw, 0.0)
+        patches = windows(x, kh, kw, sh, sw)
+        return _f32(np.einsum("bijcyx,yxcf->bijf", patches, w, optimize=True) + b)
+
+    @staticmethod
+    def max_pool2d(x, size, strides=None, padding="valid"):
+        """Maximum over ``size`` windows of NHWC ``x`` (``same`` pads with -inf)."""
+        (kh, kw) = pair(size, "size")
+        (sh, sw) = pair(size if strides is None else strides)
+        x = np.asarray(x)
+        if check_padding(padding) == "same":
+            x = _pad_same(x, kh, kw, sh, sw, -np.inf)
+        return windows(x, kh, kw, sh, sw).max(axis=(-2, -1))
+
+    @staticmethod
+    def flatten(x, axis=1):
+        """Merge axes ``axis..`` into one (C order)."""
+        x = np.asarray(x)
+        return x.reshape(x.shape[:axis] + (-1,))
+
+    @staticmethod
+    def image_to_float(x, scale=1.0 / 255.0):
+        """float32 ``x * scale``."""
+        return np.asarray(x).astype(np.float32) * np.float32(scale)
 
     @staticmethod
     def reduce_sum(x, axis=None, keepdims=False):
@@ -209,6 +255,11 @@ class NumpyOps:
         return np.reshape(x, shape)
 
     @staticmethod
+    def transpose(x, perm):
+        """Axes reordered: output axis ``i`` is input axis ``perm[i]``."""
+        return np.transpose(x, tuple(perm))
+
+    @staticmethod
     def expand_dims(x, axis):
         """Insert an axis of size 1 at ``axis``."""
         return np.expand_dims(x, axis)
@@ -280,7 +331,10 @@ class NumpyBackend(Backend):
         return "cpu"
 
     def to_tensor(self, value, dtype: str | None = None) -> np.ndarray:
-        """A fresh numpy array: floats become float32 and integers int64 (uint8 is kept)."""
+        """A fresh numpy array: floats become float32 and integers int64 (uint8 is kept); a dict
+        (a Dict observation) one per key."""
+        if isinstance(value, dict):
+            return {k: self.to_tensor(v, dtype) for k, v in value.items()}
         if dtype is not None:
             return np.array(value, dtype=_DTYPES[dtype])
         return _canonical(np.array(value))

@@ -1,0 +1,183 @@
+"""The jax backend: arrays, variables (cells), ops, jitted functions and training steps."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlgraph_core.backend import Backend, FusedLoop
+from rlgraph_core.errors import ConfigError
+from rlgraph_jax.loop import JaxFusedLoop
+from rlgraph_jax.ops import JaxOps, dtype_of, int_dtype
+from rlgraph_jax.optim import JaxTrainStep
+from rlgraph_jax.state import CellRegistry, JaxVariable, StatefulFunction, swapped, track_reads, unwrap_tree
+
+
+def _resolve_device(requested: str | None) -> jax.Device:
+    """Map a config device name to a ``jax.Device``.
+
+    ``auto`` is JAX's default device (its first accelerator when one is present, else the CPU);
+    ``cpu``; ``gpu[:N]`` / ``cuda[:N]`` a GPU JAX sees.
+
+    Raises:
+        ConfigError: an unknown name, or a GPU JAX does not see.
+    """
+    req = (requested or "auto").strip().lower()
+    if req == "auto":
+        return jax.devices()[0]
+    if req in ("cpu", "cpu:0"):
+        return jax.devices("cpu")[0]
+    match = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", req)
+    if match is None:
+        raise ConfigError(
+            f"Device '{requested}' is not known to the jax backend; use auto (JAX's default device), "
+            f"cpu, gpu, gpu:N, cuda or cuda:N."
+        )
+    index = int(match.group(1) or 0)
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if index >= len(gpus):
+        raise ConfigError(
+            f"Device '{requested}' was requested but JAX sees {len(gpus)} GPU(s) (backend "
+            f"'{jax.default_backend()}'); use device=cpu or auto, or install a CUDA build of jaxlib."
+        )
+    return gpus[index]
+
+
+def _canonical(arr: np.ndarray) -> np.ndarray:
+    """The contract's dtypes: other floats -> float32, other ints -> the int64 stand-in (uint8 kept)."""
+    kind = arr.dtype.kind
+    if kind == "f" and arr.dtype != np.float32:
+        return arr.astype(np.float32)
+    if kind in "iu" and arr.dtype != np.uint8 and arr.dtype != int_dtype():
+        return arr.astype(int_dtype())
+    return arr
+
+
+class JaxBackend(Backend):
+    """JAX: eager (op by op on ``jax.numpy``) or static (``jax.jit``; fused rounds as ``lax.scan``).
+
+    Variables are :class:`~rlgraph_jax.state.JaxVariable` cells whose arrays the backend swaps
+    (see :mod:`rlgraph_jax.state`): every compiled program takes the values of all the backend's
+    cells and returns their new values, so components keep their handles and assignments persist.
+
+    JAX's process-wide ``jax_enable_x64`` switch is left as it is (off by default): integer
+    tensors are then int32 inside programs and int64 at the numpy boundary.
+
+    Args:
+        mode: ``"eager"`` or ``"static"``.
+        device: ``"auto"``, ``"cpu"``, ``"gpu[:N]"`` or ``"cuda[:N]"``.
+        seed: unused beyond the base class (randomness is drawn host-side by the agents, and
+            weights are initialised in numpy).
+    """
+
+    name = "jax"
+
+    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None):
+        super().__init__(mode, device, seed)
+        self._device = _resolve_device(device)
+        self._default = self._device == jax.devices()[0]
+        self._ops = JaxOps(None if self._default else self._device)
+        self._cells = CellRegistry()
+
+    # --- tensors and variables -------------------------------------------------------------
+    @property
+    def ops(self) -> JaxOps:
+        """The neutral ops namespace on jax.numpy."""
+        return self._ops
+
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"gpu:N"``."""
+        return "cpu" if self._device.platform == "cpu" else f"gpu:{self._device.id}"
+
+    def _put(self, arr) -> jax.Array:
+        out = jnp.asarray(arr)
+        return out if self._default else jax.device_put(out, self._device)
+
+    def to_tensor(self, value, dtype: str | None = None):
+        """numpy / Python scalar -> array on the device (float32, int64 stand-in, bool; uint8 kept)."""
+        if isinstance(value, JaxVariable):
+            value = value.value
+        if isinstance(value, jax.Array):
+            return value if dtype is None else value.astype(dtype_of(dtype))
+        arr = np.asarray(value)
+        arr = _canonical(arr) if dtype is None else arr.astype(dtype_of(dtype), copy=False)
+        return self._put(arr)
+
+    def to_numpy(self, tensor) -> np.ndarray:
+        """Array or variable -> a numpy copy (integers as int64, the contract's dtype)."""
+        arr = np.array(unwrap_tree(tensor))
+        if arr.dtype.kind == "i" and arr.dtype != np.int64:
+            arr = arr.astype(np.int64)
+        return arr
+
+    def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> JaxVariable:
+        """A :class:`JaxVariable` cell holding ``value`` (floats as float32), registered here."""
+        arr = _canonical(np.array(value, copy=True))
+        return self._cells.add(JaxVariable(self._put(arr), name, trainable))
+
+    def is_trainable(self, variable: Any) -> bool:
+        """True for a variable made with ``trainable=True``."""
+        return isinstance(variable, JaxVariable) and variable.trainable
+
+    def assign_numpy(self, variable: JaxVariable, value: np.ndarray) -> None:
+        """Swap ``variable``'s array for ``value`` (cast to the variable's dtype)."""
+        variable.value = self._put(np.asarray(value, dtype=variable.value.dtype))
+
+    # --- computation -----------------------------------------------------------------------
+    def function(self, fn: Callable) -> Callable:
+        """Eager: ``fn`` itself. Static: ``jax.jit`` over ``fn`` and the backend's cells.
+
+        Pass arrays, not Python numbers, for values that change between calls (epsilon ...):
+        a Python number is a weakly typed input and retraces nothing, but a Python ``bool``
+        or string used in control flow is compiled into the program.
+        """
+        if self.mode == "static":
+            return StatefulFunction(self._cells, fn)
+        return fn
+
+    def train_step(self, loss_fn: Callable, variables: Sequence[Any], optimizer: dict) -> JaxTrainStep:
+        """A training step (see :class:`~rlgraph_jax.optim.JaxTrainStep`): one jit program in static mode."""
+        return JaxTrainStep(self._cells, loss_fn, variables, optimizer, static=self.mode == "static")
+
+    @property
+    def fuses_loops(self) -> bool:
+        """True in static mode: :meth:`fused_loop` runs a whole update round as one program."""
+        return self.mode == "static"
+
+    def fused_loop(self, body: Callable[..., Sequence[Any]]) -> FusedLoop:
+        """Static mode: a :class:`~rlgraph_jax.loop.JaxFusedLoop` (``lax.scan`` under ``jit``);
+        eager mode: the contract's Python loop."""
+        if self.mode != "static":
+            return super().fused_loop(body)
+        return JaxFusedLoop(self._cells, body)
+
+    def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
+        """``(loss, [gradient per variable])`` as numpy (``jax.value_and_grad``, op by op).
+
+        Variables the loss does not read, and non-trainable ones, get zero gradients.
+        """
+        variables = list(variables)
+        train = [v for v in variables if self.is_trainable(v)]
+        inputs = unwrap_tree(inputs)
+
+        def objective(values):
+            with swapped(train, values), track_reads(variables):
+                return unwrap_tree(loss_fn(*inputs)[0])
+
+        loss, grads = jax.value_and_grad(objective)([v.value for v in train])
+        grads_iter = iter(grads)
+        out = [
+            np.asarray(next(grads_iter)) if self.is_trainable(v) else np.zeros(v.shape, np.float32) for v in variables
+        ]
+        return np.asarray(loss), out
+
+    def set_num_threads(self, num_threads: int) -> None:
+        """XLA fixes its CPU thread pool when JAX starts (``XLA_FLAGS``); later calls do nothing."""

@@ -1,0 +1,65 @@
+"""The fused update loop of the jax backend's static mode: K steps as one ``lax.scan`` program.
+
+:meth:`rlgraph_jax.backend.JaxBackend.fused_loop` returns a :class:`JaxFusedLoop`. The loop is a
+:class:`~rlgraph_jax.state.StatefulFunction` (one ``jax.jit`` program per input shape) whose body
+is a ``lax.scan``: the scan's carry is the value of every cell of the backend (variables,
+optimizer states, learning rates), so step ``k + 1`` reads what step ``k`` wrote, exactly as K
+separate calls would, and the loop's body -- :meth:`TrainStep.inline` and ``ops.assign`` /
+``ops.polyak`` -- is written against cells as everywhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+
+from rlgraph_jax.state import CellRegistry, StatefulFunction, swapped, unwrap_tree
+
+
+class JaxFusedLoop:
+    """``loop(per_step, constants)``: ``body`` once per leading index of ``per_step``, compiled.
+
+    See :meth:`rlgraph_core.backend.Backend.fused_loop` for the contract.
+
+    Args:
+        registry: the backend's cells (the scan carries all of them).
+        body: ``body(*per_step_slices, *constants) -> tuple of tensors`` (fixed shapes).
+    """
+
+    def __init__(self, registry: CellRegistry, body: Callable[..., Sequence[Any]]):
+        self.registry = registry
+        self.body = body
+        self._program = StatefulFunction(registry, self._scan)
+
+    def _scan(self, per_step: list, constants: list) -> tuple:
+        cells = list(self.registry.cells)
+
+        def step(carry, xs):
+            with swapped(cells, carry) as state:
+                outputs = unwrap_tree(tuple(self.body(*xs, *constants)))
+                new = state.current()
+            return new, tuple(jax.lax.stop_gradient(o) for o in outputs)
+
+        final, stacked = jax.lax.scan(step, [c.value for c in cells], tuple(per_step))
+        for cell, value in zip(cells, final):
+            cell.value = value
+        return stacked
+
+    def __call__(self, per_step: Sequence[Any], constants: Sequence[Any] = ()) -> tuple[Any, ...]:
+        """Run the body for every leading index of ``per_step``; its outputs stacked ``[K, ...]``."""
+        per_step = list(unwrap_tree(list(per_step)))
+        if not per_step:
+            raise ValueError("fused_loop needs at least one per-step tensor (its leading dimension is K).")
+        steps = {tuple(x.shape[:1]) for x in per_step}
+        if len(steps) != 1 or () in steps:
+            raise ValueError(
+                "fused_loop: every per-step tensor needs the same leading dimension K, got shapes "
+                f"{[tuple(x.shape) for x in per_step]}."
+            )
+        return tuple(self._program(per_step, list(constants)))
+
+    @property
+    def trace_count(self) -> int:
+        """Programs traced so far: one per distinct input shape."""
+        return self._program.trace_count

@@ -1,0 +1,89 @@
+"""Which network encodes which observation space, and the error that names the right one.
+
+Agents take any observation space their ``network`` slot maps to rank-1 features: ``mlp`` takes
+float vectors, ``cnn`` images (boxes of rank 2-3, uint8 pixels or floats), ``dict_encoder``
+Dict observations. :func:`check_observation_space` refuses a space the configured built-in
+network cannot take with one paragraph naming the network (or env wrapper) that would; a network
+from a plugin is not second-guessed here (its own build-time checks speak for it).
+:func:`rlgraph_core.spaces.from_gym` does the same for gymnasium spaces rlgraph cannot represent
+(MiniGrid's text ``mission``: it names the image wrapper).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.spaces import BoolBox, Dict, FloatBox, IntBox, Space
+
+__all__ = ["check_observation_space", "observation_kind", "to_obs_array"]
+
+#: The built-in network for each kind of observation, and how to name it in a config.
+_NETWORK_FOR = {
+    "vector": "'mlp' (network: {type: mlp, hidden: [64, 64]})",
+    "image": "'cnn' (network: {type: cnn, preset: nature}, or preset: impala)",
+    "dict": "'dict_encoder' (network: {type: dict_encoder}: images through a cnn, vectors through an mlp, "
+    "Discrete keys one-hot)",
+}
+#: What each built-in network takes.
+_TAKES = {"mlp": "vector", "cnn": "image", "dict_encoder": "dict"}
+
+
+def observation_kind(space: Space) -> str | None:
+    """``vector`` (a float box of rank 1), ``image`` (a non-bool box of rank 2 or 3), ``dict`` or None."""
+    if isinstance(space, Dict):
+        return "dict"
+    if isinstance(space, (FloatBox, IntBox)) and not isinstance(space, BoolBox):
+        if len(space.shape) in (2, 3):
+            return "image"
+        if len(space.shape) == 1 and isinstance(space, FloatBox):
+            return "vector"
+    return None
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_observation_space(space: Space, network: Any, algorithm: str, field: str = "agent.network") -> None:
+    """Raise a one-paragraph ConfigError when the built-in network ``network`` (a network slot's
+    settings) cannot encode observations of ``space``, naming the network that can.
+
+    Networks from plugins are not checked here.
+    """
+    kind = observation_kind(space)
+    net_type = getattr(network, "type", None)
+    wanted = _TAKES.get(net_type)
+    if wanted is None:
+        return
+    if kind == wanted:
+        return
+    short = _cut(repr(space))
+    if kind is None:
+        if isinstance(space, (FloatBox, IntBox)) and len(space.shape) <= 1:
+            hint = (
+                "integer or scalar observations need a float vector: wrap the env so that it gives one "
+                "(gymnasium.wrappers.TransformObservation, or FlattenObservation for Discrete/one-hot)"
+            )
+        else:
+            hint = (
+                "no built-in network encodes it: wrap the env so that it gives a float vector, an image "
+                "or a Dict of those (gymnasium.wrappers.FlattenObservation flattens nested spaces)"
+            )
+    else:
+        hint = f"use the network {_NETWORK_FOR[kind]}"
+    raise ConfigError(
+        f"{algorithm}'s '{field}' is '{net_type}', which takes {_NETWORK_FOR[wanted].split(' (')[0]}-shaped "
+        f"observations ({wanted}s), but this environment's observation space is {short}: {hint}."
+    )
+
+
+def to_obs_array(obs: Any, space: Space) -> Any:
+    """Observations as the arrays the graph takes: the space's dtype (uint8 images stay uint8,
+    floats become float32), a dict of such arrays for a Dict space."""
+    if isinstance(space, Dict):
+        return {k: to_obs_array(obs[k], child) for k, child in space.items()}
+    dtype = np.float32 if isinstance(space, FloatBox) else space.dtype
+    return np.asarray(obs, dtype)

@@ -1,0 +1,472 @@
+"""The Python facade: ``make`` an algorithm, ``learn``, ``predict``, ``evaluate``, ``save``, ``load``.
+
+::
+
+    import rlgraph_core as rl
+
+    algo = rl.make("ppo", env="CartPole-v1", backend="torch", mode="static")
+    algo.learn(total_timesteps=50_000)
+    action = algo.predict(obs)              # one observation or a batch
+    algo.save("ppo_cartpole")
+    algo = rl.load("ppo_cartpole")
+
+An :class:`Algorithm` holds a validated run config (:attr:`Algorithm.config`) and the agent built
+from it. :meth:`Algorithm.learn` runs the config's executor in this process through
+:func:`rlgraph_core.training.run_training`, the function ``rlgraph train`` uses, so a notebook and
+a terminal get the same evaluation, checkpoints, output-folder lock and resume. It writes nothing
+unless an output folder is given (``out=``); repeated calls train on, counters carried over (as
+in Stable-Baselines3 with ``reset_num_timesteps=False``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import itertools
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from rlgraph_core.errors import ConfigError
+
+__all__ = ["Algorithm", "load", "make"]
+
+_facade_env_ids = itertools.count()
+
+
+def _raw_config(algo: Any, plugin_manager) -> dict:
+    """A raw config dict from an agent name, a shipped config name, a file path, a dict or a RunConfig."""
+    from rlgraph_core.config.run import load_config_file, load_shipped_config, shipped_configs
+
+    if hasattr(algo, "to_dict") and hasattr(algo, "train"):  # a validated RunConfig
+        return algo.to_dict()
+    if isinstance(algo, dict):
+        return copy.deepcopy(algo)
+    if isinstance(algo, Path) or (isinstance(algo, str) and Path(algo).is_file()):
+        return load_config_file(algo)
+    if isinstance(algo, str):
+        agents = sorted(plugin_manager.names("agents"))
+        if algo in agents:
+            return {"agent": {"type": algo}}
+        if algo in shipped_configs():
+            return load_shipped_config(algo)
+        close = difflib.get_close_matches(algo, agents + shipped_configs(), n=1)
+        raise ConfigError(
+            f"make({algo!r}): not an agent name, a shipped config or a config file."
+            + (f" Did you mean '{close[0]}'?" if close else "")
+            + f" Agents: {', '.join(agents)}; shipped configs: {', '.join(shipped_configs())}; or pass a path to a "
+            f"YAML/JSON config file or a config dict."
+        )
+    raise ConfigError(
+        f"make() takes an agent name (e.g. 'ppo'), a shipped config name, a config file path or a config dict; "
+        f"got a {type(algo).__name__}."
+    )
+
+
+def _env_id_for(env) -> str:
+    """A config ``env.id`` for a gymnasium env instance: its registered id, its class path, or a
+    process-local id registered with gymnasium (an env class that cannot be imported by name)."""
+    import gymnasium as gym
+
+    from rlgraph_core.envs import resolve_env_id
+
+    spec = getattr(env, "spec", None)
+    if spec is not None and spec.id in gym.registry:
+        return spec.id
+    cls = type(env.unwrapped)
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    try:
+        resolve_env_id(path)
+        return path
+    except ConfigError:
+        pass
+    env_id = f"rlgraph_facade/{cls.__name__}{next(_facade_env_ids)}-v0"
+    gym.register(id=env_id, entry_point=lambda **_: copy.deepcopy(env))
+    return env_id
+
+
+def _env_factory(env) -> tuple[Callable[[], Any], str]:
+    """``(factory, env id)`` for a gymnasium env instance or an env factory."""
+    import gymnasium as gym
+
+    if isinstance(env, gym.Env):
+
+        def factory(env=env):
+            try:
+                return copy.deepcopy(env)
+            except Exception as exc:  # e.g. an env holding a simulator handle
+                raise ConfigError(
+                    f"The environment {type(env).__name__} cannot be copied ({type(exc).__name__}: {exc}); rlgraph "
+                    f"makes one copy per vector env and one for evaluation. Pass a factory instead: env=lambda: ..."
+                ) from None
+
+        return factory, _env_id_for(env)
+    probe = env()
+    if not isinstance(probe, gym.Env):
+        raise ConfigError(
+            f"env: the factory {getattr(env, '__name__', env)!r} returned a {type(probe).__name__}, not a "
+            f"gymnasium.Env; pass an env id, a gymnasium.Env or a function that makes one."
+        )
+    try:
+        return env, _env_id_for(probe)
+    finally:
+        probe.close()
+
+
+def _apply_env(raw: dict, env) -> Callable[[], Any] | None:
+    """Put ``env`` (id, section dict, instance or factory) into ``raw``; return the factory, if any."""
+    if env is None:
+        return None
+    section = raw.setdefault("env", {})
+    if isinstance(env, str):
+        section["id"] = env
+        return None
+    if isinstance(env, dict):
+        section.update(copy.deepcopy(env))
+        return None
+    if callable(env) or hasattr(env, "step"):
+        factory, env_id = _env_factory(env)
+        section["id"] = env_id
+        section.pop("kwargs", None)
+        return factory
+    raise ConfigError(
+        f"env: got a {type(env).__name__}; pass a gymnasium id ('CartPole-v1'), a gymnasium.Env, a function that "
+        f"makes one, or an env section dict ({{'id': ..., 'num_envs': ...}})."
+    )
+
+
+def _apply_overrides(raw: dict, overrides: dict, plugin_manager) -> None:
+    """Keyword overrides: a section name (``train={...}``) merges that section; a field of the
+    train or env section goes there (``total_timesteps=...``, ``num_envs=8``); anything else is an
+    agent field (``learning_rate=...``, ``n_steps=...``)."""
+    from rlgraph_core.config.common import EnvConfig, TrainConfig
+    from rlgraph_core.config.run import deep_merge
+
+    for key, value in overrides.items():
+        if key in ("agent", "train", "executor") and isinstance(value, dict):
+            raw[key] = deep_merge(raw.get(key) or {}, value)
+        elif key in TrainConfig.model_fields:
+            raw.setdefault("train", {})[key] = value
+        elif key in EnvConfig.model_fields and key != "id":
+            raw.setdefault("env", {})[key] = value
+        else:
+            raw.setdefault("agent", {})[key] = value
+
+
+def make(
+    algo: Any,
+    env: Any = None,
+    *,
+    backend: str | None = None,
+    mode: str | None = None,
+    executor: str | dict | None = None,
+    device: str | None = None,
+    seed: int | None = None,
+    out: str | Path | None = None,
+    verbose: int = 0,
+    plugin_manager=None,
+    **overrides: Any,
+) -> "Algorithm":
+    """Make an algorithm ready to ``learn``.
+
+    Args:
+        algo: an agent name (``"ppo"``: its config model's defaults), a shipped config name
+            (``"ppo_cartpole"``), a YAML/JSON config file, a config dict or a validated RunConfig.
+        env: a gymnasium id (``"CartPole-v1"``), a ``gymnasium.Env`` (copied: one copy per vector
+            env and one for evaluation), a function that makes one, or an env section dict.
+            Default: the config's.
+        backend, mode, device, seed: ``train.backend``, ``train.mode`` (``eager``/``static``),
+            ``train.device``, ``train.seed``.
+        executor: ``train.executor`` by name, or the ``executor:`` section as a dict (with
+            ``type``: the executor's name too, e.g. ``{"type": "ray_sync", "num_workers": 4}``).
+        out: the default output folder of :meth:`Algorithm.learn` (None: nothing is written).
+        verbose: 0 prints nothing; 1 prints the console logger's metric lines.
+        plugin_manager: the plugin manager to resolve names with (default: the process's).
+        **overrides: a section (``train={"eval_interval": 1000}``), a train or env field
+            (``total_timesteps=...``, ``num_envs=8``), or else an agent field (``learning_rate=3e-4``).
+
+    Raises:
+        ConfigError: a name, field or value that is not valid (one paragraph naming it).
+    """
+    from rlgraph_core.config.run import validate_config
+    from rlgraph_core.plugins import get_plugin_manager
+
+    pm = plugin_manager or get_plugin_manager()
+    raw = _raw_config(algo, pm)
+    factory = _apply_env(raw, env)
+    train = raw.setdefault("train", {})
+    for key, value in (("backend", backend), ("mode", mode), ("device", device), ("seed", seed)):
+        if value is not None:
+            train[key] = value
+    if isinstance(executor, dict):
+        executor = copy.deepcopy(executor)
+        if "type" in executor:
+            train["executor"] = executor.pop("type")
+        raw["executor"] = executor
+    elif executor is not None:
+        train["executor"] = executor
+    _apply_overrides(raw, overrides, pm)
+    return Algorithm(validate_config(raw, pm), env_factory=factory, out=out, verbose=verbose, plugin_manager=pm)
+
+
+def _map_leaves(fn, value):
+    if isinstance(value, dict):
+        return {k: _map_leaves(fn, v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_map_leaves(fn, v) for v in value)
+    return fn(value)
+
+
+class Algorithm:
+    """A configured agent with a Stable-Baselines3-like API; made by :func:`make` or :func:`load`.
+
+    Attributes:
+        config: the validated run config (what ``rlgraph config`` would print for it).
+        agent: the built :class:`~rlgraph_core.agents.base.Agent` (its actor and learner roles).
+        last_summary: the summary of the last :meth:`learn` (``ended_by``, ``timesteps`` ...).
+    """
+
+    def __init__(
+        self, config, *, env_factory=None, out: str | Path | None = None, verbose: int = 0, plugin_manager=None
+    ):
+        from rlgraph_core.assemble import assemble
+        from rlgraph_core.execution.recorder import RunState
+        from rlgraph_core.plugins import get_plugin_manager
+
+        self._pm = plugin_manager or get_plugin_manager()
+        self._assembly = dataclasses.replace(assemble(config, self._pm), env_factory=env_factory)
+        self.config = self._assembly.config
+        self._env_factory = env_factory
+        self.out = None if out is None else Path(out)
+        #: 0: quiet (the console logger is left out of learn's loggers); 1: metric lines
+        self.verbose = verbose
+        self._run_dir: Path | None = None  # the folder this object's runs write (a later learn continues it)
+        self._state = RunState()
+        self.last_summary: dict | None = None
+        probe = self._assembly.make_eval_env()
+        try:
+            obs_space, act_space = probe.observation_space, probe.action_space
+        finally:
+            probe.close()
+        self.observation_space = obs_space
+        self.action_space = act_space
+        self.agent = self._assembly.make_agent(obs_space, act_space, num_envs=self.config.env.num_envs)
+
+    # ------------------------------------------------------------------ counters
+    @property
+    def timesteps(self) -> int:
+        """Env steps trained so far (carried over by every :meth:`learn` and by :func:`load`)."""
+        return self.agent.timesteps
+
+    @property
+    def updates(self) -> int:
+        """Gradient updates made so far."""
+        return self.agent.updates
+
+    def __repr__(self) -> str:
+        tc = self.config.train
+        return (
+            f"<Algorithm {self.config.agent.type} on {self.config.env.id}, {tc.backend} {tc.mode}, executor "
+            f"{tc.executor}, {self.timesteps} steps trained>"
+        )
+
+    # ------------------------------------------------------------------ training
+    def learn(
+        self,
+        total_timesteps: int,
+        callbacks: Iterable[Any] | Any = None,
+        progress_bar: bool = False,
+        *,
+        out: str | Path | None = None,
+        overwrite: bool = False,
+    ) -> "Algorithm":
+        """Train ``total_timesteps`` more env steps; return ``self``.
+
+        Args:
+            total_timesteps: env steps to train in this call (counted on from :attr:`timesteps`).
+            callbacks: a :class:`~rlgraph_core.callbacks.Callback` or a list of them (after those
+                the config's ``train.callbacks`` names); one returning False stops the run.
+            progress_bar: show a progress bar.
+            out: the output folder (default: ``make``'s ``out``; None writes nothing): metrics,
+                plot, checkpoints, summary, as ``rlgraph train --out``. A folder that holds another
+                run is refused, as by the CLI, unless ``overwrite``; a later ``learn`` of this
+                object into the same folder continues its run.
+            overwrite: replace a previous run in ``out``.
+
+        The run ends at the budget, at ``train.target_return`` (once; a later ``learn`` trains on),
+        when a callback stops it or on Ctrl-C; :attr:`last_summary` says which (``ended_by``).
+
+        Raises:
+            RunDirError: ``out`` is in use or holds another run.
+            RunFailed: the environment, the agent or a plugin raised (after a final checkpoint
+                where ``out`` is given); ``__cause__`` is the original error.
+        """
+        from rlgraph_core.callbacks import make_callbacks
+        from rlgraph_core.training import run_training
+
+        if (
+            isinstance(total_timesteps, bool)
+            or not isinstance(total_timesteps, (int, np.integer))
+            or total_timesteps < 1
+        ):
+            raise ConfigError(f"learn(total_timesteps={total_timesteps!r}): pass a whole number of env steps >= 1.")
+        if callbacks is None:
+            callbacks = []
+        elif not isinstance(callbacks, (list, tuple)):
+            callbacks = [callbacks]
+        out = Path(out) if out is not None else self.out
+        loggers = [n for n in self.config.train.loggers if self.verbose or n != "console"]
+        train = self.config.train.model_copy(
+            update={
+                "total_timesteps": self.agent.timesteps + int(total_timesteps),
+                "progress_bar": bool(progress_bar),
+                "loggers": loggers,
+            }
+        )
+        config = self.config.model_copy(update={"train": train})
+        assembly = dataclasses.replace(
+            self._assembly,
+            config=config,
+            logger_classes=[self._pm.get("loggers", n, field="train.loggers") for n in loggers],
+            callbacks=[*make_callbacks(self._pm, train.callbacks), *callbacks],
+        )
+        continuing = out is not None and self._run_dir is not None and self._run_dir.resolve() == out.resolve()
+        if getattr(assembly.executor_class, "accepts_agent", False):
+            summary = run_training(
+                config,
+                out,
+                overwrite=overwrite,
+                continuing=continuing,
+                assembly=assembly,
+                executor_kwargs={"agent": self.agent, "run_state": self._state},
+            )
+        else:
+            summary = self._learn_through_checkpoint(config, assembly, out, overwrite, continuing)
+        if out is not None:
+            self._run_dir = out
+        if summary.get("ended_by") == "target_return":
+            self._state.target_passed = True  # asking for more steps means: train on
+        self.last_summary = summary
+        return self
+
+    def _learn_through_checkpoint(self, config, assembly, out, overwrite, continuing) -> dict:
+        """Run an executor that builds its own learner (a distributed one): hand it this agent
+        as a checkpoint to resume from, and load the weights and counters it ends with."""
+        from rlgraph_core.training import run_training
+
+        with tempfile.TemporaryDirectory(prefix="rlgraph-facade-") as tmp:
+            resume = None
+            if self.agent.timesteps > 0:
+                resume = Path(tmp) / "start"
+                self.agent.save(str(resume), {"config": config.to_dict(), "run_state": self._state.to_json()})
+            summary = run_training(
+                config,
+                out if out is not None else Path(tmp) / "run",
+                resume=resume,
+                overwrite=overwrite,
+                continuing=continuing,
+                assembly=assembly,
+            )
+            meta = self.agent.load(summary["checkpoint"], for_training=False)
+            counters = meta.get("counters", {})
+            self.agent.timesteps = int(counters.get("timesteps", summary["timesteps"]))
+            self.agent.updates = int(counters.get("updates", summary["updates"]))
+            if out is None:
+                summary = {**summary, "checkpoint": None}
+        self._state.best_eval_return = summary.get("best_eval_return")
+        self._state.last_eval_return = summary.get("eval_return_mean")
+        self._state.wall_time = float(summary.get("wall_time") or 0.0)
+        return summary
+
+    # ------------------------------------------------------------------ using the policy
+    def predict(self, obs: Any, deterministic: bool = True) -> np.ndarray:
+        """The action for one observation, or actions for a batch (leading batch dimension).
+
+        ``obs`` is what the env returns (a Dict observation as a dict of arrays). With
+        ``deterministic`` the greedy action (the mode or mean of the policy), else a sampled one
+        with the agent's exploration.
+        """
+        from rlgraph_core.spaces import from_gym
+
+        space = from_gym(self.observation_space)
+        leaves = space.flatten()
+        key, leaf = next(iter(leaves.items()))
+        flat = space.flatten_value(obs) if len(leaves) > 1 or key else {"": np.asarray(obs)}
+        single = np.ndim(flat[key]) == len(leaf.shape)
+        if single:
+            obs = _map_leaves(lambda v: np.asarray(v)[None], obs)
+        actions = self.agent.act(obs, explore=not deterministic)
+        return _map_leaves(lambda a: np.asarray(a)[0], actions) if single else actions
+
+    def evaluate(self, episodes: int = 10, seed: int | None = None, render_frames: list | None = None) -> dict:
+        """Play ``episodes`` greedy episodes on a fresh env; ``eval_return_mean``, ``_std``, ``eval_length_mean``.
+
+        Episode ``i`` is reset with seed ``seed + i`` (default ``seed``: 10000 + ``train.seed``, as
+        in training's evaluations). ``render_frames``: a list that gets an rgb frame per step.
+        """
+        from rlgraph_core.evaluation import evaluate_policy
+
+        if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
+            raise ConfigError(f"evaluate(episodes={episodes!r}): pass a whole number of episodes >= 1.")
+        seed = 10_000 + self.config.train.seed if seed is None else seed
+        env = self._assembly.make_eval_env(render_mode="rgb_array" if render_frames is not None else None)
+        try:
+            return evaluate_policy(lambda o: self.agent.act(o, explore=False), env, int(episodes), seed, render_frames)
+        finally:
+            env.close()
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write a checkpoint (weights, optimizer state, replay, counters, config) to ``path``.
+
+        ``rlgraph evaluate PATH``, ``rlgraph train --resume PATH`` and :func:`load` read it.
+        """
+        path = Path(path)
+        self.agent.save(str(path), {"config": self.config.to_dict(), "run_state": self._state.to_json()})
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, env: Any = None, **kwargs: Any) -> "Algorithm":
+        """See :func:`load`."""
+        return load(path, env, **kwargs)
+
+
+def load(
+    path: str | Path,
+    env: Any = None,
+    *,
+    backend: str | None = None,
+    mode: str | None = None,
+    device: str | None = None,
+    out: str | Path | None = None,
+    verbose: int = 0,
+    plugin_manager=None,
+    **overrides: Any,
+) -> Algorithm:
+    """An :class:`Algorithm` from a checkpoint (:meth:`Algorithm.save`, or any ``rlgraph train`` checkpoint).
+
+    Weights, optimizer state, replay memory, counters and the best evaluation are loaded, so
+    :meth:`Algorithm.learn` trains on. ``env`` as in :func:`make` (default: the stored config's
+    ``env.id``; pass the env again for one made from an instance or factory). ``backend``/``mode``
+    load the weights into another backend or mode; ``overrides`` as in :func:`make`.
+    """
+    from rlgraph_core.checkpoint import read_meta
+    from rlgraph_core.execution.recorder import RunState
+
+    meta, stored = read_meta(path)
+    algo = make(
+        stored,
+        env,
+        backend=backend,
+        mode=mode,
+        device=device,
+        out=out,
+        verbose=verbose,
+        plugin_manager=plugin_manager,
+        **overrides,
+    )
+    algo._state = RunState.from_meta(algo.agent.load(str(path)))
+    return algo

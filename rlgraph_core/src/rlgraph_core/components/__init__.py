@@ -1,0 +1,63 @@
+"""The backend-neutral component library: networks, heads, losses, exploration, GAE, V-trace,
+schedules, preprocessors, and the settings bases (:class:`NetworkSettings`,
+:class:`ExplorationSettings`) a plugin component registers its config section with.
+
+``from rlgraph_core.components import MLP, ScheduleOrFloat``; each name is imported on first use."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> the module (below this package) that defines it
+_EXPORTS = {
+    "ActorCritic": "actor_critic",
+    "RunningObsNormalizer": "actor_critic",
+    "Categorical": "distributions",
+    "DiagGaussian": "distributions",
+    "SquashedGaussian": "distributions",
+    "DQNLoss": "dqn_loss",
+    "Exploration": "exploration",
+    "EpsilonGreedy": "exploration",
+    "EpsilonGreedySettings": "exploration",
+    "GAE": "gae",
+    "NetworkSpec": "network",
+    "DenseLayer": "network",
+    "MLP": "network",
+    "PPOLoss": "pg_losses",
+    "A2CLoss": "pg_losses",
+    "ImpalaLoss": "pg_losses",
+    "BoxNormalizer": "preprocessors",
+    "QValueHead": "q_head",
+    "QNetwork": "q_head",
+    "SACLoss": "sac_loss",
+    "ConstantSchedule": "schedules",
+    "LinearSchedule": "schedules",
+    "ExponentialSchedule": "schedules",
+    "ScheduleOrFloat": "schedules",
+    "ComponentSettings": "settings",
+    "ComponentSpec": "settings",
+    "NetworkSettings": "settings",
+    "ExplorationSettings": "settings",
+    "TargetSync": "target_sync",
+    "ContinuousQNetwork": "twin_q",
+    "TwinQNetwork": "twin_q",
+    "VTrace": "vtrace",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562), so importing one module of this
+    package does not import all of them."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

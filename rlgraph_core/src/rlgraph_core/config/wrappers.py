@@ -1,0 +1,90 @@
+"""``env.wrappers`` by registry name: validate each entry and resolve it to an ``env -> env`` callable.
+
+Both go through the plugin manager's ``wrappers`` kind (the ``rlgraph_wrappers`` hook), so a
+wrapper from a third-party package is validated and applied exactly like the built-in ones
+(:mod:`rlgraph_core.wrappers`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from rlgraph_core.errors import ConfigError, PluginError
+from rlgraph_core.wrappers import WrapperSettings, missing_extra_message
+
+__all__ = ["resolve_wrappers", "validate_wrappers"]
+
+
+def _manager(plugin_manager):
+    if plugin_manager is not None:
+        return plugin_manager
+    from rlgraph_core.plugins import get_plugin_manager
+
+    return get_plugin_manager()
+
+
+def validate_wrappers(plugin_manager, raw: Any, field: str = "env.wrappers") -> list[WrapperSettings]:
+    """Validate ``env.wrappers`` (a list of ``{type: NAME, ...}``) against the registered settings models.
+
+    Raises:
+        ConfigError: one paragraph naming the entry (``env.wrappers.2.type``), the bad value and
+            the known wrappers (with a close match), a bad or unknown field, or a missing optional
+            package with its pip command.
+    """
+    from rlgraph_core.config.run import _format_validation_error
+
+    pm = _manager(plugin_manager)
+    if raw is None:
+        return []
+    if not isinstance(raw, (list, tuple)):
+        raise ConfigError(
+            f"'{field}' = {json.dumps(raw, default=str)[:80]}: env.wrappers is an ordered list of wrappers, "
+            f"e.g. [{{type: minigrid_image}}] or [{{type: atari_preprocessing}}, {{type: frame_stack, stack_size: 4}}]."
+        )
+    out = []
+    for i, entry in enumerate(raw):
+        where = f"{field}.{i}"
+        if isinstance(entry, WrapperSettings):
+            entry = entry.model_dump()
+        if isinstance(entry, str):
+            entry = {"type": entry}
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("type"), str):
+            raise ConfigError(
+                f"'{where}' = {json.dumps(entry, default=str)[:80]}: each wrapper is a mapping with a 'type' "
+                f"naming a registered wrapper (known wrappers: {', '.join(sorted(pm.names('wrappers')))})."
+            )
+        try:
+            _, model = pm.get("wrappers", entry["type"], field=f"{where}.type")
+        except PluginError as exc:
+            raise ConfigError(str(exc) + " (Plugins may add wrappers; 'rlgraph plugins' lists them.)") from None
+        try:
+            settings = model.model_validate(dict(entry))
+        except ValidationError as exc:
+            raise ConfigError(
+                f"Invalid {entry['type']} wrapper settings: {_format_validation_error(exc, where, dict(entry), model)}."
+            ) from None
+        for module in model.requires:
+            if importlib.util.find_spec(module) is None:
+                raise ConfigError(missing_extra_message(module, f"'{where}' = {entry['type']}"))
+        out.append(settings)
+    return out
+
+
+def _apply(factory: Callable, settings: WrapperSettings, env):
+    return factory(env, settings)
+
+
+def resolve_wrappers(plugin_manager, settings: Sequence[WrapperSettings]) -> list[Callable]:
+    """``env -> wrapped env`` callables of validated ``settings``, in order (picklable, for async envs)."""
+    pm = _manager(plugin_manager)
+    out = []
+    for s in settings:
+        factory, _ = pm.get("wrappers", s.type, field="env.wrappers")
+        out.append(functools.partial(_apply, factory, s))
+    return out

@@ -1,0 +1,284 @@
+"""Environment wrappers by registry name: the config's ``env.wrappers`` list.
+
+``env.wrappers`` is an ordered list of ``{type: NAME, ...settings}``; each entry is validated by
+the settings model registered for ``NAME`` (the ``rlgraph_wrappers`` hook, so plugins add
+wrappers the way they add every other part; :mod:`rlgraph_core.config.wrappers` validates and
+resolves them) and applied in order, innermost first, to every
+environment a run makes (each copy of the vector env, and the evaluation env).
+
+The built-ins are thin adapters of the field's own wrappers, never re-implementations:
+gymnasium's ``AtariPreprocessing``, ``FrameStackObservation``, ``ResizeObservation``,
+``GrayscaleObservation``, ``MaxAndSkipObservation``, ``ClipReward``, ``FlattenObservation``,
+``FilterObservation``, ``TimeLimit``, and MiniGrid's ``ImgObsWrapper`` / ``FullyObsWrapper``.
+A wrapper that needs an optional package names it (``requires``); a missing one is reported
+with the pip command of the rlgraph-core extra that brings it, when the config is validated.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlgraph_core.errors import ConfigError
+
+__all__ = [
+    "EXTRAS",
+    "WrapperSettings",
+    "apply_wrappers",
+    "missing_extra_message",
+    "wrapper_entry_problem",
+]
+
+#: Optional packages of environment families -> the rlgraph-core extra that installs them.
+EXTRAS = {"ale_py": "atari", "cv2": "atari", "minigrid": "minigrid", "mujoco": "mujoco"}
+
+
+def missing_extra_message(module: str, what: str) -> str:
+    """One paragraph: ``what`` needs the optional package ``module``, and the pip command for it."""
+    extra = EXTRAS.get(module)
+    cmd = f'pip install "rlgraph-core[{extra}]"' if extra else f"pip install {module}"
+    if module == "cv2":
+        module = "cv2 (opencv-python-headless)"
+    return f"{what} needs the optional package '{module}', which is not installed; install it with {cmd}."
+
+
+def require_module(module: str, what: str):
+    """Import the optional package ``module`` or raise a ConfigError naming the pip command."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.split(".")[0] != exc.name.split(".")[0]:
+            raise
+        raise ConfigError(missing_extra_message(module.split(".")[0], what)) from None
+
+
+class WrapperSettings(BaseModel):
+    """Base of every wrapper's settings: the registry ``type`` plus the wrapper's own fields.
+
+    A wrapper is registered as ``{name: (factory, settings_model)}``; ``factory(env, settings)``
+    returns the wrapped env. ``requires`` names an optional package the wrapper imports (checked
+    when the config is validated). Unknown fields are errors.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, frozen=False)
+
+    #: Optional packages (import names) the wrapper needs; empty: gymnasium only.
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    type: str = Field(description="registry name of the wrapper, e.g. frame_stack")
+
+
+# ---------------------------------------------------------------------------- built-in settings
+
+
+class AtariPreprocessingSettings(WrapperSettings):
+    """gymnasium's ``AtariPreprocessing`` (Machado et al. 2018): no-op starts, frame skip with
+    max-pooling, resize, grayscale. The base env must not skip frames itself: make Atari envs
+    with ``env.kwargs: {frameskip: 1}`` when ``frame_skip`` > 1."""
+
+    requires: ClassVar[tuple[str, ...]] = ("cv2",)
+    type: Literal["atari_preprocessing"] = "atari_preprocessing"
+    noop_max: int = Field(30, ge=0)
+    frame_skip: int = Field(4, ge=1)
+    screen_size: int = Field(84, gt=0)
+    terminal_on_life_loss: bool = False
+    grayscale_obs: bool = True
+    grayscale_newaxis: bool = False
+    scale_obs: bool = Field(False, description="False keeps uint8 frames (scaled inside the graph)")
+
+
+class FrameStackSettings(WrapperSettings):
+    """gymnasium's ``FrameStackObservation``; with ``channels_last`` the stack axis is moved last,
+    so that 84x84 frames become one 84x84x4 image (NHWC, what the ``cnn`` network reads)."""
+
+    type: Literal["frame_stack"] = "frame_stack"
+    stack_size: int = Field(4, ge=1)
+    padding_type: Literal["reset", "zero"] = "reset"
+    channels_last: bool = True
+
+
+class ResizeSettings(WrapperSettings):
+    """gymnasium's ``ResizeObservation`` (needs opencv-python, as gymnasium says when missing)."""
+
+    requires: ClassVar[tuple[str, ...]] = ("cv2",)
+    type: Literal["resize"] = "resize"
+    shape: tuple[int, int] = (84, 84)
+
+
+class GrayscaleSettings(WrapperSettings):
+    """gymnasium's ``GrayscaleObservation`` of an RGB image."""
+
+    type: Literal["grayscale"] = "grayscale"
+    keep_dim: bool = False
+
+
+class MaxAndSkipSettings(WrapperSettings):
+    """gymnasium's ``MaxAndSkipObservation``: repeat each action ``skip`` times, max of the last two frames."""
+
+    type: Literal["max_and_skip"] = "max_and_skip"
+    skip: int = Field(4, ge=1)
+
+
+class ClipRewardSettings(WrapperSettings):
+    """gymnasium's ``ClipReward`` (Atari agents clip rewards to [-1, 1])."""
+
+    type: Literal["clip_reward"] = "clip_reward"
+    min_reward: float = -1.0
+    max_reward: float = 1.0
+
+
+class FlattenSettings(WrapperSettings):
+    """gymnasium's ``FlattenObservation``: any observation to a rank-1 vector (dtype kept)."""
+
+    type: Literal["flatten"] = "flatten"
+
+
+class FilterObservationSettings(WrapperSettings):
+    """gymnasium's ``FilterObservation``: keep only ``keys`` of a Dict observation."""
+
+    type: Literal["filter_observation"] = "filter_observation"
+    keys: list[str] = Field(min_length=1)
+
+
+class TimeLimitSettings(WrapperSettings):
+    """gymnasium's ``TimeLimit``: truncate episodes after ``max_episode_steps``."""
+
+    type: Literal["time_limit"] = "time_limit"
+    max_episode_steps: int = Field(gt=0)
+
+
+class MiniGridImageSettings(WrapperSettings):
+    """MiniGrid's ``ImgObsWrapper``: the partial-view image only (drops the text ``mission``)."""
+
+    requires: ClassVar[tuple[str, ...]] = ("minigrid",)
+    type: Literal["minigrid_image"] = "minigrid_image"
+
+
+class MiniGridFullyObservableSettings(WrapperSettings):
+    """MiniGrid's ``FullyObsWrapper``: the whole grid instead of the agent's view (put before
+    ``minigrid_image``)."""
+
+    requires: ClassVar[tuple[str, ...]] = ("minigrid",)
+    type: Literal["minigrid_fully_observable"] = "minigrid_fully_observable"
+
+
+# ---------------------------------------------------------------------------- built-in factories
+
+
+def _atari_preprocessing(env, s: AtariPreprocessingSettings):
+    from gymnasium.wrappers import AtariPreprocessing
+
+    return AtariPreprocessing(env, **s.model_dump(exclude={"type"}))
+
+
+def _move_stack_axis_last(obs):
+    import numpy as np
+
+    return np.moveaxis(obs, 0, -1)
+
+
+def _frame_stack(env, s: FrameStackSettings):
+    import gymnasium as gym
+    import numpy as np
+    from gymnasium.wrappers import FrameStackObservation, TransformObservation
+
+    env = FrameStackObservation(env, s.stack_size, padding_type=s.padding_type)
+    space = env.observation_space
+    if not s.channels_last or not isinstance(space, gym.spaces.Box):
+        return env
+    # gymnasium stacks on a new first axis; a transpose puts it where NHWC convolutions read channels
+    moved = gym.spaces.Box(np.moveaxis(space.low, 0, -1), np.moveaxis(space.high, 0, -1), dtype=space.dtype)
+    return TransformObservation(env, _move_stack_axis_last, moved)
+
+
+def _resize(env, s: ResizeSettings):
+    from gymnasium.wrappers import ResizeObservation
+
+    return ResizeObservation(env, tuple(s.shape))
+
+
+def _grayscale(env, s: GrayscaleSettings):
+    from gymnasium.wrappers import GrayscaleObservation
+
+    return GrayscaleObservation(env, keep_dim=s.keep_dim)
+
+
+def _max_and_skip(env, s: MaxAndSkipSettings):
+    from gymnasium.wrappers import MaxAndSkipObservation
+
+    return MaxAndSkipObservation(env, skip=s.skip)
+
+
+def _clip_reward(env, s: ClipRewardSettings):
+    from gymnasium.wrappers import ClipReward
+
+    return ClipReward(env, s.min_reward, s.max_reward)
+
+
+def _flatten(env, s: FlattenSettings):
+    from gymnasium.wrappers import FlattenObservation
+
+    return FlattenObservation(env)
+
+
+def _filter_observation(env, s: FilterObservationSettings):
+    from gymnasium.wrappers import FilterObservation
+
+    return FilterObservation(env, list(s.keys))
+
+
+def _time_limit(env, s: TimeLimitSettings):
+    from gymnasium.wrappers import TimeLimit
+
+    return TimeLimit(env, s.max_episode_steps)
+
+
+def _minigrid_image(env, s: MiniGridImageSettings):
+    wrappers = require_module("minigrid.wrappers", "The 'minigrid_image' wrapper")
+    return wrappers.ImgObsWrapper(env)
+
+
+def _minigrid_fully_observable(env, s: MiniGridFullyObservableSettings):
+    wrappers = require_module("minigrid.wrappers", "The 'minigrid_fully_observable' wrapper")
+    return wrappers.FullyObsWrapper(env)
+
+
+#: The built-in wrappers: ``{name: (factory, settings_model)}`` (registered by rlgraph_core.builtins).
+BUILTIN_WRAPPERS: dict[str, tuple[Callable, type[WrapperSettings]]] = {
+    "atari_preprocessing": (_atari_preprocessing, AtariPreprocessingSettings),
+    "frame_stack": (_frame_stack, FrameStackSettings),
+    "resize": (_resize, ResizeSettings),
+    "grayscale": (_grayscale, GrayscaleSettings),
+    "max_and_skip": (_max_and_skip, MaxAndSkipSettings),
+    "clip_reward": (_clip_reward, ClipRewardSettings),
+    "flatten": (_flatten, FlattenSettings),
+    "filter_observation": (_filter_observation, FilterObservationSettings),
+    "time_limit": (_time_limit, TimeLimitSettings),
+    "minigrid_image": (_minigrid_image, MiniGridImageSettings),
+    "minigrid_fully_observable": (_minigrid_fully_observable, MiniGridFullyObservableSettings),
+}
+
+
+# ---------------------------------------------------------------------------- registry
+
+
+def wrapper_entry_problem(obj: Any) -> str | None:
+    """Why a registered wrapper entry is not a ``(factory, settings_model)`` pair (None: it is)."""
+    if not (isinstance(obj, tuple) and len(obj) == 2):
+        return "expected a (factory, settings_model) tuple"
+    factory, model = obj
+    if not callable(factory):
+        return f"the factory {factory!r} is not callable"
+    if not (isinstance(model, type) and issubclass(model, WrapperSettings)):
+        return f"the settings model {model!r} is not a subclass of rlgraph_core.wrappers.WrapperSettings"
+    return None
+
+
+def apply_wrappers(env, wrappers: Sequence[Callable]):
+    """``env`` wrapped by each of ``wrappers`` in order (the first is innermost)."""
+    for wrap in wrappers:
+        env = wrap(env)
+    return env

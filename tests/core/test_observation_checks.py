@@ -1,0 +1,76 @@
+"""Agents take any network that maps the observation space to features; a network that cannot
+encode the env's observations is refused with one paragraph naming the one that can.
+
+The checks run before anything is built, so the numpy harness (no autodiff) is enough here.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
+from rlgraph_core.agents.observations import check_observation_space, observation_kind, to_obs_array
+from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
+from rlgraph_core.agents.sac import SACAgent, SACConfig
+from rlgraph_core.components.cnn import CNNSettings
+from rlgraph_core.components.dict_encoder import DictEncoderSettings
+from rlgraph_core.components.network import NetworkSpec
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.spaces import Dict, Discrete, FloatBox, IntBox, SpaceError, from_gym
+from rlgraph_core.testing import NumpyBackend
+
+IMAGE = IntBox(0, 255, shape=(84, 84, 4), dtype=np.uint8)
+VECTOR = FloatBox(shape=(4,))
+DICT = Dict(image=IMAGE, speed=VECTOR)
+
+
+@pytest.mark.parametrize(
+    "make,space,wanted",
+    [
+        (lambda: DQNAgent(DQNConfig(), IMAGE, Discrete(2), NumpyBackend()), IMAGE, "use the network 'cnn'"),
+        (lambda: PPOAgent(PPOConfig(), DICT, Discrete(2), NumpyBackend()), DICT, "use the network 'dict_encoder'"),
+        (
+            lambda: PPOAgent(PPOConfig(network=CNNSettings()), VECTOR, Discrete(2), NumpyBackend()),
+            VECTOR,
+            "use the network 'mlp'",
+        ),
+    ],
+)
+def test_agents_name_the_network_that_would_encode_the_observations(make, space, wanted):
+    with pytest.raises(ConfigError) as info:
+        make()
+    msg = str(info.value)
+    assert wanted in msg and "\n" not in msg
+
+
+def test_sac_names_what_it_takes():
+    with pytest.raises(ConfigError, match="SAC needs float vector observations"):
+        SACAgent(SACConfig(), IMAGE, FloatBox(-1.0, 1.0, shape=(2,)), NumpyBackend())
+
+
+def test_kinds_and_checks():
+    assert [observation_kind(s) for s in (IMAGE, VECTOR, DICT, Discrete(3))] == ["image", "vector", "dict", None]
+    check_observation_space(IMAGE, CNNSettings(), "DQN")
+    check_observation_space(DICT, DictEncoderSettings(), "PPO")  # replay and rollouts store Dicts per key
+    check_observation_space(VECTOR, NetworkSpec(), "PPO")
+    with pytest.raises(ConfigError, match="integer or scalar observations need a float vector"):
+        check_observation_space(Discrete(3), NetworkSpec(), "DQN")
+    with pytest.raises(ConfigError, match="takes 'dict_encoder'-shaped"):
+        check_observation_space(IMAGE, DictEncoderSettings(), "DQN")
+    check_observation_space(IMAGE, type("Plugin", (), {"type": "my_net"})(), "DQN")  # plugins are not second-guessed
+
+
+def test_observations_keep_their_dtype():
+    frames = np.zeros((2, 84, 84, 4), np.uint8)
+    assert to_obs_array(frames, IMAGE).dtype == np.uint8
+    assert to_obs_array(np.zeros((2, 4)), VECTOR).dtype == np.float32
+    out = to_obs_array({"image": frames, "speed": np.zeros((2, 4))}, DICT)
+    assert out["image"].dtype == np.uint8 and out["speed"].dtype == np.float32
+
+
+def test_a_text_space_names_the_image_wrapper():
+    space = gym.spaces.Dict(image=gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), mission=gym.spaces.Text(10))
+    with pytest.raises(SpaceError, match=r"key\(s\) \['mission'\] hold text.*minigrid_image.*ImgObsWrapper"):
+        from_gym(space)

@@ -1,0 +1,54 @@
+"""Env families behind the optional extras, through the CLI: MuJoCo (SAC smoke), MiniGrid (errors)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("rlgraph_torch")
+
+from cli_helpers import assert_user_error, run_cli  # noqa: E402
+
+
+def test_halfcheetah_sac_smoke(tmp_path):
+    """The shipped sac_halfcheetah config runs a few hundred steps (updates, evaluation, checkpoint)."""
+    pytest.importorskip("mujoco")
+    out = tmp_path / "hc"
+    code, _, stderr = run_cli(
+        "train",
+        "sac_halfcheetah",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--set",
+        "train.total_timesteps=200",
+        "--set",
+        "agent.learning_starts=100",
+        "--set",
+        "agent.batch_size=32",
+        "--set",
+        "agent.memory.capacity=1000",
+        "--set",
+        "agent.actor_network.hidden=[32]",
+        "--set",
+        "agent.critic_network.hidden=[32]",
+        "--set",
+        "train.eval_interval=200",
+        "--set",
+        "train.eval_episodes=1",
+        "--set",
+        "env.wrappers=[{type: time_limit, max_episode_steps: 50}]",
+    )
+    assert code == 0, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["timesteps"] >= 200 and summary["updates"] >= 90, summary
+    assert (out / "checkpoint").is_dir()
+
+
+def test_minigrid_without_the_image_wrapper_is_a_clear_error(tmp_path):
+    pytest.importorskip("minigrid")
+    code, _, stderr = run_cli(
+        "train", "ppo_cartpole", "--no-progress", "--out", str(tmp_path / "o"), "--set", "env.id=MiniGrid-Empty-5x5-v0"
+    )
+    assert_user_error(code, stderr, "MiniGrid-Empty-5x5-v0", "mission", "env.wrappers: [{type: minigrid_image}]")
