@@ -46,6 +46,7 @@ nox.options.sessions = [
     f"torch-{PYTHON}",
     f"tf-{PYTHON}",
     "integration",
+    "extras",
     "jax",
     "ray",
     "horovod",
@@ -201,9 +202,19 @@ def jax(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def extras(session: nox.Session) -> None:
+    """The optional tools: rlgraph-core's extras tensorboard, wandb (offline), onnx and render, with
+    both backends (checkpoints of each are exported); pydot parses the drawn component graph."""
+    _install(session, "./rlgraph_core[tensorboard,wandb,onnx,render]", "./rlgraph_torch", "./rlgraph_tf")
+    session.install("-c", LOCK, "pydot")
+    _pytest(session, "tests/extras", env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"})
+
+
+@nox.session(python=PYTHON)
 def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
-    _install(session, "./rlgraph_core[atari]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray")
+    # rlgraph_ray[tune] (ray[tune], optuna) for tests/ray/test_tune.py (rlgraph tune)
+    _install(session, "./rlgraph_core[atari]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray[tune]")
     _pytest(session, "tests/ray")
 
 

@@ -4,6 +4,7 @@ worker restarts and samples lost, plus the published and per-worker weights vers
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -42,13 +43,27 @@ def check_common(rows: list[dict], summary: dict, num_workers: int) -> None:
 
 
 def test_ray_sync_writes_the_distributed_metrics(ray_session, tmp_path):
+    # With tensorboardX installed the tensorboard logger runs too: only the driver writes events.
+    tensorboard = importlib.util.find_spec("tensorboardX") is not None
+    loggers = ["train.loggers=[jsonl,tensorboard]"] if tensorboard else []
     raw = apply_overrides(
         load_shipped_config("ppo_cartpole_ray"),
-        [*QUIET, "train.total_timesteps=1024", "train.log_interval=256", "agent.n_epochs=2"],
+        [*QUIET, *loggers, "train.total_timesteps=1024", "train.log_interval=256", "agent.n_epochs=2"],
     )
     summary = train(validate_config(raw), tmp_path)
     rows = rows_of(tmp_path)
     check_common(rows, summary, 2)
+    if tensorboard:
+        from tensorboardX.proto.event_pb2 import Event
+
+        (events,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
+        data, pos, steps = events.read_bytes(), 0, []
+        while pos < len(data):  # TFRecord framing: u64 length, u32 crc, payload, u32 crc
+            length = int.from_bytes(data[pos : pos + 8], "little")
+            event = Event.FromString(data[pos + 12 : pos + 12 + length])
+            pos += 16 + length
+            steps += [event.step for v in event.summary.value if v.tag == "worker_0_samples_per_s"]
+        assert steps == [r["timesteps"] for r in rows if r["worker_0_samples_per_s"] is not None]
     assert len(rows) >= 3
     for row in rows:  # synchronous: every worker samples every round, with the newest weights
         assert row["staleness"] == 0.0

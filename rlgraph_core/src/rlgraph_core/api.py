@@ -401,11 +401,16 @@ class Algorithm:
         actions = self.agent.act(obs, explore=not deterministic)
         return _map_leaves(lambda a: np.asarray(a)[0], actions) if single else actions
 
-    def evaluate(self, episodes: int = 10, seed: int | None = None, render_frames: list | None = None) -> dict:
+    def make_eval_env(self, render_mode: str | None = None):
+        """A single environment for evaluation, made and wrapped like the training envs."""
+        return self._assembly.make_eval_env(render_mode=render_mode)
+
+    def evaluate(self, episodes: int = 10, seed: int | None = None, render_frames=None) -> dict:
         """Play ``episodes`` greedy episodes on a fresh env; ``eval_return_mean``, ``_std``, ``eval_length_mean``.
 
         Episode ``i`` is reset with seed ``seed + i`` (default ``seed``: 10000 + ``train.seed``, as
-        in training's evaluations). ``render_frames``: a list that gets an rgb frame per step.
+        in training's evaluations). ``render_frames``: a list that gets an rgb frame per step, or
+        a function called with each frame (e.g. a video writer's ``add``).
         """
         from rlgraph_core.evaluation import evaluate_policy
 

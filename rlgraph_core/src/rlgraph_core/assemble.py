@@ -166,8 +166,14 @@ class Assembly:
         return PrioritizedReplay(1, seed=seed) if getattr(cls, "prioritized", False) else ReplayMemory(1, seed=seed)
 
     def make_loggers(self, out_dir: str | Path) -> list:
-        """One instance of each configured metric logger writing under ``out_dir``."""
-        return [cls(Path(out_dir)) for cls in self.logger_classes]
+        """One instance of each configured metric logger writing under ``out_dir``.
+
+        A logger whose constructor takes ``config`` gets the run config (see
+        :func:`rlgraph_core.execution.loggers.make_logger`).
+        """
+        from rlgraph_core.execution.loggers import make_logger
+
+        return [make_logger(cls, out_dir, self.config) for cls in self.logger_classes]
 
     def make_vector_env(self, seed: int):
         """The configured gymnasium vector env (same-step autoreset)."""

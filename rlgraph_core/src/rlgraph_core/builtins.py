@@ -103,6 +103,7 @@ def rlgraph_callbacks():
     return dict(BUILTIN_CALLBACKS)
 
 
+@hookimpl
 def rlgraph_wrappers():
     """Environment wrappers for ``env.wrappers``: adapters of gymnasium's and MiniGrid's own."""
     from rlgraph_core.wrappers import BUILTIN_WRAPPERS

@@ -120,13 +120,28 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    """Evaluate a checkpoint with the greedy policy (through the facade's :meth:`Algorithm.evaluate`)."""
-    import gymnasium as gym
+    """Evaluate a checkpoint (or an exported ``.onnx`` policy) with the greedy policy.
 
+    The agent is the facade's (:class:`~rlgraph_core.api.Algorithm`), so the CLI and Python
+    evaluate alike. ``--video FILE`` (alias ``--render-to``) streams every frame to a .mp4/.gif
+    (or writes the last one to a .png) while evaluating, in constant memory.
+    """
+    video = args.video
+    if video is not None:
+        from rlgraph_core.integrations.video import check_video_path
+
+        check_video_path(video)
+    if str(args.checkpoint).endswith(".onnx"):
+        return _evaluate_onnx(args, video)
     from rlgraph_core.api import Algorithm
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
 
+    if args.env is not None:
+        raise RLGraphError(
+            "--env applies to an exported .onnx policy; a checkpoint evaluates on the env it was trained on "
+            "(change it with --set env.id=...)."
+        )
     _, stored = read_meta(args.checkpoint)
     overrides = list(args.set or [])
     if args.backend:
@@ -136,42 +151,85 @@ def cmd_evaluate(args) -> int:
     config = validate_config(apply_overrides(stored, overrides))
     algo = Algorithm(config, verbose=1)
     algo.agent.load(args.checkpoint, for_training=False)  # weights only; counters are not needed
-    frames = [] if args.render_to else None
-    try:
-        result = algo.evaluate(args.episodes, seed=args.seed, render_frames=frames)
-    except gym.error.DependencyNotInstalled as exc:
-        # Rendering needs the env's optional extras (e.g. pygame for classic control).
-        raise RLGraphError(
-            f"--render-to needs rendering support for '{config.env.id}', which is not installed: {exc}"
-        ) from None
+    env = algo.make_eval_env(render_mode="rgb_array" if video else None)
+    seed = 10_000 + config.train.seed if args.seed is None else args.seed
+    agent = algo.agent
+    result, frames = _run_evaluation(lambda o: agent.act(o, explore=False), env, config.env.id, args, seed, video)
     print(
         f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
         f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "
         f"{result['eval_return_std']:.1f} over {args.episodes} episodes"
     )
     if frames:
-        _write_frames(frames, args.render_to)
-        print(f"rendered {len(frames)} frames to {args.render_to}")
+        print(f"rendered {frames} frames to {video}")
     return 0
 
 
-def _write_frames(frames, path: str) -> None:
-    import matplotlib
+def _run_evaluation(policy, env, env_id: str, args, seed: int, video: str | None) -> tuple[dict, int]:
+    """``evaluate_policy`` with frames streamed to ``video``; closes ``env``; returns (result, frames written)."""
+    import gymnasium as gym
 
-    matplotlib.use("Agg")
-    from matplotlib import animation
-    import matplotlib.pyplot as plt
+    from rlgraph_core.evaluation import evaluate_policy
 
-    if path.endswith(".png"):
-        plt.imsave(path, frames[-1])
-        return
-    fig = plt.figure(figsize=(frames[0].shape[1] / 100, frames[0].shape[0] / 100), dpi=100)
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.axis("off")
-    im = ax.imshow(frames[0])
-    anim = animation.FuncAnimation(fig, lambda i: im.set_data(frames[i]), frames=len(frames), interval=20)
-    anim.save(path, writer=animation.PillowWriter(fps=50))
-    plt.close(fig)
+    writer = None
+    try:
+        if video:
+            from rlgraph_core.integrations.video import VideoWriter
+
+            writer = VideoWriter(video, fps=(getattr(env, "metadata", None) or {}).get("render_fps") or 30)
+        result = evaluate_policy(policy, env, args.episodes, seed, writer.add if writer else None)
+    except gym.error.DependencyNotInstalled as exc:
+        # Rendering needs the env's optional extras (e.g. pygame for classic control).
+        raise RLGraphError(
+            f"--video/--render-to needs rendering support for '{env_id}', which is not installed: {exc} "
+            f"(pip install 'rlgraph-core[render]' brings it for the classic-control envs)."
+        ) from None
+    finally:
+        if writer is not None:
+            writer.close()
+        env.close()
+    return result, writer.frames if writer else 0
+
+
+def _evaluate_onnx(args, video: str | None) -> int:
+    """``rlgraph evaluate policy.onnx``: onnxruntime, gymnasium and numpy only (no backend)."""
+    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.envs import make_eval_env
+    from rlgraph_core.export.onnx_policy import OnnxPolicy
+
+    for flag in ("backend", "mode", "set"):
+        if getattr(args, flag):
+            raise RLGraphError(
+                f"--{flag} does not apply to an exported .onnx policy (it runs on onnxruntime); "
+                f"choose the environment with --env ID."
+            )
+    policy = OnnxPolicy(args.checkpoint)
+    env_id = args.env or policy.env_id
+    if not env_id:
+        raise RLGraphError(f"'{args.checkpoint}' does not name its environment; pass --env ID (e.g. CartPole-v1).")
+    kwargs = policy.env_kwargs if env_id == policy.env_id else {}
+    env = make_eval_env(EnvConfig(id=env_id, num_envs=1, kwargs=kwargs), "rgb_array" if video else None)
+    seed = 10_000 if args.seed is None else args.seed
+    result, frames = _run_evaluation(policy, env, env_id, args, seed, video)
+    print(
+        f"evaluation of {args.checkpoint} (onnxruntime, {policy.metadata.get('rlgraph.agent', '?')} on {env_id}): "
+        f"mean return {result['eval_return_mean']:.1f} ± {result['eval_return_std']:.1f} over {args.episodes} episodes"
+    )
+    if frames:
+        print(f"rendered {frames} frames to {video}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    """Export a checkpoint's greedy policy for serving (``--format onnx``)."""
+    from rlgraph_core.export.onnx_policy import export_onnx
+
+    out = Path(args.out)
+    if not out.parent.exists():
+        raise RLGraphError(f"--out '{out}': the folder '{out.parent}' does not exist.")
+    path = export_onnx(args.checkpoint, out)
+    print(f"exported the greedy policy of {args.checkpoint} to {path} (ONNX; run it with: rlgraph evaluate {path})")
+    return 0
 
 
 def cmd_plugins(args) -> int:
@@ -231,15 +289,20 @@ def cmd_config(args) -> int:
 
 
 def cmd_graph(args) -> int:
-    """Build the configured agent and print its component graph and build time."""
+    """Build the configured agent and print its component graph and build time, or write it as
+    dot text, SVG or PNG (``--format``, ``--out``)."""
     from rlgraph_core.assemble import assemble
+    from rlgraph_core.graph.drawing import write_graph
     from rlgraph_core.plugins import get_plugin_manager
 
+    if args.format in ("svg", "png") and args.out is None:
+        raise RLGraphError(f"--format {args.format} writes a file: pass --out FILE.{args.format}.")
     config = _resolve_config(args)
     assembly = assemble(config, get_plugin_manager())
     env = assembly.make_eval_env()
-    agent = assembly.make_agent(env.observation_space, env.action_space)
-    print(agent.build_report.render())
+    agent = assembly.make_agent(env.observation_space, env.action_space, with_memory=False)
+    env.close()
+    print(write_graph(agent.build_report, args.format, args.out), end="" if args.out is None else "\n")
     return 0
 
 
@@ -303,15 +366,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.set_defaults(func=cmd_train)
 
-    e = sub.add_parser("evaluate", help="evaluate a checkpoint")
-    e.add_argument("checkpoint", help="checkpoint folder written by 'rlgraph train'")
+    e = sub.add_parser("evaluate", help="evaluate a checkpoint or an exported .onnx policy")
+    e.add_argument(
+        "checkpoint", help="checkpoint folder written by 'rlgraph train', or a .onnx file from 'rlgraph export'"
+    )
     e.add_argument("--episodes", type=_positive_int, default=10, help="number of episodes (>= 1; default 10)")
-    e.add_argument("--render-to", metavar="FILE", help="write frames to a .gif (or last frame to .png)")
+    e.add_argument(
+        "--video",
+        "--render-to",
+        dest="video",
+        metavar="FILE",
+        help="stream the evaluation's frames to a .mp4 or .gif (or the last frame to a .png); extra 'render'",
+    )
+    e.add_argument("--env", help="environment id for a .onnx policy (default: the one it was trained on)")
     e.add_argument("--backend", help="evaluate on another backend than the one that trained")
     e.add_argument("--mode", choices=["eager", "static"])
     e.add_argument("--seed", type=int, help="first evaluation episode seed (default: as in training)")
     e.add_argument("--set", action="append", metavar="KEY=VALUE")
     e.set_defaults(func=cmd_evaluate)
+
+    x = sub.add_parser("export", help="export a checkpoint's greedy policy for serving (ONNX)")
+    x.add_argument("checkpoint", help="checkpoint folder written by 'rlgraph train' (any backend)")
+    x.add_argument("--format", choices=["onnx"], default="onnx", help="export format (default onnx; extra 'onnx')")
+    x.add_argument("--out", required=True, help="output file, e.g. policy.onnx")
+    x.set_defaults(func=cmd_export)
+
+    _plugin_commands(sub)
 
     pl = sub.add_parser(
         "plugins",
@@ -326,8 +406,48 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("graph", help="build a config's agent and print its component graph")
     run_options(g)
+    g.add_argument(
+        "--format",
+        choices=["text", "dot", "svg", "png"],
+        default="text",
+        help="text (default), Graphviz dot, or svg/png drawn by Graphviz's dot program",
+    )
+    g.add_argument("--out", help="write to FILE instead of standard output (required for svg and png)")
     g.set_defaults(func=cmd_graph)
     return p
+
+
+#: Subcommands a plugin provides, with the extra that brings them (named when none does).
+PLUGIN_COMMANDS = {"tune": ("hyperparameter search on Ray Tune", "rlgraph-core[tune]")}
+
+
+def _plugin_commands(sub) -> None:
+    """Add the subcommands plugins register (``rlgraph_commands`` hook); a known one that no
+    installed plugin provides (``tune``) answers with the extra to install."""
+    from rlgraph_core.plugins import get_plugin_manager
+
+    commands: dict = {}
+    try:
+        for result in get_plugin_manager().hook.rlgraph_commands():
+            commands.update(result or {})
+    except Exception as exc:  # a broken plugin must never break the core commands
+        print(f"rlgraph: warning: plugin commands unavailable ({type(exc).__name__}: {exc})", file=sys.stderr)
+    for name, command in commands.items():
+        parser = sub.add_parser(name, help=command.help)
+        command.add_arguments(parser)
+        parser.set_defaults(func=command.run)
+    for name, (what, extra) in PLUGIN_COMMANDS.items():
+        if name not in commands:
+            parser = sub.add_parser(name, help=f"{what} (needs {extra})", add_help=False)
+            parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+            def missing(args, name=name, what=what, extra=extra):
+                raise RLGraphError(
+                    f"'rlgraph {name}' ({what}) is provided by a plugin that is not installed; install it "
+                    f"with pip install '{extra}' (from a checkout: pip install -e './rlgraph_core[tune]' -e ./rlgraph_ray)."
+                )
+
+            parser.set_defaults(func=missing)
 
 
 @contextlib.contextmanager
@@ -356,8 +476,12 @@ def _plugins_disabled(values: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rlgraph`` command; user mistakes exit 2 with a one-paragraph message."""
-    args = build_parser().parse_args(argv)
-    with _plugins_disabled(args.disable_plugins):
+    # --disable-plugins applies to the parser too: plugins add subcommands (rlgraph_commands).
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--disable-plugins", action="append")
+    known, _ = pre.parse_known_args(argv)
+    with _plugins_disabled(known.disable_plugins):
+        args = build_parser().parse_args(argv)
         try:
             return args.func(args)
         except RLGraphError as exc:

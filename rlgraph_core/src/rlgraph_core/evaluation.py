@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Union
 
 import numpy as np
 
@@ -14,23 +14,30 @@ def evaluate_policy(
     env,
     episodes: int = 10,
     seed: int | None = None,
-    render_frames: list | None = None,
+    render_frames: Union[list, Callable[[np.ndarray], None], None] = None,
 ) -> dict[str, float]:
     """Play ``episodes`` full episodes with ``policy`` (batch in, batch out) on a single env
     (a Dict observation becomes a dict of batches of one).
 
     Episode ``i`` is reset with seed ``seed + i`` when a seed is given, so an evaluation is
-    reproducible. Frames are appended to ``render_frames`` when given (env must render rgb).
+    reproducible. With ``render_frames`` (the env must render ``rgb_array``) every frame, the
+    first of each episode and the one after each step, is passed to it when it is a function
+    (e.g. :meth:`rlgraph_core.integrations.video.VideoWriter.add`, which streams it to a file)
+    or appended to it when it is a list.
     """
+    if isinstance(render_frames, list):
+        render_frames = render_frames.append
     returns, lengths = [], []
     for i in range(episodes):
         obs, _ = env.reset(seed=None if seed is None else seed + i)
         done, total, length = False, 0.0, 0
+        if render_frames is not None:
+            render_frames(env.render())
         while not done:
-            if render_frames is not None:
-                render_frames.append(env.render())
             action = policy(map_obs(lambda x: np.asarray(x)[None], obs))[0]
             obs, reward, terminated, truncated, _ = env.step(action)
+            if render_frames is not None:
+                render_frames(env.render())
             total += float(reward)
             length += 1
             done = terminated or truncated

@@ -18,3 +18,11 @@ def rlgraph_executors():
         "ray_apex": (LazyObject("rlgraph_ray.apex:RayApexExecutor"), RayApexSettings),
         "ray_impala": (LazyObject("rlgraph_ray.impala:RayImpalaExecutor"), RayImpalaSettings),
     }
+
+
+@hookimpl
+def rlgraph_commands():
+    """``rlgraph tune``: hyperparameter search on Ray Tune (imported only when run)."""
+    from rlgraph_ray.tune_command import TUNE_COMMAND
+
+    return {"tune": TUNE_COMMAND}

@@ -151,6 +151,19 @@ class Agent(abc.ABC):
     def act(self, obs: np.ndarray, explore: bool = True) -> np.ndarray:
         """Actions for a batch of observations ``[B, ...]``."""
 
+    def policy_outputs(self, obs) -> dict[str, Any]:
+        """The greedy policy as named backend tensors, for a batch ``obs`` (a backend tensor, float32).
+
+        ``action`` is what ``act(obs, explore=False)`` returns (env-ready: offset, scaled and
+        clipped as the env expects); the other entries are what the policy computes on the way
+        (``q_values``, ``logits``, ``mean``, ``value``). Written against ``backend.ops`` only, so
+        :mod:`rlgraph_core.export` can trace it into an ONNX graph. Agents that cannot be
+        exported do not override it.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not describe its greedy policy (policy_outputs), so it cannot be exported."
+        )
+
     @abc.abstractmethod
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
         """Record one vector-env step (every argument has leading dim = number of envs).

@@ -224,6 +224,12 @@ class DQNAgent(OffPolicyAgent):
         self._value_cache: tuple[float, Any] = (float("nan"), None)
 
     # --- acting ----------------------------------------------------------------------------
+    def policy_outputs(self, obs):
+        """``{"action": argmax Q (+ the action space's start), "q_values": Q}`` (see :meth:`Agent.policy_outputs`)."""
+        q = self.graph.q_values(obs)
+        action = self.backend.ops.argmax(q, axis=-1)
+        return {"action": action + self.action_start if self.action_start else action, "q_values": q}
+
     def act(self, obs, explore=True):
         """Exploring (``explore``, e.g. epsilon-greedy) or greedy env actions for a batch of observations."""
         to_t = self.backend.to_tensor

@@ -317,6 +317,21 @@ class OnPolicyAgent(Agent):
             return unscale_action(actions, self.action_low, self.action_high).astype(np.float32)
         return actions.astype(np.float32)
 
+    def policy_outputs(self, obs):
+        """``action`` (as ``act(obs, explore=False)``), ``logits`` (discrete) or ``mean`` (continuous),
+        and ``value`` (see :meth:`Agent.policy_outputs`)."""
+        ops = self.backend.ops
+        out = self.graph.policy.policy_outputs(obs)
+        if self.discrete:
+            action = ops.argmax(out["logits"], axis=-1)
+            action = action + self.action_start if self.action_start else action
+        elif self.bounded:  # scale_action, then clip to the box: as _to_env does
+            low, high = ops.constant(self.action_low), ops.constant(self.action_high)
+            action = ops.clip((out["mean"] + 1.0) * (0.5 * (high - low)) + low, low, high)
+        else:
+            action = out["mean"]
+        return {"action": action, **out}
+
     def act(self, obs, explore=True):
         """Env-ready actions for a batch of observations; with ``explore`` caches what observe needs."""
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy

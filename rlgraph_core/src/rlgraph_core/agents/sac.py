@@ -311,6 +311,16 @@ class SACAgent(OffPolicyAgent):
         return steps
 
     # --- acting ----------------------------------------------------------------------------
+    def policy_outputs(self, obs):
+        """``action`` (``tanh(mean)`` scaled to the action box, as ``act(obs, explore=False)``) and
+        ``mean`` (the Gaussian's, before tanh) (see :meth:`Agent.policy_outputs`)."""
+        ops = self.backend.ops
+        actor = self.graph.actor
+        mean = actor.head.params(actor.trunk.call(obs))[0]
+        low, high = ops.constant(np.asarray(self.low, np.float32)), ops.constant(np.asarray(self.high, np.float32))
+        action = (ops.activation("tanh", mean) + 1.0) * (0.5 * (high - low)) + low
+        return {"action": action, "mean": mean}
+
     def act(self, obs, explore=True):
         """Env-scaled actions ``[B, action_dim]``: sampled if exploring, ``tanh(mean)`` if not.
 

@@ -103,6 +103,13 @@ class ActorCritic(Component):
         h_pi, _ = self._features(obs)
         return self.distribution.deterministic(h_pi)
 
+    def policy_outputs(self, obs) -> dict:
+        """``{"logits" | "mean": the distribution's first parameter, "value": V(obs)}`` (a plain
+        method for export, not an API: built components call it after the build)."""
+        h_pi, h_v = self._features(obs)
+        first = self.distribution.params(h_pi)[0]
+        return {"logits" if self.distribution.discrete else "mean": first, "value": self._value(h_v)}
+
     @api
     def value(self, obs):
         """``V(obs)`` ``[B]``."""

@@ -202,6 +202,10 @@ class DistributionHead(Component):
         """
         return self._dist().sample(*self._params(features), noise)
 
+    def params(self, features):
+        """The distribution's parameters: ``(logits,)`` or ``(mean, log_std)`` (a plain method, not an API)."""
+        return self._params(features)
+
     @api
     def deterministic(self, features):
         """The distribution's mode (discrete), mean (Gaussian) or tanh(mean) (squashed)."""

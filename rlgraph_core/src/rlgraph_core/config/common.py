@@ -108,7 +108,15 @@ class TrainConfig(StrictModel):
         None, gt=0, description="env steps between periodic checkpoints; null = every eval_interval"
     )
     keep_checkpoints: int = Field(3, ge=1, description="periodic checkpoints kept (the newest)")
-    loggers: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
+    loggers: list[str] = Field(
+        default_factory=lambda: ["console", "jsonl"],
+        description="metric loggers: console, jsonl, and with their extras tensorboard, wandb ('rlgraph plugins' lists them)",
+    )
+    histogram_interval: int = Field(
+        10,
+        ge=0,
+        description="metric rows between weight histograms of loggers that draw them (tensorboard, wandb); 0 = never",
+    )
     progress_bar: bool = True
     callbacks: list[dict] = Field(
         default_factory=list,

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationErr
 from rlgraph_core.config.common import EnvConfig, TrainConfig
 from rlgraph_core.config.limits import MAX_CONFIG_BYTES, check_document, parse_json, parse_yaml, shorten
 from rlgraph_core.errors import ConfigError, PluginError
+from rlgraph_core.execution.loggers import check_logger_available
 from rlgraph_core.execution.settings import ExecutorSettings
 
 
@@ -241,7 +242,7 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             raise ConfigError(str(exc)) from None
     for name in train.loggers:
         try:
-            pm.get("loggers", name, field="train.loggers")
+            check_logger_available(pm.get("loggers", name, field="train.loggers"))
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
     from rlgraph_core.callbacks import validate_callbacks

@@ -1,7 +1,15 @@
-"""Built-in metric loggers: console lines and a JSON-lines metrics file."""
+"""Built-in metric loggers (console lines, a JSON-lines metrics file) and the logger base class.
+
+A logger is made once per run, in the one process that records the run (the local process,
+a distributed executor's driver, Horovod's rank 0): ``LoggerClass(out_dir)``, or
+``LoggerClass(out_dir, config=run_config)`` when its constructor takes ``config``. It receives
+every metrics row (:meth:`MetricLogger.log`) and, when it sets :attr:`MetricLogger.wants_weights`,
+the agent's weights every ``train.histogram_interval`` rows (:meth:`MetricLogger.log_weights`).
+"""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 from rlgraph_core.execution.run_dir import json_line
@@ -17,12 +25,28 @@ class MetricLogger:
 
     #: whether the logger writes under ``out_dir`` (loggers of other classes are assumed to)
     writes_files = True
+    #: Whether :meth:`log_weights` wants the agent's weights (fetching them costs a copy).
+    wants_weights: bool = False
 
     def __init__(self, out_dir: str | Path | None):
         self.out_dir = None if out_dir is None else Path(out_dir)
 
+    @classmethod
+    def check_available(cls) -> None:
+        """Raise :class:`~rlgraph_core.errors.ConfigError` if what the logger needs is not installed.
+
+        Called when a config naming the logger is validated, so a missing extra stops the run
+        before anything is built. The default needs nothing.
+        """
+
     def log(self, metrics: dict) -> None:
         """Record one iteration's metrics."""
+
+    def log_weights(self, weights: dict, timesteps: int) -> None:
+        """Record the agent's weights (``{name: numpy array}``) at ``timesteps`` env steps.
+
+        Called every ``train.histogram_interval`` rows for loggers that set :attr:`wants_weights`.
+        """
 
     def close(self) -> None:
         """Flush and release resources."""
@@ -68,3 +92,38 @@ class JsonlLogger(MetricLogger):
 
     def close(self):
         self._file.close()
+
+
+def make_logger(cls, out_dir: str | Path, config=None) -> MetricLogger:
+    """``cls(out_dir, config=config)`` when the constructor takes ``config``, else ``cls(out_dir)``."""
+    target = cls.resolve() if hasattr(cls, "resolve") else cls
+    try:
+        takes_config = "config" in inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        takes_config = False
+    return target(Path(out_dir), config=config) if takes_config else target(Path(out_dir))
+
+
+def check_logger_available(cls) -> None:
+    """Run the logger class's ``check_available`` (if it has one): a ConfigError when its extra is missing."""
+    target = cls.resolve() if hasattr(cls, "resolve") else cls
+    check = getattr(target, "check_available", None)
+    if callable(check):
+        check()
+
+
+def metric_scalars(metrics: dict) -> dict[str, float]:
+    """The numeric entries of a metrics row as floats (None, strings, lists and NaN left out)."""
+    import math
+
+    out = {}
+    for key, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            out[key] = number
+    return out

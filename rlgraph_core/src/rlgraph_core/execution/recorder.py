@@ -154,6 +154,7 @@ class RunRecorder:
         self.checkpoint_attachments: Callable[[], Attachments] | None = None
         self.recent_returns: deque[float] = deque(maxlen=20)
         self.loggers: list = []
+        self._rows_logged = 0
         self._bar = None
         tc = config.train
         self._interval = tc.checkpoint_interval or tc.eval_interval
@@ -403,8 +404,21 @@ class RunRecorder:
         self.last_row = row
         for lg in self.loggers:
             lg.log(row)
+        self._log_weights()
         self.assembly.hook.rlgraph_on_iteration(metrics=row)
         return row
+
+    def _log_weights(self) -> None:
+        """Every ``train.histogram_interval`` rows (the first included), hand the agent's weights
+        to the loggers that want them (one copy shared by all of them)."""
+        interval = self.config.train.histogram_interval
+        self._rows_logged += 1
+        wanting = [lg for lg in self.loggers if getattr(lg, "wants_weights", False)]
+        if not wanting or not interval or (self._rows_logged - 1) % interval:
+            return
+        weights = self.agent.get_weights()
+        for lg in wanting:
+            lg.log_weights(weights, self.agent.timesteps)
 
     def _attachments(self) -> Attachments | None:
         """What :attr:`checkpoint_attachments` returns now (None when it is unset or raised)."""

@@ -85,6 +85,16 @@ def rlgraph_callbacks():
 
 
 @hookspec
+def rlgraph_commands():
+    """Return ``{name: command}`` for extra ``rlgraph`` subcommands (e.g. ``tune`` from rlgraph-ray).
+
+    ``command`` has ``help`` (one line), ``add_arguments(parser)`` (an argparse sub-parser) and
+    ``run(args) -> int`` (the exit code; raise :class:`~rlgraph_core.errors.RLGraphError` for a
+    user mistake). The module providing it must not import heavy libraries at import time.
+    """
+
+
+@hookspec
 def rlgraph_on_train_start(run_info):
     """Called once when a training run starts; ``run_info`` is a dict (config, out_dir, ...)."""
 

@@ -1,0 +1,154 @@
+"""ONNX export of an agent's greedy policy and its evaluation on onnxruntime alone.
+
+The exported graph has one input, ``observation`` (float32 ``[batch, *obs_shape]``), and the
+named outputs of the agent's :meth:`~rlgraph_core.agents.base.Agent.policy_outputs`: ``action``
+(what ``act(obs, explore=False)`` returns: int64 for discrete actions, float32 for boxes) plus
+``q_values`` (DQN), ``logits`` / ``mean`` and ``value`` (PPO, A2C, IMPALA), ``mean`` (SAC, before
+tanh). Its metadata holds the env id and kwargs, the agent type and the whole run config
+(``rlgraph.*`` keys), so ``rlgraph evaluate policy.onnx`` needs no ``--env``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from rlgraph_core.errors import RLGraphError
+from rlgraph_core.integrations import missing_extra
+
+
+def _need(module: str, what: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise missing_extra(what, module, "onnx", exc) from None
+
+
+def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
+    """Trace ``agent`` (built on :class:`~rlgraph_core.export.tracing.ExportBackend`) into ``out``."""
+    from rlgraph_core.export.tracing import ExportError, OnnxGraph
+
+    onnx = _need("onnx", "ONNX export")
+    names = {id(v): k for k, v in agent.variables().items()}
+    graph = OnnxGraph(names)
+    obs_space = agent.observation_space
+    obs = graph.input("observation", np.float32, ["batch", *obs_space.shape])
+    try:
+        outputs = agent.policy_outputs(obs)
+    except NotImplementedError as exc:
+        raise ExportError(str(exc)) from None
+    env = config_dict.get("env", {})
+    metadata = {
+        "rlgraph.format": "1",
+        "rlgraph.agent": str(config_dict.get("agent", {}).get("type", type(agent).__name__)),
+        "rlgraph.env_id": str(env.get("id", "")),
+        "rlgraph.env_kwargs": json.dumps(env.get("kwargs") or {}),
+        "rlgraph.config": json.dumps(config_dict, default=str),
+        "rlgraph.outputs": ",".join(outputs),
+    }
+    model = graph.model(outputs, metadata, doc=f"greedy policy of a {metadata['rlgraph.agent']} agent (rlgraph)")
+    onnx.checker.check_model(model, full_check=True)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(out))
+    return out
+
+
+class _ExportBackendPlugin:
+    """Registers :class:`~rlgraph_core.export.tracing.ExportBackend` as backend ``export`` in a
+    private plugin manager (never in the user's: it cannot train)."""
+
+    @staticmethod
+    def rlgraph_backends():
+        """``{"export": ExportBackend}``."""
+        from rlgraph_core.export.tracing import ExportBackend
+
+        return {"export": ExportBackend}
+
+
+def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
+    """Export the greedy policy of the agent in ``checkpoint`` (written by any backend) to ``out``.
+
+    The agent is rebuilt from the checkpoint's agent and env sections on the tracing backend (so
+    neither the backend that trained it nor its executor or loggers need be installed), its
+    weights loaded, and its ``policy_outputs`` traced (see :mod:`rlgraph_core.export.tracing`).
+    """
+    from rlgraph_core.assemble import assemble
+    from rlgraph_core.checkpoint import read_meta
+    from rlgraph_core.config.run import validate_config
+    from rlgraph_core.plugins import hookimpl
+    from rlgraph_core.plugins.manager import PluginManager
+
+    _need("onnx", "ONNX export")
+    _, stored = read_meta(checkpoint)
+    pm = PluginManager()
+    plugin = _ExportBackendPlugin()
+    plugin.rlgraph_backends = hookimpl(_ExportBackendPlugin.rlgraph_backends)
+    pm.register(plugin, "rlgraph-core", name="rlgraph-export")
+    train = stored.get("train") or {}
+    raw = {
+        "agent": stored.get("agent") or {},
+        "env": stored.get("env") or {},
+        "train": {"backend": "export", "seed": train.get("seed", 0), "loggers": [], "num_threads": None},
+    }
+    config = validate_config(raw, pm)
+    assembly = assemble(config, pm)
+    env = assembly.make_eval_env()
+    try:
+        # The build runs the graph on zeros in numpy (e.g. log(0) of zero sampling noise): harmless here.
+        with np.errstate(all="ignore"):
+            agent = assembly.make_agent(env.observation_space, env.action_space, with_memory=False)
+    finally:
+        env.close()
+    agent.load(checkpoint, for_training=False)
+    return export_agent(agent, stored, out)
+
+
+class OnnxPolicy:
+    """An exported policy on onnxruntime: ``policy(obs_batch) -> actions`` (and every output by name).
+
+    Imports onnxruntime and numpy only.
+    """
+
+    def __init__(self, path: str | Path):
+        ort = _need("onnxruntime", "Running an exported ONNX policy")
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise RLGraphError(f"'{path}' is not a file; pass an .onnx file written by 'rlgraph export'.")
+        try:
+            self.session = ort.InferenceSession(str(self.path), providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for bad files
+            raise RLGraphError(
+                f"'{path}' could not be loaded as an ONNX model ({type(exc).__name__}: {str(exc)[:200]}); "
+                f"pass an .onnx file written by 'rlgraph export'."
+            ) from None
+        self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        if "action" not in self.output_names:
+            raise RLGraphError(
+                f"'{path}' has no output named 'action' (outputs: {', '.join(self.output_names)}); "
+                f"pass an .onnx file written by 'rlgraph export'."
+            )
+
+    def outputs(self, obs: np.ndarray) -> dict[str, np.ndarray]:
+        """Every named output for a batch of observations."""
+        values = self.session.run(None, {"observation": np.asarray(obs, np.float32)})
+        return dict(zip(self.output_names, values))
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy actions for a batch of observations."""
+        return self.session.run(["action"], {"observation": np.asarray(obs, np.float32)})[0]
+
+    @property
+    def env_id(self) -> str | None:
+        """The env id the policy was trained on (from the file's metadata), or None."""
+        return self.metadata.get("rlgraph.env_id") or None
+
+    @property
+    def env_kwargs(self) -> dict:
+        """The env kwargs the policy was trained with."""
+        return json.loads(self.metadata.get("rlgraph.env_kwargs") or "{}")

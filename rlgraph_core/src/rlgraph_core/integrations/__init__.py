@@ -1,0 +1,19 @@
+"""Optional integrations with the tools RL users already use, each a plugin behind an extra.
+
+Each module registers through the ``rlgraph`` hooks under its own entry point (so it can be
+blocked with ``--disable-plugins NAME`` like any third party's) and imports its library only
+when used, so rlgraph-core never depends on it: ``tensorboard`` (extra ``tensorboard``:
+tensorboardX) and ``wandb`` (extra ``wandb``) loggers. A missing extra is reported when a
+config naming the part is validated, with the ``pip install`` line that brings it.
+"""
+
+
+def missing_extra(what: str, module: str, extra: str, exc: BaseException | None = None):
+    """The ConfigError for ``what`` needing ``module``, installed by rlgraph-core's ``extra``."""
+    from rlgraph_core.errors import ConfigError
+
+    why = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
+    return ConfigError(
+        f"{what} needs the Python package '{module}', which is not installed{why}. Install it with "
+        f"pip install 'rlgraph-core[{extra}]' (from a checkout: pip install -e './rlgraph_core[{extra}]')."
+    )

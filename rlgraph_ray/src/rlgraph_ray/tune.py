@@ -1,0 +1,216 @@
+"""``rlgraph tune``: hyperparameter search on Ray Tune, each trial an ordinary rlgraph run.
+
+The search space is a YAML mapping from config paths to distributions::
+
+    agent.optimizer.learning_rate: {loguniform: [1.0e-4, 1.0e-2]}
+    agent.batch_size: {choice: [32, 64, 128]}
+    agent.gamma: {uniform: [0.95, 0.999]}
+    agent.n_step: {randint: [1, 5]}        # low inclusive, high exclusive (as Tune's)
+
+Each trial applies its sample as ``--set`` overrides to the config, validates it, and trains it
+with :func:`rlgraph_core.assemble.train` into ``OUT/trials/<trial>/run`` (any backend and
+executor), reporting every metrics row that has an evaluation to Tune (metric
+``eval_return_mean``, time ``timesteps``), so ASHA stops poor trials at evaluation points. At
+the end ``OUT`` holds ``trials.csv`` (one row per trial: its parameters, last and best
+evaluation, env steps, run folder), ``best_config.yaml`` (the full config of the best trial, which
+``rlgraph train`` accepts) and Tune's own experiment folder (``OUT/tune``, for ``--resume``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import yaml
+
+from rlgraph_core.errors import RLGraphError
+from rlgraph_core.plugins import hookimpl
+
+#: Distribution names of a search space and their Tune functions' arity.
+DISTRIBUTIONS = ("loguniform", "uniform", "quniform", "randint", "choice", "grid")
+METRIC = "eval_return_mean"
+
+
+def load_space(path: str | Path) -> dict[str, tuple[str, list]]:
+    """``{config path: (distribution, arguments)}`` from a YAML file (an RLGraphError names a bad entry)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise RLGraphError(f"--space '{path}' could not be read: {exc}") from None
+    if not isinstance(raw, dict) or not raw:
+        raise RLGraphError(f"--space '{path}' must be a YAML mapping of config paths to distributions.")
+    space = {}
+    for key, spec in raw.items():
+        if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in DISTRIBUTIONS:
+            raise RLGraphError(
+                f"--space '{path}': '{key}' must map to one distribution, e.g. {{loguniform: [1e-4, 1e-2]}}; "
+                f"got {str(spec)[:60]!r}. Distributions: {', '.join(DISTRIBUTIONS)}."
+            )
+        ((kind, argv),) = spec.items()
+        if not isinstance(argv, list) or not argv:
+            raise RLGraphError(f"--space '{path}': '{key}': {kind} takes a list, e.g. [{'1e-4, 1e-2'}].")
+        space[str(key)] = (kind, argv)
+    return space
+
+
+def _tune_space(space):
+    from ray import tune
+
+    fns = {
+        "loguniform": tune.loguniform,
+        "uniform": tune.uniform,
+        "quniform": tune.quniform,
+        "randint": tune.randint,
+        "choice": lambda *v: tune.choice(list(v)),
+        "grid": lambda *v: tune.grid_search(list(v)),
+    }
+    return {key: fns[kind](*argv) for key, (kind, argv) in space.items()}
+
+
+def _overrides(params: dict) -> list[str]:
+    return [f"{key}={json.dumps(value)}" for key, value in params.items()]
+
+
+class _Reporter:
+    """A plugin object relaying each metrics row with an evaluation to Tune."""
+
+    def __init__(self, report):
+        self._report = report
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        """Report ``eval_return_mean`` and ``timesteps`` whenever the row has an evaluation."""
+        if metrics.get(METRIC) is not None:
+            self._report({METRIC: float(metrics[METRIC]), "timesteps": int(metrics["timesteps"])})
+
+
+def _short_name(trial) -> str:
+    """``trial_<id>``: short trial and folder names (Tune's default repeats every parameter)."""
+    return f"trial_{trial.trial_id}"
+
+
+def _make_trainable(raw_config: dict, trials_dir: str):
+    def trainable(params):
+        from ray import tune
+
+        from rlgraph_core.assemble import train
+        from rlgraph_core.config.run import apply_overrides, validate_config
+        from rlgraph_core.plugins.manager import PluginManager
+
+        pm = PluginManager()
+        pm.register(_Reporter(tune.report), "rlgraph-ray", name="tune-reporter")
+        config = validate_config(apply_overrides(raw_config, _overrides(params)), pm)
+        config.train.progress_bar = False
+        if "console" in config.train.loggers:
+            config.train.loggers = [n for n in config.train.loggers if n != "console"]
+        out = Path(trials_dir) / tune.get_context().get_trial_name() / "run"
+        summary = train(config, out, plugin_manager=pm)
+        if summary.get("eval_return_mean") is not None:
+            tune.report(
+                {METRIC: float(summary["eval_return_mean"]), "timesteps": int(summary["timesteps"]), "done": True}
+            )
+
+    return trainable
+
+
+def run_tune(args) -> int:
+    """Run (or resume) a search; write ``trials.csv`` and ``best_config.yaml``; print the table."""
+    from rlgraph_core.cli import _resolve_config  # the same config resolution as rlgraph train
+
+    space = load_space(args.space)
+    if args.samples < 1:
+        raise RLGraphError(f"--samples must be at least 1, got {args.samples}.")
+    args.backend = args.mode = args.executor = args.device = args.seed = None
+    base = _resolve_config(args)  # validates the config and --set before any trial runs
+    raw = base.to_dict()
+    from rlgraph_core.config.run import apply_overrides, validate_config
+
+    for key, (kind, argv) in space.items():  # every path must exist: check with the first value
+        probe = argv[0] if kind in ("choice", "grid") else argv[0]
+        try:
+            validate_config(apply_overrides(raw, _overrides({key: probe})))
+        except RLGraphError as exc:
+            raise RLGraphError(f"--space: '{key}' is not a valid config path or value: {exc}") from None
+
+    import ray
+    from ray import tune
+
+    out = Path(args.out or f"runs/tune_{Path(str(args.config)).stem}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    trials_dir = str(out / "trials")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    if not ray.is_initialized():
+        ray.init(address=args.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    trainable = tune.with_resources(_make_trainable(raw, trials_dir), {"cpu": args.cpus_per_trial})
+    tc = base.train
+    scheduler = None
+    if args.scheduler == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        scheduler = ASHAScheduler(
+            time_attr="timesteps", max_t=tc.total_timesteps, grace_period=tc.eval_interval, reduction_factor=2
+        )
+    searcher = None
+    if args.searcher == "optuna":
+        try:
+            from ray.tune.search.optuna import OptunaSearch
+        except ImportError as exc:
+            raise RLGraphError(f"--searcher optuna needs Optuna: pip install optuna ({exc}).") from None
+        searcher = OptunaSearch()
+    experiment = out / "tune"
+    if args.resume:
+        if not tune.Tuner.can_restore(str(experiment)):
+            raise RLGraphError(f"--resume: no search to continue in '{experiment}'.")
+        tuner = tune.Tuner.restore(str(experiment), trainable, resume_errored=True)
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            param_space=_tune_space(space),
+            tune_config=tune.TuneConfig(
+                metric=METRIC,
+                mode="max",
+                num_samples=args.samples,
+                scheduler=scheduler,
+                search_alg=searcher,
+                max_concurrent_trials=args.max_concurrent,
+                trial_name_creator=_short_name,
+                trial_dirname_creator=_short_name,
+            ),
+            run_config=tune.RunConfig(name="tune", storage_path=str(out), verbose=0),
+        )
+    grid = tuner.fit()
+    rows = []
+    for result in grid:
+        params = {k: v for k, v in (result.config or {}).items()}
+        df = result.metrics_dataframe
+        best = float(df[METRIC].max()) if df is not None and METRIC in df else None
+        rows.append(
+            {
+                "trial": Path(result.path).name,
+                "run_dir": str(Path(trials_dir) / Path(result.path).name / "run"),
+                **params,
+                "last_eval_return": (result.metrics or {}).get(METRIC),
+                "best_eval_return": best,
+                "timesteps": (result.metrics or {}).get("timesteps"),
+                "error": "" if result.error is None else type(result.error).__name__,
+            }
+        )
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    with open(out / "trials.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, keys)
+        writer.writeheader()
+        writer.writerows(rows)
+    try:
+        best = grid.get_best_result(metric=METRIC, mode="max", scope="all")
+    except RuntimeError:
+        best = None
+    if best is None or best.config is None:
+        raise RLGraphError(f"No trial reported an evaluation; see {out / 'tune'} for the trials' errors.")
+    best_config = validate_config(apply_overrides(raw, _overrides(best.config)))
+    (out / "best_config.yaml").write_text(yaml.safe_dump(best_config.to_dict(), sort_keys=False))
+    for row in sorted(rows, key=lambda r: -(r["best_eval_return"] or float("-inf"))):
+        print("  ".join(f"{k}={row[k]}" for k in keys if row.get(k) not in (None, "")))
+    print(f"best: {dict(best.config)} -> {out / 'best_config.yaml'} (rlgraph train {out / 'best_config.yaml'})")
+    return 0

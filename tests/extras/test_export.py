@@ -1,0 +1,142 @@
+"""ONNX export (extra ``onnx``): for checkpoints written by torch and by tf, the exported graph's
+outputs equal the agent's own on a batch of observations; the export and ``rlgraph evaluate
+policy.onnx`` run in a process where torch and TensorFlow cannot be imported."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from extras_helpers import has_backend, run_cli
+from rlgraph_core.assemble import assemble
+from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config
+from rlgraph_core.plugins import get_plugin_manager
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnx") is None,
+    reason="the onnx extra (onnx, onnxruntime) is not installed",
+)
+
+#: (shipped config, backend that writes the checkpoint, overrides): every agent family and
+#: action kind (discrete with a start offset through DQN's dueling head, bounded boxes), both backends.
+CASES = [
+    ("dqn_rainbowish_cartpole", "torch", []),
+    ("sac_pendulum", "torch", []),
+    ("ppo_pendulum", "torch", ["agent.network.activation=elu"]),
+    ("dqn_cartpole", "tf", ["agent.network.activation=leaky_relu"]),
+    ("ppo_cartpole", "tf", ["agent.preprocessor=running_mean_std"]),
+    ("a2c_cartpole", "tf", ["agent.shared_trunk=true"]),
+]
+
+
+def make_checkpoint(name, backend, overrides, directory):
+    """A checkpoint of the shipped config ``name`` written by ``backend``, with random non-trivial weights."""
+    raw = apply_overrides(load_shipped_config(name), [f"train.backend={backend}", *overrides])
+    config = validate_config(raw)
+    assembly = assemble(config, get_plugin_manager())
+    env = assembly.make_eval_env()
+    agent = assembly.make_agent(env.observation_space, env.action_space, with_memory=False)
+    rng = np.random.default_rng(0)
+    weights = agent.get_weights()
+    # Perturb every weight (biases start at zero, normaliser statistics at 0/1): nothing trivial.
+    agent.set_weights(
+        {
+            k: (v + rng.normal(0, 0.3, v.shape) * (1 if "var" not in k else 0) + (0.5 if "var" in k else 0)).astype(
+                v.dtype
+            )
+            for k, v in weights.items()
+        }
+    )
+    agent.save(str(directory), {"config": config.to_dict()})
+    obs = np.stack([env.observation_space.sample() for _ in range(32)]).astype(np.float32)
+    env.close()
+    return agent, obs
+
+
+@pytest.mark.parametrize(("name", "backend", "overrides"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_exported_outputs_equal_the_agents(name, backend, overrides, tmp_path):
+    if not has_backend(backend):
+        pytest.skip(f"backend {backend} is not installed")
+    from rlgraph_core.export.onnx_policy import OnnxPolicy
+
+    agent, obs = make_checkpoint(name, backend, overrides, tmp_path / "ck")
+    code, stdout, stderr = run_cli(
+        "export", str(tmp_path / "ck"), "--format", "onnx", "--out", str(tmp_path / "p.onnx")
+    )
+    assert code == 0, stderr
+    policy = OnnxPolicy(tmp_path / "p.onnx")
+    got = policy.outputs(obs)
+    own = {k: agent.backend.to_numpy(v) for k, v in agent.policy_outputs(agent.backend.to_tensor(obs)).items()}
+    assert set(got) == set(own) and "action" in got
+    assert {"q_values", "logits", "mean"} & set(got)
+    for key, value in own.items():
+        assert got[key].shape == value.shape, key
+        np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+    # The action output is what the agent acts with, greedily.
+    acted = agent.act(obs, explore=False)
+    assert got["action"].dtype == acted.dtype
+    np.testing.assert_allclose(policy(obs), acted, rtol=1e-4, atol=1e-5)
+    assert policy.env_id == agent_env_id(name)
+
+
+def agent_env_id(name: str) -> str:
+    return load_shipped_config(name)["env"]["id"]
+
+
+#: Runs rlgraph's CLI with torch, tensorflow, jax and ray made unimportable.
+BLOCKED = textwrap.dedent(
+    """
+    import sys
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("torch", "tensorflow", "jax", "ray"):
+                raise ImportError(f"{name} is blocked in this test")
+    sys.meta_path.insert(0, Block())
+    from rlgraph_core.cli import main
+    code = main(sys.argv[1:])
+    assert not {m for m in sys.modules if m.split(".")[0] in ("torch", "tensorflow", "jax", "ray")}
+    sys.exit(code)
+    """
+)
+
+
+def run_blocked(*argv, cwd):
+    env = {**os.environ, "RLGRAPH_DISABLE_PLUGINS": ""}
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED, *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
+
+
+@pytest.mark.skipif(not has_backend("torch"), reason="needs the torch backend to write the checkpoint")
+def test_export_and_evaluate_without_any_framework(tmp_path):
+    """A torch checkpoint is exported and evaluated (with a 10-episode gif) where torch cannot be imported."""
+    make_checkpoint("dqn_cartpole", "torch", ["agent.network.hidden=[16]"], tmp_path / "ck")
+    done = run_blocked("export", str(tmp_path / "ck"), "--out", str(tmp_path / "p.onnx"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    gif = tmp_path / "p.gif"
+    args = ["evaluate", str(tmp_path / "p.onnx"), "--episodes", "10", "--env", "CartPole-v1"]
+    if importlib.util.find_spec("pygame") and importlib.util.find_spec("imageio_ffmpeg"):
+        args += ["--video", str(gif)]
+    done = run_blocked(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "mean return" in done.stdout and "onnxruntime" in done.stdout
+    if "--video" in args:
+        import imageio.v3 as iio
+
+        frames = int(done.stdout.split("rendered ")[1].split()[0])
+        assert iio.improps(gif, index=None).shape[0] == frames > 10  # every frame, streamed
+
+
+def test_export_errors_are_one_paragraph(tmp_path):
+    code, _, stderr = run_cli("export", str(tmp_path / "missing"), "--out", str(tmp_path / "p.onnx"))
+    assert code == 2 and "rlgraph: error:" in stderr and "Traceback" not in stderr
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not onnx")
+    code, _, stderr = run_cli("evaluate", str(bad), "--env", "CartPole-v1")
+    assert code == 2 and "could not be loaded as an ONNX model" in stderr
