@@ -281,11 +281,11 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
     Same-step autoreset means ``obs`` after a step already holds the reset observation of a
     finished env, and ``info["final_obs"]`` the true last observation, which replay needs.
     ``wrappers`` (``env -> env`` callables, see :func:`rlgraph_core.wrappers.resolve_wrappers`)
-    wrap each copy, innermost first, around :class:`~rlgraph_core.env_checks.CheckedEnv` (finite,
-    numeric observations and rewards, checked where they leave the environment).
+    wrap each copy, innermost first; outermost, :class:`~rlgraph_core.env_checks.CheckedEnv` checks
+    that observations and rewards are finite numbers as the agent will see them.
     """
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
-    wrap = [_checker(env_cfg), *_wrappers(env_cfg, wrappers)]
+    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
     envs = _made(
         env_cfg,
         lambda target, kwargs: gym.make_vec(
@@ -309,7 +309,7 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
 def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callable] | None = None):
     """Like :func:`make_vector_env`, with ``factory()`` making each env instead of ``env_cfg.id``
     (the facade's gymnasium env or env factory); ``wrappers`` wrap each copy as there."""
-    wrap = [_checker(env_cfg), *_wrappers(env_cfg, wrappers)]
+    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
     cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else gym.vector.SyncVectorEnv
     make = lambda: apply_wrappers(factory(), wrap)  # noqa: E731
     envs = cls([make] * env_cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -325,7 +325,7 @@ def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callabl
 def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Callable] | None = None):
     """A single environment for evaluation, wrapped (and checked) like the training envs."""
     extra = {"render_mode": render_mode} if render_mode else {}
-    wrap = [_checker(env_cfg), *_wrappers(env_cfg, wrappers)]
+    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
     env = _made(env_cfg, lambda target, kwargs: apply_wrappers(gym.make(target, **kwargs), wrap), **extra)
     try:
         check_observation_space(env.observation_space, env_cfg.id)
