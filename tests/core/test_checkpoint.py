@@ -1013,3 +1013,63 @@ def test_remove_checkpoint_deletes_the_link_and_its_versions(tmp_path):
     checkpoint.remove_checkpoint(tmp_path / "ckpt")  # nothing there: no error
     with pytest.raises(CheckpointError, match="does not exist"):
         make_numpy_agent().load(tmp_path / "ckpt")
+
+
+# --------------------------------------------------------------------------- hostile files, non-finite weights (issue 19)
+def add_zero_member(path, name, nbytes, trailing=0):
+    """Add to ``path`` a deflated ``name.npy`` of ``nbytes`` zero bytes of float32 (+ ``trailing`` junk bytes)."""
+    header = io.BytesIO()
+    npy_format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (nbytes // 4,)})
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open(name + ".npy", "w", force_zip64=True) as f:
+            f.write(header.getvalue())
+            chunk = bytes(2**20)
+            for _ in range((nbytes + trailing) // len(chunk)):
+                f.write(chunk)
+
+
+def test_state_arrays_this_agent_does_not_keep_are_refused_from_their_names_before_decompressing(make, saved):
+    """Issue 19: extra arrays inflating to gigabytes were all read before 'unexpected keys' refused them."""
+    _, path = saved
+    real = path.resolve()
+    add_zero_member(real / "state.npz", "junk", 2**26)
+    edit_meta(path, lambda meta: meta["state"].update(junk=[[2**24], "float32"]))
+    msg = assert_refused(make, path, "is not state this agent keeps")
+    assert "'junk'" in msg
+
+
+def test_a_member_that_inflates_beyond_its_header_is_refused(make, saved):
+    _, path = saved
+    add_zero_member(path.resolve() / "state.npz", "memory/rng_state_extra", 64, trailing=2**24)
+    edit_meta(path, lambda meta: meta["state"].update({"memory/rng_state_extra": [[16], "float32"]}))
+    assert_refused(make, path, "inflates to")
+
+
+def test_no_checkpoint_is_written_with_non_finite_weights(make, saved):
+    """Issue 19: all-NaN weights replaced good checkpoints."""
+    from rlgraph_core.errors import NonFiniteError
+
+    agent, path = saved
+    before = {name: (path / name).read_bytes() for name in ("meta.json", "weights.npz")}
+    name = sorted(agent.get_weights())[0]
+    poisoned = {**agent.get_weights(), name: np.full_like(agent.get_weights()[name], np.nan)}
+    agent.set_weights(poisoned)
+    with pytest.raises(NonFiniteError, match=f"{name}.*NaN or infinite"):
+        agent.save(path)
+    with pytest.raises(NonFiniteError):
+        checkpoint.save_periodic(agent, path.parent, 100, {})
+    assert {name: (path / name).read_bytes() for name in before} == before
+    assert checkpoint.latest_checkpoint(path.parent) is None  # no periodic checkpoint either
+
+
+def test_non_finite_weights_are_refused_for_training_and_warn_for_evaluation(make, saved):
+    agent, path = saved
+    weights = agent.get_weights()
+    name = sorted(weights)[-1]
+    weights[name] = np.full_like(weights[name], np.inf)
+    with open(path / "weights.npz", "wb") as f:
+        np.savez(f, **weights)
+    assert_refused(make, path, "NaN or infinite weights")
+    fresh = make(seed=5)
+    with pytest.warns(RuntimeWarning, match="NaN or infinite weights"):
+        fresh.load(path, for_training=False)

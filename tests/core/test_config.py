@@ -293,12 +293,6 @@ def test_json_file_loads(tmp_path):
         assert validate_config(raw).agent.n_step == 3
 
 
-def test_empty_file_is_an_empty_config(tmp_path):
-    path = tmp_path / "empty.yaml"
-    path.write_text("")
-    assert load_config_file(path) == {}
-
-
 def test_bad_yaml_names_the_file(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("agent:\n  type: dqn\n   gamma: [0.9\n")

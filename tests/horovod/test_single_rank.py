@@ -103,3 +103,23 @@ def test_listing_and_validating_never_import_horovod():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("horovod"))
     assert "rlgraph-horovod" in line
+
+
+def test_the_rank_count_is_said_and_a_config_asking_for_more_ranks_than_launched_is_refused(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 19: outside horovodrun, --executor horovod passed --dry-run and trained as one process without a word."""
+    from rlgraph_core.cli import main
+
+    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    args = ["train", str(CONFIGS / "dqn_cartpole.yaml"), "--executor", "horovod", "--dry-run", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert "processes:   1 rank: not started by horovodrun" in capsys.readouterr().out
+    assert main([*args, "--set", "executor.num_ranks=2"]) == 2
+    err = capsys.readouterr().err
+    assert "'executor.num_ranks' = 2, but it was not started by horovodrun" in err and "horovodrun -np 2" in err
+    monkeypatch.setenv("HOROVOD_RANK", "0")
+    monkeypatch.setenv("HOROVOD_SIZE", "2")
+    with pytest.raises(ConfigError, match="horovodrun started 2 ranks"):
+        _config("horovod", "executor.num_ranks=3")

@@ -171,3 +171,15 @@ def test_executor_joins_an_existing_cluster_and_starts_no_ray_of_its_own(ray_hea
     assert ray_head.proc.poll() is None
     ray_head.stop()
     assert ray_head.leftovers() == []
+
+
+def test_an_address_with_nothing_listening_fails_at_once_naming_it(tmp_path):
+    """Issue 19: a closed port hung for minutes (180 s and still retrying) with only Ray's log lines."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "rlgraph_core.cli", "train", "ppo_cartpole_ray", "--out", str(tmp_path / "run"),
+           "--no-progress", "--set", f"executor.address=127.0.0.1:{port}", "--set", "executor.connect_timeout_s=3"]  # fmt: skip
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", RAY_AUTH_MODE="disabled")
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"executor.address = '127.0.0.1:{port}': no Ray cluster could be reached" in result.stderr
+    assert "Traceback" not in result.stderr and "ray start --head" in result.stderr

@@ -102,3 +102,10 @@ def test_ray_apex_writes_the_distributed_metrics_and_fills_each_shard_up_to_its_
     assert [last[f"replay_fill_shard_{k}"] for k in range(shards)] == [capacity // shards] * shards
     learned = [r for r in rows if r["updates_per_s"] > 0]
     assert learned and all(r["staleness"] is not None and r["staleness"] >= 0 for r in learned)
+    # issue 19: 'staleness' is the workers' policy lag, 'replay_age' how old the sampled records
+    # are (it measured the latter, ~100x larger); the epsilons are the workers' Ape-X ones
+    for r in learned:
+        acting = [r[f"worker_{i}_weights_version"] for i in range(2) if r[f"worker_{i}_weights_version"] is not None]
+        assert r["staleness"] <= r["weights_version_published"] - min(acting) + 8 * 16
+        assert r["replay_age"] is not None and r["replay_age"] >= 0
+    assert last["epsilon"] is None and last["worker_0_epsilon"] == 0.4 and last["worker_1_epsilon"] == 0.4**8

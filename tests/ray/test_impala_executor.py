@@ -155,3 +155,51 @@ def test_a_killed_impala_worker_is_restarted_and_its_fragment_dropped(ray_sessio
     assert rows(tmp_path)[-1]["worker_restarts"] == 1
     totals = {"worker_restarts", "samples_lost", "staleness_mean", "staleness_max", "num_workers", "updates_per_s"}
     assert totals <= set(json.loads((tmp_path / "summary.json").read_text()))
+
+
+class WorkerFreezer:
+    """At the first metrics row: freeze worker 0's process (SIGSTOP: a hung env); thaw it at the end."""
+
+    def __init__(self, ray):
+        self.ray, self.names, self.pid = ray, [], None
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.names = run_info["ray"]["workers"]
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        import os
+        import signal
+
+        if self.pid is None:
+            worker = self.ray.get_actor(self.names[0])
+            self.pid = self.ray.get(worker.__ray_call__.remote(lambda self: os.getpid()))
+            os.kill(self.pid, signal.SIGSTOP)
+
+
+def test_a_hung_impala_worker_is_restarted_after_sample_timeout_s(ray_session, tmp_path):
+    """Issue 19: ray_impala had no sample_timeout_s, so a hung worker held its queue slots for ever."""
+    import os
+    import signal
+
+    from rlgraph_core.assemble import train
+
+    pm = PluginManager()
+    freezer = WorkerFreezer(ray_session)
+    pm.register(freezer, "worker-freezer")
+    config = impala(
+        "train.total_timesteps=16384", "train.log_interval=1024", "train.eval_interval=100000",
+        "executor.fragments_in_flight=1", "executor.sample_timeout_s=1.5",
+    )  # fmt: skip
+    try:
+        summary = train(config, tmp_path, plugin_manager=pm)
+    finally:
+        if freezer.pid is not None:
+            try:
+                os.kill(freezer.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert freezer.pid is not None
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 16384
+    assert summary["worker_restarts"] == 1 and summary["samples_lost"] == 32 * 4

@@ -82,6 +82,48 @@ def test_a_killed_shard_comes_back_from_its_snapshot(ray_session, tmp_path):
     assert read_attachment(tmp_path / "checkpoint", "replay") is None  # save_replay is off by default
 
 
+class TwiceShardKiller:
+    """Kill shard 0 at the first metrics row and its replacement at the third; note what each snapshot held."""
+
+    def __init__(self, out):
+        self.out, self.names, self.rows = out, [], 0
+        self.kills: list[tuple[int, int, int]] = []  # (inserted when killed, snapshot's inserted, snapshot size)
+        self.counts: list[dict] = []
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.names = run_info["ray"]["shards"]
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        self.rows += 1
+        if self.rows in (1, 3):
+            name = self.names[0].rsplit("-", 1)[0] + f"-{len(self.kills)}"  # the current generation's actor
+            shard = ray.get_actor(name)
+            counts = ray.get(shard.counts.remote())
+            ray.kill(shard, no_restart=False)
+            meta = json.loads((self.out / "replay_snapshots" / "shard-0" / "meta.json").read_text())
+            self.kills.append((counts["inserted"], meta["info"]["inserted"], counts["size"]))
+            self.counts.append(dict(counts, timesteps=metrics["timesteps"]))
+
+
+def test_a_shard_restarted_twice_reloads_the_snapshot_its_replacement_wrote(ray_session, tmp_path):
+    """Issue 19: the second restart reloaded the snapshot taken before the first kill (4,648 -> 1,898 records)."""
+    pm = PluginManager()
+    killer = TwiceShardKiller(tmp_path)
+    pm.register(killer, "shard-killer")
+    config = apex("train.total_timesteps=5000", "executor.replay_snapshot_interval=300")
+    summary = train(config, tmp_path, plugin_manager=pm)
+    assert summary["shard_restarts"] == 2 and len(killer.kills) == 2
+    (first_inserted, first_snapshot, _), (second_inserted, second_snapshot, _) = killer.kills
+    assert [c["snapshot_error"] for c in killer.counts] == [None, None]
+    assert second_snapshot > first_inserted  # the replacement wrote its own snapshots where the next restart looks
+    lost_second = second_inserted - second_snapshot
+    lost_first = first_inserted - first_snapshot
+    assert lost_second < 300 + 2 * 60 and lost_first < 300 + 2 * 60
+    assert summary["replay_lost_on_restart"] <= lost_first + lost_second + 4 * 60
+
+
 def test_resume_with_save_replay_restores_the_shards(ray_session, tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     one = ["executor.num_workers=1", "env.num_envs=1", "executor.save_replay=true"]  # (fewer processes to start)

@@ -138,3 +138,35 @@ def test_sigterm_stops_a_ray_apex_run_cleanly_and_resume_carries_on(tmp_path, ra
     rows = _rows(out)
     assert [r["timesteps"] for r in rows] == sorted(r["timesteps"] for r in rows)  # one run, carried on
     assert rows[-1]["timesteps"] > stopped_at
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see that Ray's processes are gone")
+def test_kill_9_of_the_driver_leaves_no_ray_process_of_its_private_session(tmp_path, ray_tmp):
+    """Issue 19: after kill -9 of a ray_apex driver its dashboard and runtime-env agents lived on (~100 MB each)."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env(ray_tmp),
+    )
+    try:
+        deadline = time.time() + 240
+        while not _rows(out):
+            assert proc.poll() is None, f"the run ended early with {proc.returncode}"
+            assert time.time() < deadline, "timed out waiting for the run to log a row"
+            time.sleep(0.2)
+        assert _ray_processes(ray_tmp), "the run's Ray processes are not found by their temp dir"
+    finally:
+        proc.kill()  # SIGKILL: the driver runs no code
+        proc.wait()
+    deadline = time.time() + 30
+    while _ray_processes(ray_tmp) and time.time() < deadline:
+        time.sleep(0.5)
+    left = _ray_processes(ray_tmp)
+    for pid in left:  # never leave them behind, even when the test fails
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert left == [], "Ray processes outlived their driver"

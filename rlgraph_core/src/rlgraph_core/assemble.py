@@ -26,6 +26,7 @@ from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.backend.contract import Backend
 from rlgraph_core.components.settings import component_entry
 from rlgraph_core.config.memory import make_memory
+from rlgraph_core.components.sizing import check_networks_fit
 from rlgraph_core.envs import make_eval_env, make_vector_env, make_vector_env_from
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
@@ -98,6 +99,7 @@ class Assembly:
         actor or learner copies whose replay lives elsewhere.
         """
         seed = self.config.train.seed if seed is None else seed
+        check_networks_fit(self.config.agent, _as_space(observation_space))
         if with_memory:
             self.check_memory_fits(observation_space, action_space)
         memory = self.make_memory(seed) if with_memory else self._placeholder_memory(seed)

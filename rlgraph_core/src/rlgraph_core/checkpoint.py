@@ -57,7 +57,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from numpy.lib import format as npy_format
 
-from rlgraph_core.errors import CheckpointError
+from rlgraph_core.errors import CheckpointError, DiskFullError, NonFiniteError
 
 FORMAT_VERSION = 1
 
@@ -100,6 +100,30 @@ def weight_problem(
             f"come from a different network spec or environment."
         )
     return None
+
+
+def nonfinite_arrays(arrays: Mapping[str, Any]) -> list[str]:
+    """Names of the float arrays in ``arrays`` that hold a NaN or an infinity (in order)."""
+    bad = []
+    for name, value in arrays.items():
+        array = np.asarray(value)
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            bad.append(name)
+    return bad
+
+
+def _refuse_nonfinite(agent, weights: Mapping[str, Any], state_arrays: Mapping[str, Any], where: Path) -> None:
+    """Raise :class:`NonFiniteError` if a weight or optimizer slot of ``agent`` is NaN or infinite."""
+    bad = nonfinite_arrays(weights) + nonfinite_arrays(
+        {k: v for k, v in state_arrays.items() if k.startswith("optimizer/")}
+    )
+    if bad:
+        raise NonFiniteError(
+            f"Refused to write a checkpoint to '{where}': the agent's {', '.join(bad[:4])}"
+            f"{' ...' if len(bad) > 4 else ''} hold NaN or infinite values (after {agent.updates} updates), so "
+            f"the checkpoint would be useless and would replace a good one. Nothing was written; the "
+            f"checkpoints already there are unchanged."
+        )
 
 
 _TMP_PREFIX = ".tmp-"
@@ -221,6 +245,8 @@ def _write_version(
     _check_attachment_names(attachments)
     weights = agent.get_weights()
     state_arrays, counters = agent.get_state()
+    hidden = store.name.startswith(".") and store.name.endswith(".versions")
+    _refuse_nonfinite(agent, weights, state_arrays, store.parent / store.name[1:-9] if hidden else store / name)
     meta = {
         "format_version": FORMAT_VERSION,
         "agent_type": agent.config.type,
@@ -238,24 +264,72 @@ def _write_version(
             key: {"arrays": _manifest(dict(arrays)), "info": dict(info)} for key, (arrays, info) in attachments.items()
         }
     store.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=store))
+    shown = store.parent / store.name[1:-9] if hidden else store / name
+    needed = sum(np.asarray(a).nbytes for a in weights.values()) + sum(
+        np.asarray(a).nbytes for a in state_arrays.values()
+    )
+    needed += sum(np.asarray(a).nbytes for arrays, _ in attachments.values() for a in arrays.values())
     try:
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=store))
+    except OSError as exc:
+        raise _disk_full(exc, shown, store, needed) from None
+    current = store
+    try:
+        current = tmp / "weights.npz"
         _write_file(tmp / "weights.npz", lambda f: np.savez(f, **weights))
+        current = tmp / "state.npz"
         _write_file(tmp / "state.npz", lambda f: np.savez(f, **state_arrays))
         for key, (arrays, _) in attachments.items():
+            current = tmp / f"{key}.npz"
             _write_file(tmp / f"{key}.npz", lambda f, arrays=arrays: np.savez(f, **arrays))
         config = _json_bytes(extra.get("config", {}))
+        current = tmp / "config.json"
         _write_file(tmp / "config.json", lambda f: f.write(config))
         meta_bytes = _json_bytes(meta)
+        current = tmp / "meta.json"
         _write_file(tmp / "meta.json", lambda f: f.write(meta_bytes))
         _fsync_dir(tmp)
         final = store / name
         os.rename(tmp, final)
         _fsync_dir(store)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+            raise _disk_full(exc, shown, store, needed + len(_json_bytes(meta)), current.name) from None
         raise
     return final
+
+
+#: errno values that mean the device (or the user's quota) is full.
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _disk_full(exc: OSError, shown: Path, store: Path, needed: int, file: str | None = None) -> Exception:
+    """One paragraph for a checkpoint that did not fit: the file, the bytes needed, where, what is kept."""
+    if exc.errno not in _DISK_FULL:
+        return exc
+    try:
+        free = f"{shutil.disk_usage(store).free:,} bytes free"
+    except OSError:
+        free = "the free space unknown"
+    previous = _newest_complete(shown, store)
+    kept = (
+        f"The previous checkpoint '{previous}' is intact and is still the newest."
+        if previous is not None
+        else "No earlier checkpoint exists there."
+    )
+    return DiskFullError(
+        f"No space left to write the checkpoint '{shown}'{f' (at {file})' if file else ''}: it needs about "
+        f"{needed:,} bytes on the device holding '{store}' ({free}; {exc.strerror or exc}). The partial "
+        f"files were removed. {kept} Free some space there (or run with --out on another disk)."
+    )
+
+
+def _newest_complete(shown: Path, store: Path) -> Path | None:
+    """The checkpoint a failed save leaves as the newest: the fixed path's target, or the newest periodic one."""
+    if shown.parent == store:  # periodic: store is run/checkpoints
+        return _latest_periodic(store)
+    return shown if _complete(Path(os.path.realpath(shown))) else None
 
 
 def _switch_link(link: Path, target: Path) -> bool:
@@ -536,6 +610,9 @@ def read_meta(directory: str | os.PathLike) -> tuple[dict, dict]:
 
 Headers = dict[str, tuple[tuple[int, ...], np.dtype]]
 
+#: The most bytes an ``.npy`` member may hold beyond its data (magic, header dict, padding).
+_MAX_NPY_HEADER = 65_536 + 16
+
 
 def _npy_header(zf: zipfile.ZipFile, member: str) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and dtype from the ``.npy`` header of ``member``, without reading its data."""
@@ -591,6 +668,13 @@ def _read_npz(
                 raise CheckpointError(
                     f"Checkpoint file '{shown}' holds array '{member[:-4]}' of object dtype. Object arrays need "
                     f"pickle to load, and rlgraph never loads with allow_pickle; corrupt or malicious checkpoint."
+                )
+            data_bytes = math.prod(shape) * dtype.itemsize
+            if zf.getinfo(member).file_size > data_bytes + _MAX_NPY_HEADER:
+                raise CheckpointError(
+                    f"Checkpoint file '{shown}': array '{member[:-4][:60]}' inflates to "
+                    f"{zf.getinfo(member).file_size:,} bytes, but its header describes {data_bytes:,} bytes of "
+                    f"data; corrupt or malicious checkpoint. Nothing was loaded."
                 )
             headers[member[:-4]] = (shape, dtype)
         if set(headers) != set(manifest):
@@ -735,6 +819,17 @@ def load_checkpoint_into(agent, directory: str | os.PathLike, *, for_training: b
         meta["weights"],
         _check_weight_headers(agent, shown / "weights.npz"),
     )
+    bad = nonfinite_arrays(weights)
+    if bad:
+        what = (
+            f"Checkpoint '{shown}' holds NaN or infinite weights ({', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''})"
+        )
+        if for_training:
+            raise CheckpointError(
+                f"{what}; training from them would only produce NaN. Resume from an earlier checkpoint of the "
+                f"run (checkpoints/step-*). Nothing was loaded."
+            )
+        warnings.warn(f"{what}; its actions will be meaningless.", RuntimeWarning, stacklevel=3)
     if not for_training:
         agent.set_weights(weights)  # checked above: every name, shape and dtype family
         return meta

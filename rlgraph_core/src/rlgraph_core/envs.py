@@ -24,6 +24,7 @@ network can read (MiniGrid's text ``mission``) is refused with the wrapper that 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import os
 import sys
@@ -34,7 +35,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
-from rlgraph_core.errors import ConfigError
+from rlgraph_core.env_checks import CheckedEnv
+from rlgraph_core.errors import ConfigError, prefix, shorten
 from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
 
 __all__ = [
@@ -216,11 +218,12 @@ def _made(env_cfg, make, **extra: Any):
     except (TypeError, ValueError, gym.error.Error) as exc:
         if isinstance(exc, ConfigError):
             raise
-        given = f"env.kwargs = {env_cfg.kwargs}" if env_cfg.kwargs else "no env.kwargs"
+        given = f"env.kwargs = {shorten(env_cfg.kwargs, 200)}" if env_cfg.kwargs else "no env.kwargs"
         if extra:
             given += " and " + ", ".join(f"{k}={v!r}" for k, v in extra.items())
         raise ConfigError(
-            f"'env.id' = '{env_cfg.id}' could not be made with {given}: {type(exc).__name__}: {exc}. "
+            f"'env.id' = '{env_cfg.id}' could not be made with {given}: {type(exc).__name__}: "
+            f"{prefix(str(exc))}. "
             f"env.kwargs are passed to the environment's constructor: pass only the arguments it "
             f"takes (and every one it requires)."
         ) from exc
@@ -278,10 +281,11 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
     Same-step autoreset means ``obs`` after a step already holds the reset observation of a
     finished env, and ``info["final_obs"]`` the true last observation, which replay needs.
     ``wrappers`` (``env -> env`` callables, see :func:`rlgraph_core.wrappers.resolve_wrappers`)
-    wrap each copy, innermost first.
+    wrap each copy, innermost first; outermost, :class:`~rlgraph_core.env_checks.CheckedEnv` checks
+    that observations and rewards are finite numbers as the agent will see them.
     """
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
-    wrap = _wrappers(env_cfg, wrappers)
+    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
     envs = _made(
         env_cfg,
         lambda target, kwargs: gym.make_vec(
@@ -289,7 +293,7 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
             num_envs=env_cfg.num_envs,
             vectorization_mode=mode,
             vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-            wrappers=wrap or None,
+            wrappers=wrap,
             **kwargs,
         ),
     )
@@ -305,9 +309,9 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
 def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callable] | None = None):
     """Like :func:`make_vector_env`, with ``factory()`` making each env instead of ``env_cfg.id``
     (the facade's gymnasium env or env factory); ``wrappers`` wrap each copy as there."""
-    wrap = _wrappers(env_cfg, wrappers)
+    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
     cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else gym.vector.SyncVectorEnv
-    make = (lambda: apply_wrappers(factory(), wrap)) if wrap else factory
+    make = lambda: apply_wrappers(factory(), wrap)  # noqa: E731
     envs = cls([make] * env_cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     try:
         check_observation_space(envs.single_observation_space, env_cfg.id)
@@ -319,9 +323,9 @@ def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callabl
 
 
 def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Callable] | None = None):
-    """A single environment for evaluation, wrapped like the training envs."""
+    """A single environment for evaluation, wrapped (and checked) like the training envs."""
     extra = {"render_mode": render_mode} if render_mode else {}
-    wrap = _wrappers(env_cfg, wrappers)
+    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
     env = _made(env_cfg, lambda target, kwargs: apply_wrappers(gym.make(target, **kwargs), wrap), **extra)
     try:
         check_observation_space(env.observation_space, env_cfg.id)
@@ -329,3 +333,10 @@ def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Ca
         env.close()
         raise
     return env
+
+
+def _checker(env_cfg) -> functools.partial:
+    """``env -> CheckedEnv(env, ...)`` for ``env_cfg`` (a picklable callable, for async vector envs)."""
+    return functools.partial(
+        CheckedEnv, env_id=str(env_cfg.id), allow_nonfinite_obs=bool(getattr(env_cfg, "allow_nonfinite_obs", False))
+    )

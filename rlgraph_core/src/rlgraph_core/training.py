@@ -13,11 +13,9 @@ Without an output folder nothing is written or locked (the facade's default).
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
-from rlgraph_core.errors import RLGraphError
 
 __all__ = ["default_out_dir", "end_line", "resolve_resume", "run_training", "start_line"]
 
@@ -26,26 +24,13 @@ def resolve_resume(path: str | Path) -> Path:
     """The checkpoint ``--resume PATH`` means: PATH itself, or the newest checkpoint of run folder PATH.
 
     A run folder holds its final ``checkpoint`` and periodic ``checkpoints/``; after a crash the
-    periodic one may be newer, so the one with the most env steps is taken.
+    periodic one may be newer, so the one with the most env steps is taken. What an interrupted
+    save left is recovered as loading recovers it (see
+    :func:`rlgraph_core.execution.run_dir.resume_checkpoint`).
     """
-    from rlgraph_core.checkpoint import latest_checkpoint, read_meta
+    from rlgraph_core.execution.run_dir import resume_checkpoint
 
-    path = Path(path)
-    if (path / "meta.json").is_file():
-        return path
-    candidates = [c for c in (path / "checkpoint", latest_checkpoint(path)) if c is not None and c.exists()]
-    best, best_steps = None, -1
-    for candidate in candidates:
-        with contextlib.suppress(RLGraphError):
-            steps = int(read_meta(candidate)[0].get("counters", {}).get("timesteps", 0))
-            if steps > best_steps:
-                best, best_steps = candidate, steps
-    if best is None:
-        raise RLGraphError(
-            f"--resume '{path}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
-            f"(checkpoint/ or checkpoints/); pass a run's --out folder or one of its checkpoints."
-        )
-    return best
+    return resume_checkpoint(path)
 
 
 def default_out_dir(config) -> Path:

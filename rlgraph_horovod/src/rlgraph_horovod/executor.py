@@ -38,7 +38,7 @@ from rlgraph_core.execution.local import true_next_obs
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 from rlgraph_horovod.collectives import Collectives, TimedAllreduce, collectives_for
-from rlgraph_horovod.ranks import launched_rank, require_elastic_launch, under_launcher
+from rlgraph_horovod.ranks import launched_rank, launched_size, require_elastic_launch, under_launcher
 from rlgraph_horovod.state_sync import WeightDivergence, broadcast_agent, check_identical
 
 # Slots of the control vector allreduced (summed) at every stop agreement.
@@ -56,8 +56,20 @@ class HorovodExecutor(Executor):
         """Only rank 0 locks and writes the output folder."""
         return launched_rank() == 0
 
+    @classmethod
+    def plan_note(cls, config) -> str:
+        """How many ranks the run has: those ``horovodrun`` started, or one without it."""
+        if under_launcher():
+            return f"{launched_size()} Horovod ranks (started by horovodrun); rank 0 logs and checkpoints"
+        return (
+            "1 rank: not started by horovodrun, so this trains as one process, exactly as --executor local "
+            "would (launch with horovodrun -np N ... --executor horovod for N data-parallel ranks)"
+        )
+
     def run(self) -> dict:
         cfg, parts = self.config, self.assembly
+        if launched_rank() == 0:
+            print(f"rlgraph-horovod: {self.plan_note(cfg)}", flush=True)
         elastic = cfg.executor.elastic and under_launcher()
         if elastic:
             require_elastic_launch()  # also checked when the config is validated

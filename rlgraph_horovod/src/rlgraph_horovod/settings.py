@@ -5,11 +5,13 @@ Only pydantic and core are imported here, so configs validate without Horovod in
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pydantic import Field
 
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.settings import ExecutorSettings
-from rlgraph_horovod.ranks import require_elastic_launch, under_launcher
+from rlgraph_horovod.ranks import launched_size, require_elastic_launch, under_launcher
 
 
 class HorovodSettings(ExecutorSettings):
@@ -36,6 +38,12 @@ class HorovodSettings(ExecutorSettings):
         "fewer ranks. Needs an elastic launch (horovodrun --min-np/--max-np with --host-discovery-script); "
         "rank 0 must survive (it logs and checkpoints)",
     )
+    num_ranks: Optional[int] = Field(
+        None,
+        ge=1,
+        description="the number of ranks (processes) this run must have; refused when horovodrun started "
+        "another number (or none: one rank). null = whatever the launcher started",
+    )
     commit_interval: int = Field(
         20,
         ge=1,
@@ -53,6 +61,15 @@ class HorovodSettings(ExecutorSettings):
         """
         if self.elastic and under_launcher():
             require_elastic_launch()
+        size = launched_size()
+        if self.num_ranks is not None and self.num_ranks != size and not self.elastic:
+            started = f"horovodrun started {size} ranks" if under_launcher() else "it was not started by horovodrun"
+            raise ConfigError(
+                f"'executor.num_ranks' = {self.num_ranks}, but {started}, so the run would have {size} "
+                f"rank{'s' if size != 1 else ''}. Launch it with: horovodrun -np {self.num_ranks} -H "
+                f"localhost:{self.num_ranks} --gloo rlgraph train CONFIG --executor horovod (Horovod installed by "
+                f"python -m rlgraph_horovod.install), or set executor.num_ranks: null to take any number."
+            )
         target_kl = getattr(agent, "target_kl", None)
         if target_kl is not None:
             raise ConfigError(

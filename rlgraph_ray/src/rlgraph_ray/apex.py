@@ -182,10 +182,18 @@ class RayApexExecutor(RayExecutor):
 
                 def extra(staleness=staleness) -> dict:
                     sizes = self._shard_sizes()
+                    acting = [v for v in self._worker_versions if v is not None]
                     row = {
-                        "staleness": float(np.mean(staleness)) if staleness else None,
+                        # policy lag: how many updates behind the learner the workers act
+                        "staleness": float(learner.weights_version - np.mean(acting)) if acting else None,
+                        # replay age: learner version minus the version that collected the sampled records
+                        "replay_age": float(np.mean(staleness)) if staleness else None,
                         "replay_size": int(sum(sizes)),
+                        # the learner's own epsilon is not what acts: each worker has its Ape-X epsilon
+                        "epsilon": None,
                     }
+                    for i in range(len(self.workers)):
+                        row[f"worker_{i}_epsilon"] = settings.worker_epsilon(i)
                     for k, size in enumerate(sizes):
                         row[f"replay_fill_shard_{k}"] = size
                     staleness.clear()

@@ -89,7 +89,7 @@ class RayExecutor(Executor):
         self._published_version: int | None = None
         self._worker_versions: list[int | None] = [None] * settings.num_workers
         self._resumed_at = self.learner.timesteps
-        with ray_session(settings.address) as session:
+        with ray_session(settings.address, connect_timeout_s=settings.connect_timeout_s) as session:
             self.session = session
             try:
                 try:
@@ -234,8 +234,13 @@ class RayExecutor(Executor):
         return f"rlgraph-{self.tag}-shard-{index}-{self._shard_generation[index]}"
 
     def _snapshot_dir(self, index: int) -> str:
-        """The snapshot folder of shard ``index`` (absolute: shard processes may run elsewhere)."""
-        return str((Path(self.out_dir) / SNAPSHOT_DIR / f"shard-{index}").resolve())
+        """The snapshot folder of shard ``index`` (absolute: shard processes may run elsewhere).
+
+        The run folder is resolved, never the snapshot path itself: that is a link to the newest
+        version, and a restarted shard given the version folder would write its snapshots beside
+        it, where the next restart does not look (issue 19).
+        """
+        return str(Path(self.out_dir).resolve() / SNAPSHOT_DIR / f"shard-{index}")
 
     def _start_shards(self, count: int) -> None:
         """Start ``count`` shards (old snapshots in the run folder are removed first), empty or, on

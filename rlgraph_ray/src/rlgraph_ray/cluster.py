@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import uuid
 import warnings
 from typing import Iterator, Sequence
@@ -14,6 +15,41 @@ import ray
 
 from rlgraph_core.errors import RLGraphError
 from rlgraph_core.plugins.manager import DISABLE_ENV
+from rlgraph_ray.reaper import start_reaper, stop_reaper
+
+
+class RayConnectError(RLGraphError):
+    """``executor.address`` names a cluster that cannot be reached."""
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``host:port`` or ``ray://host:port`` address; None for ``auto``."""
+    rest = address[len("ray://") :] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def probe_address(address: str, timeout_s: float) -> None:
+    """Raise :class:`RayConnectError` unless a TCP connection to ``address`` opens within ``timeout_s``.
+
+    Ray itself retries a closed port for minutes with only its own log lines; this checks the
+    address first and fails with one paragraph.
+    """
+    target = _host_port(address)
+    if target is None:
+        return
+    try:
+        socket.create_connection(target, timeout=timeout_s).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
+        raise RayConnectError(
+            f"executor.address = '{address}': no Ray cluster could be reached there within "
+            f"executor.connect_timeout_s = {timeout_s:g} s ({reason}). Start the head node first (ray start "
+            f"--head --port={target[1]}), check the host and port (and any firewall), or leave "
+            f"executor.address unset for a private local Ray."
+        ) from None
 
 
 class RayPlacementError(RLGraphError):
@@ -21,7 +57,7 @@ class RayPlacementError(RLGraphError):
 
 
 @contextlib.contextmanager
-def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
+def ray_session(address: str | None, *, quiet: bool = False, connect_timeout_s: float = 10.0) -> Iterator[dict]:
     """Connect to Ray for the duration of a run; yields ``{"address", "where", "started", "own_cluster",
     "gcs_address", "cpus"}`` (``started``: this call connected, so it disconnects at the end;
     ``own_cluster``: this call started the Ray processes themselves; ``gcs_address``: the
@@ -32,9 +68,11 @@ def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
       ``os.cpu_count()`` CPUs and no dashboard, so a stray ``RAY_ADDRESS`` or an old session is
       never joined by accident; shut down at the end.
     * otherwise (``auto``, ``host:port``, ``ray://host:port``): join that cluster and say so;
-      disconnect at the end (the cluster keeps running).
+      disconnect at the end (the cluster keeps running). A ``host:port`` that does not accept a
+      connection within ``connect_timeout_s`` raises :class:`RayConnectError` before Ray is asked.
     """
     started = own = False
+    reaper = None
     if ray.is_initialized():
         where = "the Ray session already running in this process"
     elif address in (None, "local"):
@@ -47,7 +85,9 @@ def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
         )
         started = own = True
         where = "a private local Ray"
+        reaper = start_reaper()  # ends the session's processes should this driver be killed with SIGKILL
     else:
+        probe_address(address, connect_timeout_s)
         ray.init(address=address, log_to_driver=True, configure_logging=False)
         started = True
         where = f"the Ray cluster at {address}"
@@ -65,6 +105,7 @@ def ray_session(address: str | None, *, quiet: bool = False) -> Iterator[dict]:
     finally:
         if started:
             ray.shutdown()
+        stop_reaper(reaper)
 
 
 def check_cpus(requested: float, what: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter, deque
 from typing import Any
 
@@ -70,6 +71,8 @@ class RayImpalaExecutor(RayExecutor):
     def _start_actors(self) -> None:
         self._lag_sum, self._lag_batches, self._lag_max = 0.0, 0, None
         self._next_worker = 0
+        #: worker -> when it started the fragment it is collecting now (for executor.sample_timeout_s)
+        self._head_since: dict[int, float] = {}
         self._start_workers()
 
     def _request(self, in_flight: dict, queued: int, box: WeightsBox) -> None:
@@ -84,6 +87,8 @@ class RayImpalaExecutor(RayExecutor):
                     return
                 i = (self._next_worker + k) % n
                 if busy[i] == depth:
+                    if busy[i] == 0:
+                        self._head_since[i] = time.monotonic()  # the worker starts on it now
                     in_flight[self.workers[i].sample.remote(box)] = i
                     busy[i] += 1
                     room -= 1
@@ -112,11 +117,17 @@ class RayImpalaExecutor(RayExecutor):
                     dropped = [r for r, j in in_flight.items() if j == i]
                     for r in dropped:
                         del in_flight[r]
+                    self._head_since.pop(i, None)
                     self._restart_worker(i, exc, fragment * (1 + len(dropped)))
                     continue
                 queue.append(batch)
                 new_steps += stats["steps"]
                 self._note_worker(stats, recorder)
+                if i in in_flight.values():
+                    self._head_since[i] = time.monotonic()  # it starts on its next request now
+                else:
+                    self._head_since.pop(i, None)
+            self._restart_hung(in_flight, fragment)
             learner.timesteps += new_steps
             learned = False
             if len(queue) >= settings.learner_batch_fragments:
@@ -148,6 +159,28 @@ class RayImpalaExecutor(RayExecutor):
                     return row
 
                 recorder.step(new_steps, self._distributed_metrics(extra))
+
+    def _restart_hung(self, in_flight: dict, fragment: int) -> None:
+        """Restart every worker that has collected one fragment for longer than ``executor.sample_timeout_s``.
+
+        Its requests are dropped (their queue slots free up at once) and counted in ``samples_lost``.
+        """
+        timeout = self.config.executor.sample_timeout_s
+        if timeout is None:
+            return
+        now = time.monotonic()
+        for i, since in list(self._head_since.items()):
+            if now - since <= timeout:
+                continue
+            dropped = [r for r, j in in_flight.items() if j == i]
+            for r in dropped:
+                del in_flight[r]
+            del self._head_since[i]
+            self._restart_worker(
+                i,
+                TimeoutError(f"no fragment within executor.sample_timeout_s = {timeout:g} s"),
+                fragment * len(dropped),
+            )
 
     def _totals(self) -> dict:
         """``summary.json`` adds the policy lag over the whole run (mean of the batches', largest)."""

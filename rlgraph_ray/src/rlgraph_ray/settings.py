@@ -25,6 +25,9 @@ class RaySettings(ExecutorSettings):
         None,
         description="null or local: start a private local Ray; auto, host:port or ray://host:port: join that cluster",
     )
+    connect_timeout_s: float = Field(
+        10.0, gt=0, description="seconds to reach executor.address (host:port, ray://host:port) before the run fails"
+    )
     num_workers: int = Field(2, gt=0, description="worker actors, each with its own vector env and agent copy")
     envs_per_worker: Optional[int] = Field(
         None, gt=0, description="envs each worker steps; null = env.num_envs split evenly across the workers"
@@ -191,6 +194,12 @@ class RayImpalaSettings(RaySettings):
     )
     learner_batch_fragments: int = Field(
         2, gt=0, description="fragments concatenated along the env axis into one learner batch"
+    )
+    sample_timeout_s: Optional[float] = Field(
+        None,
+        gt=0,
+        description="a worker that delivers no fragment within this many seconds of starting one is restarted "
+        "(its requests are dropped, so it never holds queue slots for ever)",
     )
     fragments_in_flight: int = Field(
         2,

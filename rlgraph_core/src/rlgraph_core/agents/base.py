@@ -330,7 +330,16 @@ class Agent(abc.ABC):
                 return f"is optimizer state of no train step of this agent (its steps store under {sorted(steps)})"
             return _optimizer_array_problem(name[len(prefix) :], shape, dtype, steps[prefix])
         capacity = self._memory_capacity()
-        if name.startswith(("memory/data/", "memory/frames/", "memory/frame_index/")):
+        records = ("memory/data/", "memory/frames/", "memory/frame_index/")
+        if not name.startswith(records):
+            known = self._known_state_names()
+            if known is not None and name not in known:
+                shown = sorted(known)
+                return (
+                    f"is not state this agent keeps (besides optimizer slots and replay records it keeps "
+                    f"{shown[:8]}{' ...' if len(shown) > 8 else ''}); the checkpoint was not written for this agent"
+                )
+        if name.startswith(records):
             return record_array_problem(
                 name[len("memory/") :], shape, dtype, capacity, self.replay_record_spaces(), MAX_UNDECLARED_RECORD_BYTES
             )
@@ -339,6 +348,27 @@ class Agent(abc.ABC):
         if nbytes > limit:
             return f"claims {nbytes:,} bytes, more than the {limit:,} bytes a state array of this agent may hold"
         return None
+
+    def extra_state_names(self) -> frozenset[str] | None:
+        """Names of the arrays :meth:`get_state` stores besides ``optimizer/...`` and ``memory/...``.
+
+        A checkpoint's state array with any other name is refused from its header, before any
+        data is read (so a hostile ``state.npz`` cannot make a load decompress gigabytes of
+        arrays nobody asked for). The default is none; an agent that stores more names them
+        here, or returns None to bound such arrays only by :data:`MAX_STATE_ARRAY_BYTES`.
+        """
+        return frozenset()
+
+    def _known_state_names(self) -> set[str] | None:
+        """Every non-optimizer, non-record state name a checkpoint of this agent may hold (None: any)."""
+        extra = self.extra_state_names()
+        if extra is None:
+            return None
+        memory = getattr(self, "memory", None)
+        keys = getattr(memory, "_state_keys", None)
+        if memory is not None and not callable(keys):
+            return None  # a memory that does not say what it stores: bounded by size only
+        return set(extra) | {f"memory/{k}" for k in (keys() if callable(keys) else ())}
 
     def state_problem(self, arrays: Mapping[str, np.ndarray], counters: Mapping[str, Any]) -> str | None:
         """Why :meth:`set_state` must not take ``arrays``/``counters``, or None; changes nothing.

@@ -22,6 +22,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from rlgraph_core.errors import NonFiniteError
+
 #: A backend tensor (``torch.Tensor``, ``tf.Tensor``, ``np.ndarray`` ...). Core never looks inside.
 Tensor = Any
 
@@ -287,7 +289,16 @@ class TrainStep(abc.ABC):
         if hook is None:
             return self._fused_step(*inputs)
         outputs, flat = self.compute_gradients(*inputs)
-        self.apply_gradients(self._checked_flat(hook(flat), "the gradient hook returned"))
+        flat = self._checked_flat(hook(flat), "the gradient hook returned")
+        if not np.isfinite(flat).all():
+            # Checked after the hook (every process of an allreduce sees the same buffer, so all
+            # stop together) and before the optimizer moves anything.
+            bad = int((~np.isfinite(flat)).sum())
+            raise NonFiniteError(
+                f"{bad} of {flat.size} gradient values are NaN or infinite; the update was not applied. Common causes: a learning rate that is too high, huge rewards or "
+                f"observations (normalise them), or no gradient clipping (set optimizer.max_grad_norm)."
+            )
+        self.apply_gradients(flat)
         return outputs
 
     @abc.abstractmethod

@@ -62,6 +62,11 @@ class EnvConfig(StrictModel):
     num_envs: int = Field(4, gt=0)
     vectorization: Literal["sync", "async"] = "sync"
     kwargs: dict = Field(default_factory=dict, description="passed to gymnasium.make")
+    allow_nonfinite_obs: bool = Field(
+        False,
+        description="accept NaN/inf in observations (for envs that leave unused dimensions at inf); "
+        "rewards are always checked",
+    )
     wrappers: list[SerializeAsAny[WrapperSettings]] = Field(
         default_factory=list,
         description="ordered list of {type: NAME, ...settings} applied to every env, innermost first "

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model
 
 from rlgraph_core.config.common import EnvConfig, TrainConfig
+from rlgraph_core.config.limits import MAX_CONFIG_BYTES, check_document, parse_json, parse_yaml, shorten
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.execution.loggers import check_logger_available
 from rlgraph_core.execution.settings import ExecutorSettings
@@ -118,7 +119,7 @@ def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model
     for err in exc.errors():
         path = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
         value = err.get("input")
-        shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
+        shown = shorten(value) if not isinstance(value, dict) else "{...}"
         if err["type"] == "extra_forbidden":
             owner = _model_at(model, err["loc"][:-1]) if model is not None else None
             msg = f"'{path}' is not a known field (value {shown})"
@@ -162,7 +163,8 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         raise ConfigError(
             f"A config must be a mapping with keys agent, env, train (and executor); got {type(raw).__name__}."
         )
-    unknown = sorted(set(raw) - set(SECTIONS))
+    check_document(raw)
+    unknown = sorted(shorten(k, 40) if isinstance(k, str) and len(k) > 40 else k for k in set(raw) - set(SECTIONS))
     if unknown:
         raise ConfigError(
             f"Unknown top-level config keys {unknown}; a config has agent, env and train (and optionally "
@@ -171,7 +173,7 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     for section in SECTIONS:
         if raw.get(section) is not None and not isinstance(raw[section], dict):
             raise ConfigError(
-                f"'{section}' = {json.dumps(raw[section], default=str)}: the {section} section "
+                f"'{section}' = {shorten(raw[section])}: the {section} section "
                 f"must be a mapping of fields, e.g. {section}: {{...}}."
             )
     non_finite = [
@@ -190,7 +192,7 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     agent_type = agent_raw.get("type", "dqn")
     if not isinstance(agent_type, str):
         raise ConfigError(
-            f"'agent.type' = {json.dumps(agent_type, default=str)}: it must be an agent name; "
+            f"'agent.type' = {shorten(agent_type)}: it must be an agent name; "
             f"known agents: {', '.join(sorted(pm.names('agents')))}."
         )
     try:
@@ -281,7 +283,7 @@ def validate_executor_settings(plugin_manager, name: str, raw: Any, field: str =
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(
-            f"'{field}' = {json.dumps(raw, default=str)}: the executor section must be a mapping of the "
+            f"'{field}' = {shorten(raw)}: the executor section must be a mapping of the "
             f"settings of train.executor '{name}'."
         )
     try:
@@ -316,7 +318,12 @@ def _check_env_id(env_id: str) -> None:
 
 
 def load_config_file(path: str | Path) -> dict:
-    """Read a YAML or JSON config file into a dict (errors name the file and the problem)."""
+    """Read a YAML or JSON config file into a dict (errors name the file and the problem).
+
+    Refused: a file over :data:`~rlgraph_core.config.limits.MAX_CONFIG_BYTES`, an empty file (it
+    would silently train the defaults), a mapping with a duplicate key, and a document that
+    expands beyond :data:`~rlgraph_core.config.limits.MAX_CONFIG_NODES` values (YAML aliases).
+    """
     path = Path(path)
     if not path.is_file():
         import difflib
@@ -328,28 +335,43 @@ def load_config_file(path: str | Path) -> dict:
             f"config ({', '.join(shipped_configs())}).{hint}"
         )
     kind = "JSON" if path.suffix == ".json" else "YAML"
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"Config file '{path}' is {size:,} bytes; a config is a few kilobytes (at most {MAX_CONFIG_BYTES:,} "
+            f"bytes are read). Keep large data out of the config (e.g. a file the environment reads)."
+        )
     try:
         text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = parse_json(text) if path.suffix == ".json" else parse_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Config file '{path}' is not valid {kind}: {exc}") from None
+        raise ConfigError(f"Config file '{path}' is not valid {kind}: {shorten(str(exc), 300)}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"Config file '{path}' has a {exc}.") from None
     if data is None:
-        return {}
+        raise ConfigError(
+            f"Config file '{path}' is empty (no settings, only comments or blank lines). An empty config would "
+            f"silently train the built-in default (DQN on CartPole-v1); to do that on purpose run 'rlgraph "
+            f"train' without a config, or write the sections agent, env and train."
+        )
     if not isinstance(data, dict):
         raise ConfigError(
             f"Config file '{path}' holds a {type(data).__name__}, not a mapping with keys agent, env and train."
         )
+    check_document(data, f"config file '{path}'")
     return data
 
 
 def _parse_override_value(item: str, value: str):
     """Parse an override's value as YAML; YAML 1.1 leaves ``1e-3`` a string, so numbers get a second try."""
     try:
-        parsed = yaml.safe_load(value)
+        parsed = parse_yaml(value)
+    except ConfigError as exc:
+        raise ConfigError(f"Override '{shorten(item, 80)}' has a {exc}.") from None
     except yaml.YAMLError as exc:
         problem = str(exc).splitlines()[0]
         raise ConfigError(
-            f"Override '{item}': the value {value!r} is not valid YAML ({problem}); "
+            f"Override '{shorten(item, 80)}': the value is not valid YAML ({shorten(problem, 200)}); "
             f"quote strings, write lists as [a, b] and mappings as {{k: v}}."
         ) from None
     if isinstance(parsed, str) and parsed == value.strip():
@@ -369,18 +391,19 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 
     out = copy.deepcopy(raw)
     for item in overrides or []:
+        shown = item if len(item) <= 80 else f"{item[:70]}... (cut)"
         if "=" not in item:
-            raise ConfigError(f"Override '{item}' must look like key.path=value, e.g. agent.memory.capacity=50000.")
+            raise ConfigError(f"Override '{shown}' must look like key.path=value, e.g. agent.memory.capacity=50000.")
         key, value = item.split("=", 1)
         parts = key.strip().split(".")
         if not all(parts):
-            raise ConfigError(f"Override '{item}': the key path '{key.strip()}' has an empty part.")
+            raise ConfigError(f"Override '{shown}': the key path '{key.strip()[:80]}' has an empty part.")
         if parts[0] not in SECTIONS:
-            raise ConfigError(f"Override '{item}': the path must start with agent, env, train or executor.")
+            raise ConfigError(f"Override '{shown}': the path must start with agent, env, train or executor.")
         node = out
         for p in parts[:-1]:
             if not isinstance(node.get(p, {}), dict):
-                raise ConfigError(f"Override '{item}': '{p}' holds a value, not a section.")
+                raise ConfigError(f"Override '{shown}': '{p[:80]}' holds a value, not a section.")
             node = node.setdefault(p, {})
         node[parts[-1]] = _parse_override_value(item, value)
     return out

@@ -42,6 +42,12 @@ class Executor(abc.ABC):
         """
         return True
 
+    @classmethod
+    def plan_note(cls, config) -> str | None:
+        """One line on how many processes the run will have and why (``--dry-run`` prints it, the
+        executor prints it at the start), or None where there is nothing to say (the default)."""
+        return None
+
     @abc.abstractmethod
     def run(self) -> dict:
         """Train until the stop condition; return a summary dict (final metrics, paths)."""

@@ -97,6 +97,10 @@ def dry_run(assembly, out_dir: str | Path, resume_dir: str | Path | None = None)
     ]
     if resume_dir is not None:
         lines.append(f"  resume:      {resume_dir} (loaded into the agent)")
+    note = getattr(assembly.executor_class, "plan_note", None)
+    text = note(cfg) if callable(note) else None
+    if text:
+        lines.append(f"  processes:   {text}")
     return "\n".join(lines)
 
 

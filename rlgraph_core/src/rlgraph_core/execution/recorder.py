@@ -34,6 +34,7 @@ keeps ``agent.timesteps`` at the number of env steps taken so far (all workers t
 from __future__ import annotations
 
 import json
+import math
 import time
 import traceback
 import warnings
@@ -44,7 +45,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from rlgraph_core.checkpoint import Attachments, save_checkpoint, save_periodic
+from rlgraph_core.checkpoint import Attachments, latest_checkpoint, save_checkpoint, save_periodic
+from rlgraph_core.errors import DiskFullError, NonFiniteError
 from rlgraph_core.execution.plotting import plot_learning_curve
 from rlgraph_core.callbacks import callback_name
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
@@ -161,6 +163,7 @@ class RunRecorder:
         self._next_checkpoint = agent.timesteps + self._interval
         self._start = (agent.timesteps, agent.updates, time.perf_counter())
         self._last = self._start
+        self._checked_updates = agent.updates
 
     # ------------------------------------------------------------------ what callbacks read
     @property
@@ -232,7 +235,7 @@ class RunRecorder:
             raise
         self.assembly.hook.rlgraph_on_train_start(run_info=info)
         self._start = self._last = (self.agent.timesteps, self.agent.updates, time.perf_counter())
-        self._callback_updates = self.agent.updates
+        self._callback_updates = self._checked_updates = self.agent.updates
         try:
             with StopRequest() as stop:
                 if tc.progress_bar:
@@ -313,6 +316,9 @@ class RunRecorder:
         agent, tc = self.agent, self.config.train
         if self._bar is not None and new_steps:
             self._bar.update(new_steps)
+        if agent.updates != self._checked_updates:
+            self._checked_updates = agent.updates
+            self.check_loss()
         if self.callbacks:
             self._notify("on_step")
             if agent.updates != self._callback_updates:
@@ -342,6 +348,24 @@ class RunRecorder:
         if not (log_now or evaluation is not None):
             return None
         return self.log_row(evaluation, extra_metrics() if extra_metrics is not None else None)
+
+    def check_loss(self) -> None:
+        """Raise :class:`~rlgraph_core.errors.NonFiniteError` if the agent's last loss is NaN or infinite.
+
+        Called after every batch of env steps in which the agent updated. A NaN spreads into every
+        weight with the next update, so the run stops here; checkpoints are never written with
+        non-finite weights (the newest finite one stays the newest).
+        """
+        loss = self.agent.metrics().get("loss")
+        if loss is None or math.isfinite(float(loss)):
+            return
+        raise NonFiniteError(
+            f"The loss became {float(loss)} at update {self.agent.updates} (env step {self.agent.timesteps}); "
+            f"the run stops here and no checkpoint is written from non-finite weights (the newest finite one "
+            f"stays the newest). Common causes: a learning rate that is "
+            f"too high, huge rewards or observations (normalise them), or no gradient clipping (set "
+            f"optimizer.max_grad_norm)."
+        )
 
     def evaluate(self) -> dict:
         """Evaluate the greedy policy now (``train.eval_episodes`` on the eval env, fixed seeds);
@@ -420,12 +444,22 @@ class RunRecorder:
         cfg, tc, agent, state = self.config, self.config.train, self.agent, self.state
         checkpoint_dir = None if self.out_dir is None else self.out_dir / "checkpoint"
         extra = self.checkpoint_extra(eval_return_mean=state.last_eval_return, ended_by=state.ended_by)
+        saved: Path | None = checkpoint_dir
+        refused = None
         if checkpoint_dir is not None:
             attachments = self._attachments()
-            if attachments:
-                save_checkpoint(agent, checkpoint_dir, extra, attachments)
-            else:
-                agent.save(checkpoint_dir, extra)
+            try:
+                if attachments:
+                    save_checkpoint(agent, checkpoint_dir, extra, attachments)
+                else:
+                    agent.save(checkpoint_dir, extra)
+            except (NonFiniteError, DiskFullError) as exc:
+                # Poisoned weights, or no room: the newest complete checkpoint stays the newest one.
+                if state.ended_by != "error":
+                    state.ended_by, state.error = "error", f"{type(exc).__name__}: {exc}"
+                    state.traceback = None
+                saved = latest_checkpoint(self.out_dir)
+                refused = str(exc)
         start_steps, start_updates, t0 = self._start
         elapsed = time.perf_counter() - t0
         summary = {
@@ -440,11 +474,13 @@ class RunRecorder:
             "eval_return_mean": state.last_eval_return,
             "best_eval_return": state.best_eval_return,
             "target_reached": state.target_reached,
-            "checkpoint": None if checkpoint_dir is None else str(checkpoint_dir),
+            "checkpoint": None if saved is None else str(saved),
             "target_return": tc.target_return,
             "build_seconds": agent.build_report.build_seconds,
             **(self.summary_extra() if callable(self.summary_extra) else self.summary_extra),
         }
+        if refused is not None:
+            summary["checkpoint_refused"] = refused
         if state.stopped_by is not None:
             summary["stopped_by"] = state.stopped_by
         if state.error is not None:
@@ -455,15 +491,22 @@ class RunRecorder:
         if self.out_dir is None:
             self.assembly.hook.rlgraph_on_train_end(summary=summary)
             return summary
-        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-        metrics = self.out_dir / "metrics.jsonl"
-        if metrics.is_file():
-            plot_learning_curve(
-                metrics,
-                self.out_dir / "learning_curve.png",
-                f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode}, {tc.executor})"
-                if tc.executor != "local"
-                else f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})",
+        try:
+            (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+            metrics = self.out_dir / "metrics.jsonl"
+            if metrics.is_file():
+                plot_learning_curve(
+                    metrics,
+                    self.out_dir / "learning_curve.png",
+                    f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode}, {tc.executor})"
+                    if tc.executor != "local"
+                    else f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})",
+                )
+        except OSError as exc:  # e.g. the disk is full: the summary is still returned and reported
+            warnings.warn(
+                f"rlgraph: could not write summary.json or the plot in '{self.out_dir}': {exc}",
+                RuntimeWarning,
+                stacklevel=2,
             )
         self.assembly.hook.rlgraph_on_train_end(summary=summary)
         return summary

@@ -18,6 +18,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import time
@@ -30,7 +31,7 @@ from rlgraph_core.errors import RLGraphError
 LOCK_NAME = ".rlgraph.lock"
 METRICS_NAME = "metrics.jsonl"
 
-#: What rlgraph writes into a run folder (removed by ``overwrite``); other files are left alone.
+#: What rlgraph writes into a run folder (removed by ``overwrite``) when it holds nothing else.
 RUN_ARTIFACTS = (
     "metrics.jsonl",
     "metrics.csv",
@@ -41,6 +42,90 @@ RUN_ARTIFACTS = (
     "checkpoints",
     "replay_snapshots",
 )
+
+#: Files rlgraph writes at the top of a run folder.
+_TOP_FILES = {"metrics.jsonl", "metrics.csv", "learning_curve.png", "summary.json", LOCK_NAME}
+#: Folders (or links to folders) rlgraph writes at the top of a run folder.
+_TOP_FOLDERS = {"checkpoint", "checkpoint_best", "checkpoints", "replay_snapshots"}
+#: Hidden names rlgraph writes beside them: version stores, temporary links and files, legacy leftovers.
+_HIDDEN_RE = re.compile(
+    r"^\.(?:(?:checkpoint|checkpoint_best)\.(?:versions|old|[a-z0-9_]{8}|link-[0-9a-f]+)"
+    r"|metrics\.(?:jsonl|csv)\.tmp|rlgraph-probe-.*)$"
+)
+#: Names of folders inside rlgraph's folders (versions, periodic steps, shard snapshots, temporaries).
+_INNER_DIR_RE = re.compile(r"^(?:v\d+|step-\d+(?:\.\d+)?|shard-\d+|latest|\.tmp-.*|\.[a-z0-9_-]+\.versions)$")
+#: Names of files inside rlgraph's checkpoint and snapshot folders.
+_INNER_FILE_RE = re.compile(r"^(?:meta\.json|config\.json|[a-z][a-z0-9_]{0,63}\.npz|\.[a-z0-9_-]+\.link-[0-9a-f]+)$")
+
+
+def _foreign_inside(folder: Path, shown: str, found: list[str], limit: int) -> None:
+    """Append to ``found`` what under ``folder`` rlgraph's checkpoint layout does not explain."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        found.append(shown + "/")
+        return
+    for entry in entries:
+        if len(found) >= limit:
+            return
+        name = f"{shown}/{entry.name}"
+        if entry.is_symlink():
+            target = os.readlink(entry.path)
+            # rlgraph's links are relative and stay inside the run folder (latest -> step-N)
+            if os.path.isabs(target) or not _INNER_DIR_RE.match(Path(target).name):
+                found.append(name)
+        elif entry.is_dir():
+            if _INNER_DIR_RE.match(entry.name):
+                _foreign_inside(Path(entry.path), name, found, limit)
+            else:
+                found.append(name + "/")
+        elif not _INNER_FILE_RE.match(entry.name):
+            found.append(name)
+
+
+def foreign_files(out_dir: str | Path, limit: int = 20) -> list[str]:
+    """What in ``out_dir`` an rlgraph run did not write (paths relative to it; at most ``limit``).
+
+    rlgraph's own files are recognised by their names and places: the top-level files of a run
+    (``metrics.jsonl``, ``summary.json`` ...), checkpoint links and folders holding only
+    checkpoint files (``meta.json``, ``config.json``, ``*.npz``) in rlgraph's layout, and the
+    hidden stores and temporaries its saves leave. Anything else (``checkpoints/my_model.pt``,
+    ``notes.txt``, a link out of the folder) is foreign, and :func:`claim_run_dir` never
+    deletes a folder that holds any.
+    """
+    out_dir = Path(out_dir)
+    found: list[str] = []
+    for entry in sorted(os.scandir(out_dir), key=lambda e: e.name):
+        if len(found) >= limit:
+            break
+        name = entry.name
+        if entry.is_symlink():
+            target = os.readlink(entry.path)
+            ok = name in _TOP_FOLDERS and not os.path.isabs(target) and Path(target).parts[:1] == (f".{name}.versions",)
+            if not ok:
+                found.append(name)
+        elif entry.is_dir():
+            if name in _TOP_FOLDERS or _HIDDEN_RE.match(name):
+                _foreign_inside(Path(entry.path), name, found, limit)
+            else:
+                found.append(name + "/")
+        elif name not in _TOP_FILES and not _HIDDEN_RE.match(name):
+            found.append(name)
+        elif name == "metrics.csv" and not any((out_dir / n).is_file() for n in ("metrics.jsonl", "summary.json")):
+            found.append(name)  # a logger plugin's file, but only next to a run's own records
+    return found
+
+
+def _remove_run_files(out_dir: Path) -> None:
+    """Delete what an earlier run wrote into ``out_dir`` (call only when :func:`foreign_files` is empty)."""
+    for entry in os.scandir(out_dir):
+        if entry.name == LOCK_NAME:
+            continue
+        path = Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 class RunDirError(RLGraphError):
@@ -68,16 +153,35 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
     Args:
         out_dir: the run's output folder (created if missing).
         resume: the run continues the run already in ``out_dir`` (its files are kept).
-        overwrite: remove a previous run's files (:data:`RUN_ARTIFACTS`) before starting.
+        overwrite: remove a previous run's files before starting; only a folder that holds nothing
+            but rlgraph's own files (:func:`foreign_files` is empty) is ever cleared.
 
     Raises:
-        RunDirError: another live run holds the folder (its pid is named), or the folder holds
-            files and neither ``resume`` nor ``overwrite`` was given.
+        RunDirError: another live run holds the folder (its pid is named), the folder holds
+            files rlgraph did not write (named; refused even with ``overwrite``), or it holds an
+            earlier run and neither ``resume`` nor ``overwrite`` was given.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     lock_file = out_dir / LOCK_NAME
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        created = not os.path.lexists(lock_file)
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        os.close(os.open(out_dir / f".rlgraph-probe-{os.getpid()}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(out_dir / f".rlgraph-probe-{os.getpid()}")
+    except OSError as exc:
+        if "fd" in locals():
+            os.close(fd)
+        what = (
+            f"To continue this run, read its checkpoint from there and write the new run to another folder: "
+            f"--resume {out_dir} --out NEW_FOLDER."
+            if resume
+            else "Pass another --out."
+        )
+        raise RunDirError(
+            f"The output folder '{out_dir}' cannot be written ({exc.strerror or exc}): a run writes its lock, "
+            f"metrics and checkpoints there. {what}"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -89,20 +193,25 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
             ) from None
         occupants = _occupants(out_dir)
         if occupants and not resume:
+            foreign = foreign_files(out_dir)
+            if foreign:
+                if created:
+                    lock_file.unlink()  # leave a folder that is not ours as it was
+                shown = ", ".join(foreign[:8]) + (" ..." if len(foreign) > 8 else "")
+                raise RunDirError(
+                    f"The output folder '{out_dir}' holds files that no rlgraph run wrote ({shown}). rlgraph "
+                    f"never deletes or mixes its output with files it did not write, so this folder cannot "
+                    f"take a new run: pass another --out (a new "
+                    f"or empty folder), or move those files away first."
+                )
             if not overwrite:
                 raise RunDirError(
-                    f"The output folder '{out_dir}' already holds {', '.join(occupants[:6])}"
-                    f"{' ...' if len(occupants) > 6 else ''}. A new run would mix its metrics and checkpoints with "
-                    f"those: pass --resume {out_dir} to continue that run, --overwrite to replace it, or another --out."
+                    f"The output folder '{out_dir}' already holds an earlier rlgraph run "
+                    f"({', '.join(occupants[:6])}{' ...' if len(occupants) > 6 else ''}). A new run would mix its "
+                    f"metrics and checkpoints with those: pass --resume {out_dir} to continue that run, --overwrite "
+                    f"to replace it (only rlgraph's own files are removed), or another --out."
                 )
-            for name in RUN_ARTIFACTS:
-                path = out_dir / name
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                elif path.exists() or path.is_symlink():
-                    path.unlink()
-            for leftover in out_dir.glob(".checkpoint*"):
-                shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink()
+            _remove_run_files(out_dir)
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode())
         yield out_dir
@@ -172,6 +281,31 @@ def trim_metrics(path: str | Path, max_timesteps: int) -> int:
     tmp.write_text("".join(json_line(r) + "\n" for r in keep))
     os.replace(tmp, path)
     return len(rows) - len(keep)
+
+
+def resume_checkpoint(path: str | Path) -> Path:
+    """The checkpoint ``--resume PATH`` means: PATH itself, or the newest checkpoint of run folder PATH.
+
+    A run folder holds its final ``checkpoint`` and periodic ``checkpoints/``; after a crash the
+    periodic one may be newer, so the one with the most env steps is taken. What an interrupted
+    save left (a missing ``checkpoint`` link with its store, or an older layout's
+    ``.checkpoint.old``) is recovered as loading recovers it.
+
+    Raises:
+        RunDirError: PATH holds no checkpoint.
+    """
+    from rlgraph_core.checkpoint import latest_checkpoint
+
+    path = Path(path)
+    if (path / "meta.json").is_file():
+        return path
+    best = latest_checkpoint(path)
+    if best is None:
+        raise RunDirError(
+            f"--resume '{path}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
+            f"(checkpoint/ or checkpoints/); pass a run's --out folder or one of its checkpoints."
+        )
+    return best
 
 
 def run_dir_of(checkpoint: str | Path) -> Path | None:

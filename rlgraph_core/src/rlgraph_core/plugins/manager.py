@@ -329,7 +329,8 @@ class PluginManager:
             return claims[0].obj
         entries = self.names(kind)
         hint = ""
-        close = difflib.get_close_matches(name, list(entries), n=1) if isinstance(name, str) else []
+        long = isinstance(name, str) and len(name) > 100  # no name is that long: no matching, a short quote
+        close = difflib.get_close_matches(name, list(entries), n=1) if isinstance(name, str) and not long else []
         if close:
             hint += f" Did you mean '{close[0]}'?"
         missing = {
@@ -358,7 +359,7 @@ class PluginManager:
                 + f" (see {DISABLE_ENV} / --disable-plugins)."
             )
         raise PluginError(
-            f"Unknown {_SINGULAR[kind]} '{name}'{where}. Known {kind}: "
+            f"Unknown {_SINGULAR[kind]} '{name[:60] + '... (cut)' if long else name}'{where}. Known {kind}: "
             f"{', '.join(sorted(entries)) or '(none installed)'}.{hint}"
         )
 

@@ -1,0 +1,85 @@
+"""A lower bound of the memory an agent's networks take, checked before anything is built.
+
+A network spec such as ``hidden: [100000000]`` asks for gigabytes of weights; building it
+allocates them, and the process is killed by the OS (even under ``--dry-run``). As replay
+memories are (:mod:`rlgraph_core.memories.sizing`), the networks are estimated first and a
+spec that cannot fit is refused with one paragraph.
+
+The estimate is a lower bound, so it never refuses what would fit: every section of the agent
+config that has a ``hidden`` list of layer widths counts as a fully connected stack from the
+observation (its flat size, for ``type: mlp``; 1 for other encoders) to one output, float32,
+held twice (the weights and their gradients; optimizer slots and target networks only add).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.memories.sizing import available_memory_bytes, format_bytes
+
+__all__ = ["check_networks_fit", "estimate_network_bytes"]
+
+#: Copies of every parameter at least present during training: the weights and their gradients.
+COPIES = 2
+
+
+def _hidden_sections(value: Any, path: str) -> Iterator[tuple[str, dict]]:
+    """``(path, section)`` for every mapping in ``value`` with a ``hidden`` list of integers."""
+    if isinstance(value, dict):
+        hidden = value.get("hidden")
+        if isinstance(hidden, (list, tuple)) and hidden and all(isinstance(h, int) for h in hidden):
+            yield path, value
+        for key, item in value.items():
+            yield from _hidden_sections(item, f"{path}.{key}")
+
+
+def _flat_size(space) -> int:
+    try:
+        return max(1, sum(int(np.prod(leaf.shape or (), dtype=np.int64)) for leaf in space.flatten().values()))
+    except Exception:  # an exotic space: the lower bound does not need it
+        return 1
+
+
+def estimate_network_bytes(agent_config: Any, observation_space=None) -> list[tuple[str, int]]:
+    """``[(config path, bytes)]``: a lower bound of each network's training memory (see the module docs)."""
+    raw = agent_config.model_dump() if hasattr(agent_config, "model_dump") else agent_config
+    obs = _flat_size(observation_space) if observation_space is not None else 1
+    out = []
+    for path, section in _hidden_sections(raw, "agent"):
+        widths = [obs if section.get("type", "mlp") == "mlp" else 1, *section["hidden"], 1]
+        params = sum(a * b + b for a, b in zip(widths, widths[1:]))
+        out.append((path, params * 4 * COPIES))
+    return out
+
+
+def check_networks_fit(agent_config: Any, observation_space=None, available: int | None = None) -> int:
+    """Raise a ConfigError if the agent's networks cannot fit in memory; return the estimate in bytes.
+
+    Args:
+        agent_config: the validated agent config (or its dict).
+        observation_space: the environment's observation space (rlgraph), for the input width.
+        available: bytes available (default: what this process can have now; not checked
+            when that cannot be told).
+    """
+    sections = estimate_network_bytes(agent_config, observation_space)
+    total = sum(size for _, size in sections)
+    available = available_memory_bytes() if available is None else available
+    if available is not None and total > available:
+        path, size = max(sections, key=lambda item: item[1])
+        raise ConfigError(
+            f"'{path}.hidden' = {str(_hidden_of(agent_config, path))[:80]}: the agent's networks need at least "
+            f"{format_bytes(total)} to train ({format_bytes(size)} for this one: float32 weights and their "
+            f"gradients, before optimizer state), but only {format_bytes(available)} of memory is available. "
+            f"Use smaller layers (a few hundred units per layer is typical) or a machine with more memory."
+        )
+    return total
+
+
+def _hidden_of(agent_config: Any, path: str) -> Any:
+    node = agent_config.model_dump() if hasattr(agent_config, "model_dump") else agent_config
+    for part in path.split(".")[1:]:
+        node = node.get(part, {}) if isinstance(node, dict) else {}
+    return node.get("hidden") if isinstance(node, dict) else None

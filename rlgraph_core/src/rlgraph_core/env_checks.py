@@ -1,0 +1,122 @@
+"""Checks at the door: every observation and reward an environment returns is a finite number.
+
+A NaN or an infinity that reaches an agent spreads through every weight in one update and
+ruins every later checkpoint, silently. :class:`CheckedEnv` wraps each environment rlgraph
+makes (training and evaluation) and raises :class:`~rlgraph_core.errors.EnvDataError` at the
+first bad value, naming the environment, the step and the field: a reward that is not a real
+number (``None``, the string ``"1.0"``: gymnasium's vector envs would silently turn these into
+NaN or 1.0), a non-finite reward, a non-numeric observation, or a NaN/inf in an observation.
+
+Some environments legitimately leave unused observation dimensions at ``inf``;
+``env.allow_nonfinite_obs: true`` turns the observation check off for them (rewards are always
+checked: a non-finite reward is never meaningful).
+
+Hand-written rather than gymnasium's ``PassiveEnvChecker``: that one only warns, and only on the
+first step.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlgraph_core.errors import EnvDataError
+
+__all__ = ["CheckedEnv", "observation_problem", "reward_problem"]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:50] + "..."
+
+
+def reward_problem(reward: Any) -> str | None:
+    """Why ``reward`` is not a finite real number, or None."""
+    if isinstance(reward, np.ndarray) and reward.shape == ():
+        reward = reward[()]
+    if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.integer, np.floating)):
+        return f"is {_short(reward)} of type {type(reward).__name__}, not a number"
+    if not np.isfinite(reward):
+        return f"is {float(reward)}"
+    return None
+
+
+def observation_problem(obs: Any, allow_nonfinite: bool = False, path: str = "observation") -> str | None:
+    """Why ``obs`` (an array, or a dict/tuple of them) is not numeric and finite, or None."""
+    if isinstance(obs, dict):
+        for key, value in obs.items():
+            problem = observation_problem(value, allow_nonfinite, f"{path}[{key!r}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(obs, tuple):
+        for i, value in enumerate(obs):
+            problem = observation_problem(value, allow_nonfinite, f"{path}[{i}]")
+            if problem:
+                return problem
+        return None
+    array = obs if isinstance(obs, np.ndarray) else np.asarray(obs)
+    if array.dtype.kind not in "biuf":
+        return f"field '{path}' is {_short(obs)} (dtype {array.dtype}), not numeric"
+    if array.dtype.kind == "f" and not allow_nonfinite:
+        bad = ~np.isfinite(array)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            return (
+                f"field '{path}' holds {array[where]} at index {where} "
+                f"({int(bad.sum())} of {array.size} values are NaN or infinite)"
+            )
+    return None
+
+
+class CheckedEnv(gym.Wrapper):
+    """Raise :class:`EnvDataError` when the wrapped env returns a bad observation or reward.
+
+    Args:
+        env: the environment.
+        env_id: the config's ``env.id`` (named in errors).
+        allow_nonfinite_obs: accept NaN/inf in observations (``env.allow_nonfinite_obs``).
+    """
+
+    def __init__(self, env: gym.Env, env_id: str, allow_nonfinite_obs: bool = False):
+        super().__init__(env)
+        self._env_id = env_id
+        self._allow = allow_nonfinite_obs
+        self._steps = 0
+        self._episode_steps = 0
+
+    def _fail(self, what: str, problem: str) -> EnvDataError:
+        hint = "Fix the environment (or a wrapper) so that it returns finite numbers" + (
+            "; if it legitimately emits inf in observation dimensions the agent does not use, set "
+            "env.allow_nonfinite_obs: true (rewards are checked regardless)."
+            if what == "observation" and not self._allow
+            else "."
+        )
+        return EnvDataError(
+            f"Environment '{self._env_id}' returned a bad {what} at env step {self._steps} (step "
+            f"{self._episode_steps} of its episode): {problem}. Nothing of it reached the agent, so no "
+            f"weight or checkpoint holds it. {hint}"
+        )
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self._episode_steps = 0
+        problem = observation_problem(obs, self._allow)
+        if problem:
+            raise self._fail("observation", f"the reset observation's {problem}")
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        self._episode_steps += 1
+        problem = reward_problem(reward)
+        if problem:
+            raise self._fail("reward", f"the reward {problem}")
+        problem = observation_problem(obs, self._allow)
+        if problem:
+            raise self._fail("observation", problem)
+        return obs, reward, terminated, truncated, info

@@ -1,0 +1,91 @@
+"""Observations and rewards are checked where they enter (issue 19): the env, the step and the field are named."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.envs.classic_control import CartPoleEnv
+
+from rlgraph_core.config.common import EnvConfig
+from rlgraph_core.envs import make_eval_env, make_vector_env
+from rlgraph_core.errors import EnvDataError
+
+
+class PoisonCartPole(CartPoleEnv):
+    """CartPole whose step ``after`` and later return the bad value ``bad``."""
+
+    def __init__(self, bad="obs_nan", after=3, **kwargs):
+        super().__init__(**kwargs)
+        self.bad, self.after, self.steps = bad, after, 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.steps += 1
+        if self.steps >= self.after:
+            if self.bad == "obs_text":
+                obs = "left"
+            elif self.bad.startswith("obs_"):
+                obs = np.array(obs, copy=True)
+                obs[2] = {"obs_nan": np.nan, "obs_inf": np.inf}[self.bad]
+            else:
+                reward = {"reward_nan": float("nan"), "reward_none": None, "reward_str": "1.0"}[self.bad]
+        return obs, reward, False, False, info
+
+
+if "PoisonCartPoleTest-v0" not in gym.registry:
+    gym.register("PoisonCartPoleTest-v0", entry_point=PoisonCartPole)
+
+
+def step_until_error(envs, steps=10):
+    envs.reset(seed=0)
+    for _ in range(steps):
+        envs.step(envs.action_space.sample())
+
+
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ("obs_nan", "field 'observation' holds nan at index (2,)"),
+        ("obs_inf", "holds inf at index (2,)"),
+        ("obs_text", "not numeric"),
+        ("reward_nan", "the reward is nan"),
+        ("reward_none", "the reward is None of type NoneType, not a number"),
+        ("reward_str", "the reward is '1.0' of type str, not a number"),
+    ],
+)
+def test_a_bad_value_is_refused_at_the_step_it_appears(bad, fragment):
+    """Before: None became NaN, "1.0" became 1.0, NaN/inf trained silently to the end."""
+    cfg = EnvConfig(id="PoisonCartPoleTest-v0", num_envs=2, kwargs={"bad": bad, "after": 3})
+    envs = make_vector_env(cfg, seed=0)
+    with pytest.raises(EnvDataError) as info:
+        step_until_error(envs)
+    envs.close()
+    message = str(info.value)
+    assert "'PoisonCartPoleTest-v0'" in message and "env step 3" in message and fragment in message
+    assert "\n" not in message
+
+
+def test_the_eval_env_is_checked_too():
+    env = make_eval_env(EnvConfig(id="PoisonCartPoleTest-v0", kwargs={"bad": "reward_none", "after": 1}))
+    env.reset(seed=0)
+    with pytest.raises(EnvDataError, match="reward is None"):
+        env.step(0)
+
+
+def test_allow_nonfinite_obs_lets_inf_observations_through_but_never_bad_rewards():
+    cfg = EnvConfig(
+        id="PoisonCartPoleTest-v0", num_envs=1, kwargs={"bad": "obs_inf", "after": 1}, allow_nonfinite_obs=True
+    )
+    envs = make_vector_env(cfg, seed=0)
+    envs.reset(seed=0)
+    obs, *_ = envs.step(envs.action_space.sample())
+    assert np.isinf(obs[0, 2])
+    envs.close()
+    cfg = EnvConfig(
+        id="PoisonCartPoleTest-v0", num_envs=1, kwargs={"bad": "reward_nan", "after": 1}, allow_nonfinite_obs=True
+    )
+    envs = make_vector_env(cfg, seed=0)
+    with pytest.raises(EnvDataError, match="reward is nan"):
+        step_until_error(envs)
+    envs.close()
