@@ -69,3 +69,14 @@ def test_a_foreign_file_inside_an_rlgraph_run_blocks_overwrite(tmp_path):
         with claim_run_dir(out, overwrite=True):
             pass
     assert (out / ".checkpoint.versions" / "v3" / "my_notes.txt").is_file() and (out / "metrics.jsonl").is_file()
+
+
+def test_logger_folders_next_to_a_run_are_its_own(tmp_path):
+    """The tensorboard / wandb loggers' folders belong to the run beside its records, not alone."""
+    from rlgraph_core.execution.run_dir import foreign_files
+
+    (tmp_path / "tensorboard").mkdir()
+    (tmp_path / "tensorboard" / "events.out.tfevents.1.host").write_bytes(b"x")
+    assert foreign_files(tmp_path) == ["tensorboard/"]
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    assert foreign_files(tmp_path) == []

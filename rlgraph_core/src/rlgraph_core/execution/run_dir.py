@@ -58,6 +58,10 @@ _INNER_DIR_RE = re.compile(r"^(?:v\d+|step-\d+(?:\.\d+)?|shard-\d+|latest|\.tmp-
 _INNER_FILE_RE = re.compile(r"^(?:meta\.json|config\.json|[a-z][a-z0-9_]{0,63}\.npz|\.[a-z0-9_-]+\.link-[0-9a-f]+)$")
 
 
+#: Folders the built-in logger plugins write into a run folder (``train.loggers``).
+_LOGGER_FOLDERS = frozenset({"tensorboard", "wandb"})
+
+
 def _foreign_inside(folder: Path, shown: str, found: list[str], limit: int) -> None:
     """Append to ``found`` what under ``folder`` rlgraph's checkpoint layout does not explain."""
     try:
@@ -107,6 +111,8 @@ def foreign_files(out_dir: str | Path, limit: int = 20) -> list[str]:
         elif entry.is_dir():
             if name in _TOP_FOLDERS or _HIDDEN_RE.match(name):
                 _foreign_inside(Path(entry.path), name, found, limit)
+            elif name in _LOGGER_FOLDERS and any((out_dir / n).is_file() for n in ("metrics.jsonl", "summary.json")):
+                pass  # the tensorboard / wandb loggers' folders, next to a run's own records
             else:
                 found.append(name + "/")
         elif name not in _TOP_FILES and not _HIDDEN_RE.match(name):
