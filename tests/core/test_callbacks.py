@@ -11,6 +11,13 @@ from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_co
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.plugins import KINDS, PluginManager, hookimpl
 
+from rlgraph_core.plugins import get_plugin_manager
+
+needs_torch = pytest.mark.skipif(
+    "torch" not in get_plugin_manager().names("backends"),
+    reason="validates a config naming the 'torch' backend (registered by rlgraph-torch; runs in the torch session)",
+)
+
 
 class _Run:
     """What a callback reads from a run (the recorder), for the rules alone."""
@@ -65,6 +72,7 @@ class _CallbackPlugin:
         return {"plugin_cb": _PluginCallback}
 
 
+@needs_torch
 def test_callbacks_are_a_registry_kind_selected_and_validated_by_the_config():
     pm = PluginManager()
     pm.register(_CallbackPlugin(), "callback-plugin")

@@ -10,6 +10,14 @@ import pytest
 from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, load_config_file, validate_config
 from rlgraph_core.errors import ConfigError
 
+from rlgraph_core.plugins import get_plugin_manager
+
+needs_torch = pytest.mark.skipif(
+    "torch" not in get_plugin_manager().names("backends"),
+    reason="validates a config naming the 'torch' backend (registered by rlgraph-torch; runs in the torch session)",
+)
+
+
 BOMB = """\
 agent: {type: dqn}
 env:
@@ -40,6 +48,7 @@ def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path, where):
     assert "expands to more than 100,000 values" in result.stderr and "aliases" in result.stderr
 
 
+@needs_torch
 def test_aliases_and_merge_keys_of_an_ordinary_config_still_work(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text("train: &t {total_timesteps: 1000, seed: 3}\nagent: {type: dqn}\nenv: {kwargs: {copy: *t}}\n")
@@ -94,6 +103,7 @@ def test_duplicate_keys_are_refused(tmp_path, name, text):
         apply_overrides(DEFAULT_CONFIG, ["env.kwargs={a: 1, a: 2}"])
 
 
+@needs_torch
 def test_networks_that_cannot_fit_in_memory_are_refused_before_building():
     """Before: --set agent.network.hidden=[100000000] allocated ~10 GB, even under --dry-run."""
     from rlgraph_core.components.sizing import check_networks_fit, estimate_network_bytes

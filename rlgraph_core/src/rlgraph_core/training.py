@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlgraph_core.errors import ConfigError
+
 
 __all__ = ["default_out_dir", "end_line", "resolve_resume", "run_training", "start_line"]
 
@@ -125,8 +127,17 @@ def run_training(
     from rlgraph_core.execution.run_dir import claim_run_dir, run_dir_of, trim_metrics
     from rlgraph_core.plugins import get_plugin_manager
 
-    out = None if out is None else check_out_dir(out)
     resume = None if resume is None else Path(resume)
+    try:
+        out = None if out is None else check_out_dir(out)
+    except ConfigError as exc:
+        if resume is None:
+            raise
+        run = run_dir_of(resume) or resume
+        raise ConfigError(
+            f"{exc} The run folder cannot be written, so the resumed run cannot continue there: read the "
+            f"checkpoint from it and write the new run to another folder: --resume {run} --out NEW_FOLDER."
+        ) from None
     if continuing is None:
         resumed_run = run_dir_of(resume) if resume is not None else None
         continuing = resumed_run is not None and out is not None and resumed_run.resolve() == out.resolve()
