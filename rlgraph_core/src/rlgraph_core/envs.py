@@ -275,6 +275,17 @@ def check_observation_space(space, env_id: str = "?") -> None:
         ) from None
 
 
+def _checked_vector_env(envs, env_id: str, seed: int):
+    """``envs`` with its action space seeded, or closed and refused if its observations cannot be fed."""
+    try:
+        check_observation_space(envs.single_observation_space, env_id)
+    except ConfigError:
+        envs.close()
+        raise
+    envs.action_space.seed(seed)
+    return envs
+
+
 def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = None):
     """A gymnasium vector env that returns the final observation of finished episodes at once.
 
@@ -297,13 +308,7 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
             **kwargs,
         ),
     )
-    try:
-        check_observation_space(envs.single_observation_space, env_cfg.id)
-    except ConfigError:
-        envs.close()
-        raise
-    envs.action_space.seed(seed)
-    return envs
+    return _checked_vector_env(envs, env_cfg.id, seed)
 
 
 def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callable] | None = None):
@@ -313,13 +318,7 @@ def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callabl
     cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else gym.vector.SyncVectorEnv
     make = lambda: apply_wrappers(factory(), wrap)  # noqa: E731
     envs = cls([make] * env_cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    try:
-        check_observation_space(envs.single_observation_space, env_cfg.id)
-    except ConfigError:
-        envs.close()
-        raise
-    envs.action_space.seed(seed)
-    return envs
+    return _checked_vector_env(envs, env_cfg.id, seed)
 
 
 def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Callable] | None = None):
