@@ -18,8 +18,7 @@ stays cheap):
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from rlgraph_core._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -69,15 +68,4 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlgraph_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)

@@ -6,8 +6,7 @@ schedules, preprocessors, and the settings bases (:class:`NetworkSettings`,
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from rlgraph_core._lazy import lazy_exports
 
 #: public name -> the module (below this package) that defines it
 _EXPORTS = {
@@ -48,16 +47,6 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562), so importing one module of this
-    package does not import all of them."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(
+    globals(), {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()}, __all__
+)
