@@ -45,9 +45,21 @@ def test_agents_name_the_network_that_would_encode_the_observations(make, space,
     assert wanted in msg and "\n" not in msg
 
 
-def test_sac_names_what_it_takes():
-    with pytest.raises(ConfigError, match="SAC needs float vector observations"):
-        SACAgent(SACConfig(), IMAGE, FloatBox(-1.0, 1.0, shape=(2,)), NumpyBackend())
+@pytest.mark.parametrize(
+    "config,space,wanted",
+    [
+        (SACConfig(), IMAGE, "set agent.encoder: {type: cnn, preset: nature}"),
+        (SACConfig(), DICT, "set agent.encoder: {type: dict_encoder}"),
+        (SACConfig(encoder=CNNSettings()), DICT, "use the network 'dict_encoder'"),
+        (SACConfig(encoder={"type": "dict_encoder"}), IMAGE, "use the network 'cnn'"),
+    ],
+)
+def test_sac_names_the_encoder_that_would_take_the_observations(config, space, wanted):
+    """SAC reads float vectors unless an encoder maps the observations to features first."""
+    with pytest.raises(ConfigError) as info:
+        SACAgent(config, space, FloatBox(-1.0, 1.0, shape=(2,)), NumpyBackend())
+    msg = str(info.value)
+    assert wanted in msg and "\n" not in msg and "agent.encoder" in msg
 
 
 def test_kinds_and_checks():

@@ -24,7 +24,9 @@ from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.sac_loss import SACLoss
 from rlgraph_core.components.twin_q import ContinuousQNetwork, TwinQNetwork
 from rlgraph_core.errors import BuildError, ConfigError
-from rlgraph_core.spaces import BoolBox, FloatBox
+from rlgraph_core.components.cnn import CNN, CNNSettings
+from rlgraph_core.components.network import NetworkMaker
+from rlgraph_core.spaces import BoolBox, FloatBox, IntBox
 from rlgraph_core.testing import ComponentTest, available_backends, backend_params, make_test_backend
 
 RTOL, ATOL = 1e-5, 1e-5
@@ -270,6 +272,135 @@ def test_continuous_q_rejects_rank2_actions():
         )
 
 
+# --------------------------------------------------------------------------- image observations: encoders
+#: A small ``cnn`` encoder (one 3x3/2 convolution of 3 filters, a dense layer of 5) on uint8 7x7x2 images.
+ENCODER = CNNSettings(preset="custom", conv=[{"filters": 3, "kernel": 3, "stride": 2}], hidden=[5])
+IMAGES = IntBox(0, 255, shape=(7, 7, 2), dtype=np.uint8)
+
+
+def np_encoder(x: np.ndarray, weights: dict, prefix: str) -> np.ndarray:
+    """Reference of :data:`ENCODER` in float64, the convolution window by window: pixels / 255,
+    valid 3x3 stride-2 cross-correlation (NHWC, HWIO kernel), ReLU, flatten (C order), dense, ReLU."""
+    x = x.astype(np.float64) / 255.0
+    w, b = weights[f"{prefix}/conv_0/W"], weights[f"{prefix}/conv_0/b"]
+    k, stride = 3, 2
+    size = (x.shape[1] - k) // stride + 1
+    maps = np.empty((len(x), size, size, w.shape[-1]))
+    for i in range(size):
+        for j in range(size):
+            window = x[:, i * stride : i * stride + k, j * stride : j * stride + k, :]
+            maps[:, i, j] = np.einsum("byxc,yxcf->bf", window, w) + b
+    h = np.maximum(maps, 0.0).reshape(len(x), -1)
+    return np.maximum(h @ weights[f"{prefix}/dense_0/W"] + weights[f"{prefix}/dense_0/b"], 0.0)
+
+
+def _images(rng, n):
+    return rng.integers(0, 256, (n, *IMAGES.shape)).astype(np.uint8)
+
+
+def test_twin_q_with_an_image_encoder_matches_numpy(backend):
+    """``Q(s, a) = out(trunk(concat[encoder(s), a]))``, one encoder shared by q1 and q2."""
+    encoder = NetworkMaker(CNN, ENCODER, "agent.encoder")
+    test = ComponentTest(
+        TwinQNetwork(NetworkSpec(hidden=[8], activation="relu"), seed=3, name="critic", encoder=encoder),
+        {"call": {"obs": IMAGES.with_batch_rank(), "actions": fbatch(2)}},
+        backend,
+    )
+    weights = test.get_weights()
+    assert sorted(k for k in weights if k.startswith("encoder/")) == [
+        "encoder/conv_0/W",
+        "encoder/conv_0/b",
+        "encoder/dense_0/W",
+        "encoder/dense_0/b",
+    ]
+    assert weights["q1/trunk/dense_0/W"].shape == (5 + 2, 8)  # encoder features, then the action
+    rng = np.random.default_rng(4)
+    weights = {k: (rng.standard_normal(v.shape) * 0.5).astype(np.float32) for k, v in weights.items()}
+    test.set_weights(weights)
+    obs, act = _images(rng, 5), rng.uniform(-1, 1, (5, 2)).astype(np.float32)
+    q1, q2 = test.call("call", obs, act)
+    x = np.concatenate([np_encoder(obs, weights, "encoder"), act], axis=1)
+    assert np.abs(x[:, :5]).max() > 0  # the features are not all zero: the encoder is exercised
+    for name, q in (("q1", q1), ("q2", q2)):
+        ref = np_linear(np_relu_mlp(x, weights, f"{name}/trunk", 1), weights, f"{name}/out")[:, 0]
+        np.testing.assert_allclose(q, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_sac_graph_with_an_image_encoder_matches_numpy(backend):
+    """SAC on uint8 images: the actor and each twin critic have their own encoder (the target
+    critic a copy of the critic's); critic loss, actor loss and actions against numpy."""
+    cfg = SACConfig(actor_network={"hidden": [8]}, critic_network={"hidden": [6]}, encoder=ENCODER, tau=0.5)
+    test = ComponentTest(
+        SACGraph(cfg, FloatBox(-1.0, 1.0, shape=(2,)), seed=0),
+        graph_spaces(IMAGES, 2),
+        backend,
+        compile_apis=("act", "greedy"),
+    )
+    weights = test.get_weights()
+    assert weights["actor/trunk/dense_0/W"].shape == (5, 8) and weights["critic/q1/trunk/dense_0/W"].shape == (7, 6)
+    np.testing.assert_array_equal(weights["critic/encoder/conv_0/W"], weights["critic_target/encoder/conv_0/W"])
+    assert weights["actor/encoder/conv_0/W"].shape == weights["critic/encoder/conv_0/W"].shape
+    rng = np.random.default_rng(6)
+    weights = {k: (rng.standard_normal(v.shape) * 0.5).astype(np.float32) for k, v in weights.items()}
+    weights["sac_loss/log_alpha"] = np.asarray(math.log(0.3), np.float32)
+    test.set_weights(weights)
+    n = 5
+    batch = {
+        "obs": _images(rng, n),
+        "actions": rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+        "rewards": rng.standard_normal(n).astype(np.float32),
+        "next_obs": _images(rng, n),
+        "terminals": np.array([False, True, False, False, True]),
+        "discounts": np.full(n, 0.99, np.float32),
+        "weights": np.ones(n, np.float32),
+        "next_noise": rng.standard_normal((n, 2)).astype(np.float32),
+    }
+    loss, td = test.call("critic_loss", *batch.values())
+
+    def actor(obs, noise):
+        h = np_relu_mlp(np_encoder(obs, weights, "actor/encoder"), weights, "actor/trunk", 1)
+        mean = np_linear(h, weights, "actor/head/mean")
+        log_std = np.clip(np_linear(h, weights, "actor/head/log_std"), -20.0, 2.0)
+        u = mean + np.exp(log_std) * noise
+        return np.tanh(u), np_squashed_log_prob(u, mean, log_std), np.tanh(mean)
+
+    def q(critic, head, obs, act):
+        x = np.concatenate([np_encoder(obs, weights, f"{critic}/encoder"), act], axis=1)
+        return np_linear(np_relu_mlp(x, weights, f"{critic}/{head}/trunk", 1), weights, f"{critic}/{head}/out")[:, 0]
+
+    next_a, next_logp, _ = actor(batch["next_obs"], batch["next_noise"])
+    ref_loss, ref_td, _ = np_critic_loss(
+        q("critic", "q1", batch["obs"], batch["actions"]),
+        q("critic", "q2", batch["obs"], batch["actions"]),
+        batch["rewards"],
+        batch["terminals"],
+        batch["discounts"],
+        q("critic_target", "q1", batch["next_obs"], next_a),
+        q("critic_target", "q2", batch["next_obs"], next_a),
+        next_logp,
+        batch["weights"],
+        alpha=0.3,
+    )
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(td, ref_td, rtol=1e-4, atol=1e-4)
+    noise = rng.standard_normal((n, 2)).astype(np.float32)
+    a_loss, logp = test.call("actor_loss", batch["obs"], noise)
+    a, ref_logp, greedy = actor(batch["obs"], noise)
+    q_pi = np.minimum(q("critic", "q1", batch["obs"], a), q("critic", "q2", batch["obs"], a))
+    np.testing.assert_allclose(logp, ref_logp, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(a_loss, np.mean(0.3 * ref_logp - q_pi), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(test.call("act", batch["obs"], noise), a, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(test.call("greedy", batch["obs"]), greedy, rtol=1e-5, atol=1e-5)
+    test.call("sync_target")  # Polyak moves the target critic's encoder too
+    after = test.get_weights()["critic_target/encoder/dense_0/W"]
+    np.testing.assert_allclose(
+        after,
+        0.5 * weights["critic_target/encoder/dense_0/W"] + 0.5 * weights["critic/encoder/dense_0/W"],
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
 # --------------------------------------------------------------------------- SAC losses
 def loss_spaces() -> dict:
     b = fbatch()
@@ -401,9 +532,10 @@ def test_sac_loss_rejects_bad_settings(kwargs):
 
 
 # --------------------------------------------------------------------------- the whole SAC graph
-def graph_spaces(obs_dim: int, act_dim: int) -> dict:
+def graph_spaces(obs_dim, act_dim: int) -> dict:
+    """The SAC graph's API spaces for observations ``fbatch(obs_dim)`` (or the space ``obs_dim``)."""
     obs, unit, noise, f = (
-        fbatch(obs_dim),
+        fbatch(obs_dim) if isinstance(obs_dim, int) else obs_dim.with_batch_rank(),
         FloatBox(-1, 1, shape=(act_dim,)).with_batch_rank(),
         fbatch(act_dim),
         fbatch(),

@@ -35,6 +35,7 @@ from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.config.common import ComponentSlot
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
+from rlgraph_core.memories.obs import batch_len
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 
 
@@ -236,7 +237,7 @@ class DQNAgent(OffPolicyAgent):
         obs = to_obs_array(obs, self.observation_space)
         if not explore:
             return self.backend.to_numpy(self.graph.greedy(to_t(obs))) + self.action_start
-        noise = np.asarray(self.exploration.draw_noise(self.rng, len(obs)), np.float32)
+        noise = np.asarray(self.exploration.draw_noise(self.rng, batch_len(obs)), np.float32)
         value = np.float32(self.exploration.value(self.timesteps))
         chosen = self.exploration.actions_without_values(noise, float(value))
         if chosen is not None:

@@ -30,7 +30,8 @@ priorities each step's ``|TD|`` changes, so its rounds stay step by step unless
 ``fuse_prioritized_rounds`` is set: then all K batches are sampled with the priorities of the
 start of the round, and the K steps' ``|TD|`` update the priorities after it (the approximation
 Ape-X's asynchronous learner makes anyway: its priority updates arrive steps late). A gradient
-hook (Horovod averages every step's gradients on the host) keeps the step-by-step loop.
+hook (Horovod averages every step's gradients on the host) keeps the step-by-step loop, and so do
+Dict observations (a fused loop takes flat tensors).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from rlgraph_core.config.common import OptimizerConfig, StrictModel
 from rlgraph_core.errors import CheckpointError, ConfigError
 from rlgraph_core.memories import NStepAssembler, PrioritizedReplay, ReplayMemory
 from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
-from rlgraph_core.spaces import BoolBox, FloatBox, LeafSpace, Space
+from rlgraph_core.spaces import BoolBox, Dict, FloatBox, LeafSpace, Space
 
 #: Trajectory keys :meth:`OffPolicyAgent.postprocess` needs, each time-major ``[T, N, ...]``.
 TRAJECTORY_KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
@@ -344,6 +345,9 @@ class OffPolicyAgent(Agent):
             and self.backend.fuses_loops
             and all(step.gradient_hook is None for step in self.train_steps().values())
             and (not self.prioritized or cfg.fuse_prioritized_rounds)
+            # A fused loop takes flat per-step tensors; a Dict observation's batches are dicts
+            # (one array per key), so their rounds run step by step (the same result).
+            and not isinstance(self.observation_space, Dict)
         )
 
     def _fused_round(self, steps: int) -> None:

@@ -40,6 +40,7 @@ from rlgraph_core.config.common import ScheduleOrFloat
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import api
 from rlgraph_core.memories.rollout_buffer import iterate_minibatches, minibatch_indices
+from rlgraph_core.spaces import Dict
 
 #: The rollout fields a minibatch step takes, in the order of the loss's arguments.
 MINIBATCH_FIELDS = ("obs", "actions", "log_probs", "values", "advantages", "returns")
@@ -153,8 +154,8 @@ class PPOAgent(OnPolicyAgent):
         }
         clip_range = float(self.clip_schedule(self.timesteps))
         clip_t = self.backend.to_tensor(np.float32(clip_range))
-        batch_size = min(cfg.batch_size, len(samples["obs"]))
-        if self._fuses_round(len(samples["obs"]), batch_size):
+        batch_size = min(cfg.batch_size, len(samples["returns"]))
+        if self._fuses_round(len(samples["returns"]), batch_size):
             per_step, early_stop = self._fused_epochs(samples, batch_size, clip_t), False
         else:
             per_step, early_stop = self._minibatch_epochs(samples, batch_size, clip_t)
@@ -172,6 +173,7 @@ class PPOAgent(OnPolicyAgent):
             and self.train_step.gradient_hook is None
             and cfg.target_kl is None
             and total % batch_size == 0
+            and not isinstance(self.observation_space, Dict)  # a fused loop takes flat tensors, not dicts
         )
 
     def _minibatch_epochs(self, samples, batch_size: int, clip_t) -> tuple[np.ndarray, bool]:
@@ -195,7 +197,7 @@ class PPOAgent(OnPolicyAgent):
         per-step inputs; the rollout and the clip range are constants the body takes rows of.
         """
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
-        indices = minibatch_indices(len(samples["obs"]), batch_size, self.config.n_epochs, self.shuffle_rng)
+        indices = minibatch_indices(len(samples["returns"]), batch_size, self.config.n_epochs, self.shuffle_rng)
         loop = self._epoch_loop
         if loop is None:
             loop = self._epoch_loop = self.backend.fused_loop(self._minibatch_step)

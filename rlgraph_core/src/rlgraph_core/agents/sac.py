@@ -20,6 +20,15 @@ One update round of K gradient steps, as the fused program of static mode runs i
         if update number (updates + k + 1) is a multiple of target_update_interval:
             critic_target <- (1 - tau) critic_target + tau critic
 
+Observations: float vectors go straight into the actor's and the critics' MLPs (the critics on
+``concat[obs, action]``). Any other observation space (uint8 images, Dicts of images and vectors)
+needs ``encoder``: a network-slot component mapping the observation space to rank-1 features
+(``cnn``, ``dict_encoder``, or a plugin's). The actor and each twin critic get their own copy of
+it (as Stable-Baselines3's SAC, ``share_features_extractor=False``): the actor is
+``head(actor_network(encoder(s)))`` and the critics ``out(critic_network(concat[encoder(s), a]))``,
+one encoder shared by the two heads of a twin pair, so each encoder learns from its own loss.
+Images stay uint8 in replay; the encoder casts them to float inside the graph.
+
 Actions: the policy works in the unit box (-1, 1); :meth:`SACAgent.act` maps its actions onto the
 environment's bounds, and :meth:`SACAgent.observe` maps them back, so replay stores unit actions.
 All randomness (the reparameterisation noise of acting and of both losses, the uniform actions
@@ -29,13 +38,13 @@ the same run on every backend up to floating-point differences.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Optional, Union
 
 import numpy as np
 from pydantic import Field, SerializeAsAny, field_validator
 
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
-from rlgraph_core.agents.observations import check_observation_space, observation_kind
+from rlgraph_core.agents.observations import check_observation_space, observation_kind, to_obs_array
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
 from rlgraph_core.agents.slots import ComponentResolver, network_maker
@@ -48,6 +57,7 @@ from rlgraph_core.config.common import OptimizerConfig
 from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
+from rlgraph_core.memories.obs import batch_len
 from rlgraph_core.spaces import BoolBox, FloatBox
 
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -59,6 +69,8 @@ def _sac_network() -> NetworkSpec:
 
 #: A network slot of SAC (default: ``mlp``, 256-256 relu).
 SACNetworkSlot = Annotated[SerializeAsAny[ComponentSettings], Slot("network", NetworkSettings, NetworkSpec)]
+#: SAC's optional observation encoder (a network component; empty by default: vector observations).
+SACEncoderSlot = Annotated[Optional[SerializeAsAny[ComponentSettings]], Slot("network", NetworkSettings)]
 
 
 class SACConfig(OffPolicyConfig):
@@ -70,6 +82,12 @@ class SACConfig(OffPolicyConfig):
     )
     critic_network: SACNetworkSlot = Field(
         default_factory=_sac_network, description="network component of each Q-network's trunk"
+    )
+    encoder: SACEncoderSlot = Field(
+        None,
+        description="observation encoder in front of the actor and of each twin critic (the action is "
+        "concatenated to its features): needed for images ({type: cnn, preset: nature}) and Dicts "
+        "({type: dict_encoder}); empty (default) for float vectors",
     )
     tau: float = Field(0.005, gt=0, le=1, description="Polyak factor of the target critic (1 = hard copy)")
     target_update_interval: int = Field(1, gt=0, description="gradient steps between target updates")
@@ -100,7 +118,11 @@ class SACConfig(OffPolicyConfig):
 
 
 class SquashedGaussianPolicy(Component):
-    """The SAC actor: network trunk → tanh-squashed Gaussian head; actions in (-1, 1)."""
+    """The SAC actor: (encoder →) network trunk → tanh-squashed Gaussian head; actions in (-1, 1).
+
+    ``encoder`` (optional, a network maker) maps observations that are not float vectors to
+    features; it draws its initial weights before the trunk.
+    """
 
     def __init__(
         self,
@@ -109,10 +131,12 @@ class SquashedGaussianPolicy(Component):
         log_std_bounds: tuple[float, float],
         seed: int = 0,
         name: str = "actor",
+        encoder: NetworkMaker | None = None,
     ):
         super().__init__(name)
         rng = np.random.default_rng(seed)
         maker = as_network_maker(spec)
+        self.encoder = encoder(name="encoder", rng=rng) if encoder is not None else None
         self.trunk = maker(name="trunk", rng=rng)
         self.head = DistributionHead(
             action_space,
@@ -122,22 +146,26 @@ class SquashedGaussianPolicy(Component):
             log_std_bounds=tuple(log_std_bounds),
             name="head",
         )
-        self.add_components(self.trunk, self.head)
+        self.add_components(*([self.encoder] if self.encoder is not None else []), self.trunk, self.head)
+
+    def latent(self, obs):
+        """The trunk's features of ``obs`` (through the encoder first when there is one)."""
+        return self.trunk.call(self.encoder.call(obs) if self.encoder is not None else obs)
 
     @api
     def sample(self, obs, noise):
         """Reparameterised ``(actions [B, d], log_probs [B])`` from standard-normal ``noise [B, d]``."""
-        return self.head.sample(self.trunk.call(obs), noise)
+        return self.head.sample(self.latent(obs), noise)
 
     @api
     def sample_actions(self, obs, noise):
         """The actions of :meth:`sample` alone (acting needs no log-probabilities)."""
-        return self.head.sample_actions(self.trunk.call(obs), noise)
+        return self.head.sample_actions(self.latent(obs), noise)
 
     @api
     def deterministic(self, obs):
         """``tanh(mean)``: the action used for evaluation."""
-        return self.head.deterministic(self.trunk.call(obs))
+        return self.head.deterministic(self.latent(obs))
 
 
 class SACGraph(Component):
@@ -150,10 +178,13 @@ class SACGraph(Component):
         action_dim = int(action_space.shape[0])
         actor_network = network_maker(config.actor_network, components, field="agent.actor_network")
         critic_network = network_maker(config.critic_network, components, field="agent.critic_network")
-        self.actor = SquashedGaussianPolicy(actor_network, action_space, config.log_std_bounds, seed)
+        encoder = (
+            network_maker(config.encoder, components, field="agent.encoder") if config.encoder is not None else None
+        )
+        self.actor = SquashedGaussianPolicy(actor_network, action_space, config.log_std_bounds, seed, encoder=encoder)
         # Same seed for the online and the target critic: they start identical.
-        self.critic = TwinQNetwork(critic_network, seed + 1, name="critic")
-        self.critic_target = TwinQNetwork(critic_network, seed + 1, name="critic_target").freeze()
+        self.critic = TwinQNetwork(critic_network, seed + 1, name="critic", encoder=encoder)
+        self.critic_target = TwinQNetwork(critic_network, seed + 1, name="critic_target", encoder=encoder).freeze()
         self.sac_loss = SACLoss(action_dim, config.ent_coef, config.init_ent_coef, config.target_entropy)
         self.target_sync = TargetSync(self.critic, self.critic_target, config.tau)
         self.add_components(self.actor, self.critic, self.critic_target, self.sac_loss, self.target_sync)
@@ -201,12 +232,49 @@ class SACGraph(Component):
         return self.target_sync.sync()
 
 
+#: The encoder that handles each kind of observation, as SAC's config names it.
+_ENCODER_FOR = {
+    "image": "agent.encoder: {type: cnn, preset: nature} (images; preset: impala for the IMPALA network)",
+    "dict": "agent.encoder: {type: dict_encoder} (Dicts: images through a cnn, vectors through an mlp)",
+}
+
+
+def check_sac_observations(observation_space, config: SACConfig) -> None:
+    """Refuse, in one paragraph, observations SAC's configured networks cannot take.
+
+    Without an encoder the actor's and critics' networks read the observation itself, so it must
+    be a float vector (the critics concatenate it with the action); with a built-in encoder the
+    encoder must take the observation space (:func:`check_observation_space`). A plugin's
+    encoder is not second-guessed (its own build-time checks speak for it).
+    """
+    if config.encoder is not None:
+        check_observation_space(observation_space, config.encoder, "SAC", "agent.encoder")
+        return
+    kind = observation_kind(observation_space)
+    if kind == "vector":
+        return
+    short = repr(observation_space)
+    short = short if len(short) <= 160 else short[:157] + "..."
+    hint = (
+        f"set {_ENCODER_FOR[kind]}"
+        if kind in _ENCODER_FOR
+        else "wrap the env so that it gives a float vector, an image or a Dict of those "
+        "(gymnasium.wrappers.FlattenObservation flattens nested spaces)"
+    )
+    raise ConfigError(
+        f"SAC's actor and critic networks read float vector observations (the critics concatenate them "
+        f"with the action), but this environment's observation space is {short} and 'agent.encoder' is "
+        f"empty: {hint}; the action is then concatenated to the encoder's features."
+    )
+
+
 class SACAgent(OffPolicyAgent):
     """Soft Actor-Critic with twin critics, Polyak target critic and automatic temperature.
 
     Args:
         config: a :class:`SACConfig`.
-        observation_space: a rank-1 :class:`~rlgraph_core.spaces.FloatBox`.
+        observation_space: a rank-1 :class:`~rlgraph_core.spaces.FloatBox`, or any space
+            ``config.encoder`` maps to rank-1 features (uint8 images, Dicts).
         action_space: a rank-1 :class:`~rlgraph_core.spaces.FloatBox` with finite bounds.
         backend: the backend to build on.
         seed: seeds weights, noise, random warm-up actions and replay sampling.
@@ -238,14 +306,7 @@ class SACAgent(OffPolicyAgent):
                 f"SAC squashes actions into the action box, so its bounds must be finite; got "
                 f"{action_space!r}. Wrap the environment with gymnasium's RescaleAction or ClipAction."
             )
-        if observation_kind(observation_space) != "vector":
-            raise ConfigError(
-                f"SAC's critics take concat[observation, action], so SAC needs float vector observations "
-                f"(a rank-1 Box); this environment's are {observation_space!r}. Image or Dict observations "
-                f"with SAC are not supported yet: wrap the env so that it gives a vector, or use PPO or "
-                f"DQN with network: {{type: cnn}} / {{type: dict_encoder}}."
-            )
-        check_observation_space(observation_space, config.actor_network, "SAC", "agent.actor_network")
+        check_sac_observations(observation_space, config)
         super().__init__(
             config,
             observation_space,
@@ -316,7 +377,7 @@ class SACAgent(OffPolicyAgent):
         ``mean`` (the Gaussian's, before tanh) (see :meth:`Agent.policy_outputs`)."""
         ops = self.backend.ops
         actor = self.graph.actor
-        mean = actor.head.params(actor.trunk.call(obs))[0]
+        mean = actor.head.params(actor.latent(obs))[0]
         low, high = ops.constant(np.asarray(self.low, np.float32)), ops.constant(np.asarray(self.high, np.float32))
         action = (ops.activation("tanh", mean) + 1.0) * (0.5 * (high - low)) + low
         return {"action": action, "mean": mean}
@@ -326,8 +387,8 @@ class SACAgent(OffPolicyAgent):
 
         Before ``learning_starts`` env steps an exploring agent acts uniformly at random.
         """
-        obs = np.asarray(obs, np.float32)
-        n = len(obs)
+        obs = to_obs_array(obs, self.observation_space)
+        n = batch_len(obs)
         if explore and self.timesteps < self.config.learning_starts:
             unit = self.rng.uniform(-1.0, 1.0, (n, self.action_dim))
         else:

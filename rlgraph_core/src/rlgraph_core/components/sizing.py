@@ -7,7 +7,8 @@ spec that cannot fit is refused with one paragraph.
 
 The estimate is a lower bound, so it never refuses what would fit: every section of the agent
 config that has a ``hidden`` list of layer widths counts as a fully connected stack from the
-observation (its flat size, for ``type: mlp``; 1 for other encoders) to one output, float32,
+observation (its flat size, for ``type: mlp``; 1 for other encoders and for the networks behind an
+``encoder`` section, which read its features) to one output, float32,
 held twice (the weights and their gradients; optimizer slots and target networks only add).
 """
 
@@ -47,9 +48,12 @@ def estimate_network_bytes(agent_config: Any, observation_space=None) -> list[tu
     """``[(config path, bytes)]``: a lower bound of each network's training memory (see the module docs)."""
     raw = agent_config.model_dump() if hasattr(agent_config, "model_dump") else agent_config
     obs = _flat_size(observation_space) if observation_space is not None else 1
+    # With an encoder in front (SAC's ``encoder``), the other networks read its features, not the observation.
+    encoded = isinstance(raw, dict) and bool(raw.get("encoder"))
     out = []
     for path, section in _hidden_sections(raw, "agent"):
-        widths = [obs if section.get("type", "mlp") == "mlp" else 1, *section["hidden"], 1]
+        reads_obs = section.get("type", "mlp") == "mlp" and (not encoded or path.startswith("agent.encoder"))
+        widths = [obs if reads_obs else 1, *section["hidden"], 1]
         params = sum(a * b + b for a, b in zip(widths, widths[1:]))
         out.append((path, params * 4 * COPIES))
     return out

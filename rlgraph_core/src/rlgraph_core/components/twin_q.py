@@ -1,7 +1,11 @@
 """State-action value networks for continuous actions, and the twin pair used by SAC and TD3.
 
 A continuous-action critic cannot output one value per action as DQN's head does; it takes the
-action as an input instead: ``Q(s, a) = head(trunk(concat[s, a]))``. SAC and TD3 keep two such
+action as an input instead: ``Q(s, a) = head(trunk(concat[s, a]))``. Observations that are not
+float vectors (uint8 images, Dicts) first go through an *encoder* (any network-slot component
+mapping the observation space to rank-1 features, e.g. ``cnn`` or ``dict_encoder``), and the
+action is concatenated to its features: ``Q(s, a) = head(trunk(concat[encoder(s), a]))``, as in
+Stable-Baselines3's ``ContinuousCritic`` (one encoder shared by the twin pair's two heads). SAC and TD3 keep two such
 networks with independent initial weights and use the smaller of their two estimates in the
 bootstrap target (clipped double-Q, Fujimoto et al. 2018), which counters the overestimation a
 single learned critic suffers from.
@@ -61,16 +65,28 @@ class TwinQNetwork(Component):
         spec: each Q-network's trunk: the built-in MLP's settings or a :class:`NetworkMaker`.
         seed: seed of the weight initialisation.
         name: component name.
+        encoder: optional network maker of an observation encoder shared by ``q1`` and ``q2``
+            (needed for observations that are not float vectors); the action is concatenated to
+            its features.
     """
 
-    def __init__(self, spec: NetworkSpec | NetworkMaker, seed: int = 0, name: str = "twin_q"):
+    def __init__(
+        self,
+        spec: NetworkSpec | NetworkMaker,
+        seed: int = 0,
+        name: str = "twin_q",
+        encoder: NetworkMaker | None = None,
+    ):
         super().__init__(name)
         rng = np.random.default_rng(seed)
+        # The encoder draws its weights first, then q1 and q2 (without one: as always).
+        self.encoder = encoder(name="encoder", rng=rng) if encoder is not None else None
         self.q1 = ContinuousQNetwork(spec, rng, name="q1")
         self.q2 = ContinuousQNetwork(spec, rng, name="q2")
-        self.add_components(self.q1, self.q2)
+        self.add_components(*([self.encoder] if self.encoder is not None else []), self.q1, self.q2)
 
     @api
     def call(self, obs, actions):
-        """``(Q1(s, a), Q2(s, a))``, each ``[B]``."""
-        return self.q1.call(obs, actions), self.q2.call(obs, actions)
+        """``(Q1(s, a), Q2(s, a))``, each ``[B]``; ``obs`` goes through the encoder first when there is one."""
+        features = self.encoder.call(obs) if self.encoder is not None else obs
+        return self.q1.call(features, actions), self.q2.call(features, actions)
