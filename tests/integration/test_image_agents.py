@@ -2,7 +2,10 @@
 
 * A Pong-like smoke: a synthetic gymnasium env with Atari's post-processing shapes (uint8
   84x84x4 frames, 6 actions; no ROM needed) through DQN and PPO with the Nature CNN: build, act,
-  a few updates, a checkpoint round trip (the loaded agent acts exactly as the saved one).
+  a few updates, a checkpoint round trip (the loaded agent acts exactly as the saved one);
+  replay and rollout storage stay uint8, replay with every frame stored once.
+* SAC on the same frames with a continuous action (the Nature CNN as its ``encoder``, the action
+  concatenated to the features in each critic), the same smoke.
 * IMPALA (with the IMPALA residual network) and A2C take the same frames.
 * CNN checkpoints cross backends: written on torch, the tf agent takes the same greedy actions,
   and back (weights are NHWC/HWIO numpy on every backend).
@@ -21,6 +24,7 @@ from rlgraph_core.agents.a2c import A2CAgent, A2CConfig
 from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
 from rlgraph_core.agents.impala import ImpalaAgent, ImpalaConfig
 from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
+from rlgraph_core.agents.sac import SACAgent, SACConfig
 from rlgraph_core.assemble import make_backend
 from rlgraph_core.components.cnn import CNNSettings
 from rlgraph_core.spaces import Discrete, from_gym
@@ -54,6 +58,15 @@ class PongLike(gym.Env):
         return self._frame(), reward, False, self.t >= 16, {}
 
 
+class ContinuousPongLike(PongLike):
+    """PongLike with one continuous action in [-1, 1]: its sign plays the parity of PongLike's action."""
+
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def step(self, action):
+        return super().step(int(float(np.asarray(action).reshape(-1)[0]) > 0.0))
+
+
 OBS_SPACE = from_gym(PongLike.observation_space)
 NATURE = CNNSettings(preset="nature")
 
@@ -85,6 +98,40 @@ def a2c(pair, seed=0):
     return A2CAgent(cfg, OBS_SPACE, Discrete(6), make_backend(*pair, device="cpu", seed=seed), seed=seed, num_envs=2)
 
 
+def sac(pair, seed=0):
+    cfg = SACConfig(
+        encoder=NATURE,
+        actor_network={"hidden": [16]},
+        critic_network={"hidden": [16]},
+        batch_size=8,
+        learning_starts=8,
+        train_freq=4,
+        memory={"type": "replay", "capacity": 64},
+    )
+    action_space = from_gym(ContinuousPongLike.action_space)
+    return SACAgent(cfg, OBS_SPACE, action_space, make_backend(*pair, device="cpu", seed=seed), seed=seed, num_envs=2)
+
+
+MAKERS = {"dqn": dqn, "ppo": ppo, "sac": sac}
+
+
+def assert_uint8_storage(agent, num_envs=2):
+    """Replay keeps uint8 frames, each once (obs and next_obs share them); rollouts keep uint8."""
+    memory = getattr(agent, "memory", None)
+    if memory is None:  # on-policy: the rollout buffer holds the frames as the env gave them
+        assert agent.buffer.data()["obs"].dtype == np.uint8
+        return
+    assert memory.framed_fields == {"obs": "obs", "next_obs": "obs"}
+    store = memory.frame_store("obs")
+    assert store.pool.dtype == np.uint8 and store.frame_shape == FRAME[:2]
+    # Stored naively a record is 8 frames (two stacks of 4); here each record brings at most one
+    # new frame (its next_obs's plane: PongLike repeats a plane across the stack), plus the first
+    # observation of each env's episodes.
+    assert len(store) <= len(memory) + 2 * num_envs, (len(store), len(memory))
+    state = memory.state_dict()
+    assert "data/obs" not in state and state["frames/obs"].dtype == np.uint8
+
+
 def run_steps(agent, envs, steps):
     """Step ``envs`` with ``agent`` (acting, observing, updating when due); the updates' metrics."""
     obs, _ = envs.reset(seed=0)
@@ -106,21 +153,32 @@ def run_steps(agent, envs, steps):
 
 SMOKE = [
     pytest.param(algo, pair, id=f"{algo}-{pair_id(pair)}", marks=slow_if_torch_static(pair))
-    for algo in ("dqn", "ppo")
+    for algo in ("dqn", "ppo", "sac")
     for pair in PAIRS
 ]
 
 
 @pytest.mark.parametrize("algo,pair", SMOKE)
 def test_pong_like_smoke(algo, pair, tmp_path):
-    envs = gym.vector.SyncVectorEnv([PongLike, PongLike], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    agent = (dqn if algo == "dqn" else ppo)(pair)
+    env_fn = ContinuousPongLike if algo == "sac" else PongLike
+    envs = gym.vector.SyncVectorEnv([env_fn, env_fn], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    agent = MAKERS[algo](pair)
+    before = agent.get_weights()
     obs, metrics = run_steps(agent, envs, 16)
-    assert agent.act(obs).dtype.kind == "i"
-    assert len(metrics) >= 2 and all(np.isfinite(float(m["loss"])) for m in metrics)
-    assert agent.get_weights()[next(k for k in agent.get_weights() if k.endswith("conv_0/W"))].shape == (8, 8, 4, 32)
+    actions = agent.act(obs)
+    assert actions.dtype.kind == ("f" if algo == "sac" else "i") and len(actions) == 2
+    loss = "critic_loss" if algo == "sac" else "loss"
+    assert len(metrics) >= 2 and all(np.isfinite(float(agent.backend.to_numpy(m[loss]))) for m in metrics)
+    weights = agent.get_weights()
+    convs = [k for k in weights if k.endswith("conv_0/W")]
+    assert convs and all(weights[k].shape == (8, 8, 4, 32) for k in convs)
+    if algo == "sac":  # the actor and both critics' encoders (and the target's copy) are separate
+        assert sorted(k.split("/encoder/")[0] for k in convs) == ["actor", "critic", "critic_target"]
+    learned = [k for k in convs if "target" not in k]  # target networks move on their own schedule
+    assert all(not np.array_equal(before[k], weights[k]) for k in learned)  # the encoders learn
+    assert_uint8_storage(agent)
     agent.save(tmp_path / "ckpt")
-    again = (dqn if algo == "dqn" else ppo)(pair, seed=5)
+    again = MAKERS[algo](pair, seed=5)
     again.load(tmp_path / "ckpt")
     np.testing.assert_array_equal(again.act(obs, explore=False), agent.act(obs, explore=False))
     run_steps(again, envs, 4)  # training goes on from the loaded checkpoint
