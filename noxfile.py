@@ -162,7 +162,7 @@ def core(session: nox.Session) -> None:
 def torch(session: nox.Session) -> None:
     """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo): core tests again (now
     also on torch and with the env families) and torch tests (MiniGrid learning, HalfCheetah smoke)."""
-    _install(session, "./rlgraph_core[atari,minigrid,mujoco]", "./rlgraph_torch")
+    _install(session, "./rlgraph_core[atari,minigrid,mujoco,envpool]", "./rlgraph_torch")
     _pytest(session, "tests/core", "tests/torch", parallel=True)
 
 

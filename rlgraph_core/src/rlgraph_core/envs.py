@@ -295,6 +295,10 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
     wrap each copy, innermost first; outermost, :class:`~rlgraph_core.env_checks.CheckedEnv` checks
     that observations and rewards are finite numbers as the agent will see them.
     """
+    if env_cfg.vectorization == "envpool":  # C++ batch envs: the wrappers are EnvPool's own (translated)
+        from rlgraph_core.envpool_envs import make_envpool_env
+
+        return _checked_vector_env(make_envpool_env(env_cfg, seed), env_cfg.id, seed)
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
     wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
     envs = _made(
@@ -314,6 +318,11 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
 def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callable] | None = None):
     """Like :func:`make_vector_env`, with ``factory()`` making each env instead of ``env_cfg.id``
     (the facade's gymnasium env or env factory); ``wrappers`` wrap each copy as there."""
+    if env_cfg.vectorization == "envpool":
+        raise ConfigError(
+            "env.vectorization: envpool makes its envs from env.id in C++, so it cannot step an env given as a "
+            "gymnasium env or env factory; pass the env id (e.g. env='ALE/Pong-v5') or use sync or async."
+        )
     wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
     cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else gym.vector.SyncVectorEnv
     make = lambda: apply_wrappers(factory(), wrap)  # noqa: E731

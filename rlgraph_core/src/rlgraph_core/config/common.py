@@ -60,7 +60,11 @@ class EnvConfig(StrictModel):
 
     id: str = "CartPole-v1"
     num_envs: int = Field(4, gt=0)
-    vectorization: Literal["sync", "async"] = "sync"
+    vectorization: Literal["sync", "async", "envpool"] = Field(
+        "sync",
+        description="sync or async (gymnasium's vector envs), or envpool (C++ batch envs for Atari and MuJoCo; "
+        'pip install "rlgraph-core[envpool]")',
+    )
     kwargs: dict = Field(default_factory=dict, description="passed to gymnasium.make")
     allow_nonfinite_obs: bool = Field(
         False,
