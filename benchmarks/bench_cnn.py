@@ -172,23 +172,26 @@ def sync(row: str):
         pass
 
 
-def measure(step, warmup: int, steps: int, repeats: int, row: str) -> tuple[float, float]:
-    """``(seconds of warm-up, median microseconds per step over the timed blocks)``."""
+def measure(step, warmup: int, steps: int, repeats: int, row: str) -> tuple[float, float, float]:
+    """``(seconds of warm-up, median wall microseconds per step, median process-CPU microseconds per
+    step)`` over the timed blocks (CPU time beside wall time: on a loaded machine the wall time
+    includes waiting for a core, the CPU time does not)."""
     batch = make_batch()
     t0 = time.perf_counter()
     for _ in range(warmup):
         step(batch)
     sync(row)
     warm = time.perf_counter() - t0
-    blocks = []
+    blocks, cpu = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for _ in range(steps):
             out = step(batch)
         del out
         sync(row)
         blocks.append((time.perf_counter() - t) / steps * 1e6)
-    return warm, statistics.median(blocks)
+        cpu.append((time.process_time() - c) / steps * 1e6)
+    return warm, statistics.median(blocks), statistics.median(cpu)
 
 
 def main() -> None:
@@ -220,7 +223,7 @@ def main() -> None:
     print(
         f"Nature-CNN DQN update, batch {BATCH}, uint8 84x84x4, {flops / 1e9:.2f} GFLOP per step, device {args.device}"
     )
-    print(f"{'row':<14}{'us/step':>10}{'steps/s':>10}{'GFLOP/s':>10}{'warm-up s':>11}")
+    print(f"{'row':<14}{'us/step':>10}{'cpu us':>10}{'steps/s':>10}{'GFLOP/s':>10}{'warm-up s':>11}")
     results = {}
     for row in rows:
         if row == "hand":
@@ -232,9 +235,9 @@ def main() -> None:
                 continue
         else:
             step = rlgraph_step(row, args.device)
-        warm, us = measure(step, args.warmup, args.steps, args.repeats, row)
+        warm, us, cpu_us = measure(step, args.warmup, args.steps, args.repeats, row)
         results[row] = us
-        print(f"{row:<14}{us:>10.0f}{1e6 / us:>10.1f}{flops / us / 1e3:>10.1f}{warm:>11.1f}", flush=True)
+        print(f"{row:<14}{us:>10.0f}{cpu_us:>10.0f}{1e6 / us:>10.1f}{flops / us / 1e3:>10.1f}{warm:>11.1f}", flush=True)
     for base in ("sb3", "hand"):
         if base in results:
             best = min((us, r) for r, us in results.items() if r not in ("sb3", "hand"))
