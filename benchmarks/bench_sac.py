@@ -1,5 +1,5 @@
-"""SAC training throughput on Pendulum-v1: rlgraph on every installed backend x mode vs a
-hand-written PyTorch SAC, in one run.
+"""SAC training throughput (Pendulum-v1, or ``--env HalfCheetah-v5``): rlgraph on every installed
+backend x mode vs a hand-written PyTorch SAC and (``--sb3``) Stable-Baselines3's SAC, in one run.
 
 Each implementation trains SAC with one gradient step per env step (train_freq 1,
 gradient_steps 1) on one gymnasium vector env with same-step autoreset:
@@ -24,6 +24,12 @@ about 2-4 minutes on 2 idle cores, most of it warm-up and compilation. Run:
 
     python benchmarks/bench_sac.py [--steps 500] [--repeats 1] [--hidden 256,256]
                                    [--backends torch,tf] [--modes eager,static] [--threads 1]
+                                   [--env HalfCheetah-v5] [--sb3]
+
+``--sb3`` adds ``SB3 SAC``: ``stable_baselines3.SAC("MlpPolicy")`` with the same networks
+(``net_arch`` = ``--hidden`` for actor and critics), batch, learning rate, tau, gamma, replay
+capacity, ``learning_starts`` and one gradient step per env step, timed over the same window by
+a callback (``pip install -e "rlgraph_core[bench]"``).
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from rlgraph_core.config.run import validate_config
 from rlgraph_core.assemble import train
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
 
-ENV_ID = "Pendulum-v1"
+ENV_ID = "Pendulum-v1"  # the default of --env
 
 #: Env steps between the executor's metric rows; the timed window starts and ends on such rows.
 LOG_INTERVAL = 100
@@ -90,7 +96,7 @@ def run_config(args, backend: str, mode: str, total_timesteps: int) -> dict:
     }
     return {
         "agent": agent_config(args.hidden, args.learning_starts),
-        "env": {"id": ENV_ID, "num_envs": 1},
+        "env": {"id": args.env, "num_envs": 1},
         "train": train,
     }
 
@@ -218,7 +224,7 @@ def bench_handwritten(args) -> tuple[float, float, float]:
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     envs = gym.make_vec(
-        ENV_ID,
+        args.env,
         num_envs=1,
         vectorization_mode=gym.VectorizeMode.SYNC,
         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
@@ -295,6 +301,46 @@ def bench_handwritten(args) -> tuple[float, float, float]:
 # ---------------------------------------------------------------------------- main
 
 
+# ---------------------------------------------------------------------------- Stable-Baselines3
+
+
+def bench_sb3(args) -> tuple[float, float, float]:
+    """The same training job with Stable-Baselines3's SAC; :func:`rates` inside the window."""
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    start, end = window(args)
+    marks: dict[int, tuple[float, float, int]] = {}
+
+    class Marks(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps in (start, end):
+                marks[self.num_timesteps] = (time.perf_counter(), time.process_time(), int(self.model._n_updates))
+            return True
+
+    env = gym.make(args.env)
+    model = sb3.SAC(
+        "MlpPolicy",
+        env,
+        learning_rate=1e-3,
+        buffer_size=100_000,
+        learning_starts=args.learning_starts,
+        batch_size=256,
+        tau=0.005,
+        gamma=0.99,
+        train_freq=1,
+        gradient_steps=1,
+        ent_coef="auto",
+        policy_kwargs={"net_arch": list(args.hidden)},
+        seed=args.seed,
+        device=args.device,
+        verbose=0,
+    )
+    model.learn(end, callback=Marks())
+    env.close()
+    return rates(marks, start, end)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=500, help="timed env steps per run (after warm-up)")
@@ -315,6 +361,8 @@ def main() -> None:
         "--threads", type=int, default=1, help="intra-op threads for torch and tf (0 = the frameworks' defaults)"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--env", default=ENV_ID, help="a continuous-action gymnasium id (HalfCheetah-v5: extra mujoco)")
+    parser.add_argument("--sb3", action="store_true", help="add Stable-Baselines3's SAC (extra bench)")
     args = parser.parse_args()
     args.hidden = [int(h) for h in args.hidden.split(",")]
     installed = list(get_plugin_manager().names("backends"))
@@ -332,13 +380,15 @@ def main() -> None:
             tf.config.threading.set_inter_op_parallelism_threads(args.threads)
 
     impls = {"hand-written PyTorch": lambda: bench_handwritten(args)}
+    if args.sb3:
+        impls["SB3 SAC"] = lambda: bench_sb3(args)
     for backend in backends:
         for mode in args.modes.split(","):
             impls[f"rlgraph-{backend} {mode}"] = lambda b=backend, m=mode: bench_rlgraph(args, b, m)
     names = list(impls)
     start, end = window(args)
     print(
-        f"SAC on {ENV_ID}: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), "
+        f"SAC on {args.env}: torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), "
         f"{os.cpu_count()} CPUs, device {args.device}, median of {args.repeats} run(s)"
     )
     print(
@@ -371,8 +421,11 @@ def main() -> None:
             f"| {impl:<24} | {med(impl, 0):>11.0f} | {med(impl, 1):>9.0f} | {med(impl, 0) / med(names[0], 0):>15.2f} "
             f"| {med(impl, 2):>15.0f} | {med(impl, 2) / med(names[0], 2):>15.2f} |"
         )
+    probe = gym.make(args.env)
+    obs_dim, act_dim = int(np.prod(probe.observation_space.shape)), int(np.prod(probe.action_space.shape))
+    probe.close()
     flops = roofline.update_flops(
-        "sac", obs_dim=3, act_dim=1, actor_hidden=args.hidden, critic_hidden=args.hidden, batch=256
+        "sac", obs_dim=obs_dim, act_dim=act_dim, actor_hidden=args.hidden, critic_hidden=args.hidden, batch=256
     )
     mm = roofline.matmul_gflops([roofline.network_matmul(256, args.hidden), (2048, 2048, 2048)])
     for impl in names:

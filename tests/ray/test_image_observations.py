@@ -92,7 +92,9 @@ def _apex(env_id: str, network: dict, total: int) -> dict:
     )
     raw["env"] = {"id": env_id, "num_envs": 4}
     raw["train"].update(TRAIN, total_timesteps=total, eval_interval=total, log_interval=total)
-    raw["executor"].update(fragment_length=16, weight_sync_interval=2, replay_snapshot_interval=None)
+    raw["executor"].update(
+        fragment_length=16, weight_sync_interval=2, replay_snapshot_interval=None, placement_timeout_s=300
+    )
     return raw
 
 
@@ -125,7 +127,7 @@ def test_impala_sends_uint8_fragments(image_session, tmp_path):
     raw["agent"].update(network=SMALL_CNN, n_steps=8)
     raw["env"] = {"id": "ray_image_envs:SyntheticPong", "num_envs": 4}
     raw["train"].update(TRAIN, total_timesteps=256, eval_interval=256, log_interval=256)
-    raw["executor"].update(learner_batch_fragments=2, queue_size=4)
+    raw["executor"].update(learner_batch_fragments=2, queue_size=4, placement_timeout_s=300)
     summary = _run(raw, tmp_path, probe)
     assert summary["updates"] > 0
     obs = probe.fragment["obs"]
