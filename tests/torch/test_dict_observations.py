@@ -70,3 +70,37 @@ def test_dict_observation_smoke(tmp_path, monkeypatch, name, agent):
         sample = memory.sample(8)
         assert sample["obs"]["image"].dtype == np.uint8 and sample["obs"]["image"].shape == (8, 8, 8, 3)
     env.close()
+
+
+def test_actor_role_postprocesses_dict_trajectories():
+    """The actor role (a ray_apex worker's): n-step folding of a time-major Dict trajectory keeps
+    the Dict per key (uint8 image, float32 vector), with initial priorities."""
+    from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
+    from rlgraph_core.assemble import make_backend
+    from rlgraph_core.components.dict_encoder import DictEncoderSettings
+    from rlgraph_core.spaces import Dict, Discrete, FloatBox, IntBox
+
+    shape, (T, N) = (8, 8, 3), (5, 2)
+    space = Dict(image=IntBox(0, 255, shape=shape, dtype=np.uint8), vector=FloatBox(shape=(3,)))
+    cfg = DQNConfig(
+        network=DictEncoderSettings.model_validate(ENCODER), n_step=2, memory={"type": "prioritized_replay"}
+    )
+    agent = DQNAgent(cfg, space, Discrete(2), make_backend("torch", "eager", device="cpu"), num_envs=N)
+    rng = np.random.default_rng(0)
+
+    def obs():
+        return {"image": rng.integers(0, 256, (T, N, *shape)).astype(np.uint8), "vector": rng.random((T, N, 3))}
+
+    trajectory = {
+        "obs": obs(),
+        "actions": rng.integers(0, 2, (T, N)),
+        "rewards": np.ones((T, N), np.float32),
+        "next_obs": obs(),
+        "terminated": np.zeros((T, N), bool),
+        "truncated": np.zeros((T, N), bool),
+    }
+    batch = agent.postprocess(trajectory)
+    n = (T - 1) * N  # the last step's transitions wait for their second step
+    assert batch["obs"]["image"].shape == (n, *shape) and batch["obs"]["image"].dtype == np.uint8
+    assert batch["next_obs"]["vector"].shape == (n, 3) and batch["next_obs"]["vector"].dtype == np.float32
+    assert batch["priorities"].shape == (n,) and batch["rewards"].shape == (n,)

@@ -61,6 +61,13 @@ def _at(value, t: int):
     return {k: _at(v, t) for k, v in value.items()} if isinstance(value, Mapping) else value[t]
 
 
+def _concat(values: list):
+    """Arrays concatenated along the batch axis; dicts (a Dict observation) per key."""
+    if isinstance(values[0], Mapping):
+        return {k: _concat([v[k] for v in values]) for k in values[0]}
+    return np.concatenate(values)
+
+
 class OffPolicyConfig(StrictModel):
     """Fields every replay agent has (defaults are DQN's; SAC overrides several)."""
 
@@ -284,7 +291,7 @@ class OffPolicyAgent(Agent):
                 parts.append(out)
         if not parts:
             return {}
-        batch = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        batch = {k: _concat([p[k] for p in parts]) for k in parts[0]}
         batch["policy_version"] = np.full(len(batch["rewards"]), self.weights_version, np.int64)
         if self.prioritized:
             batch["priorities"] = np.asarray(self._td_errors(batch), np.float32)
