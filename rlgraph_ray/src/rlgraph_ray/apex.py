@@ -7,10 +7,16 @@ from typing import Any
 import numpy as np
 import ray
 
+from rlgraph_core.memories.obs import map_obs
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_ray.actors import ApexWorker, ReplayShard
 from rlgraph_ray.base import WORKER_FAULTS, RayExecutor
 from rlgraph_ray.cluster import actor_options
+
+
+def _copy(array) -> np.ndarray:
+    """A writable copy of an array received from a shard (Ray hands out read-only views)."""
+    return np.array(array, copy=True)
 
 
 class RayApexExecutor(RayExecutor):
@@ -157,7 +163,7 @@ class RayApexExecutor(RayExecutor):
                         continue
                     if batches is not None:
                         held.setdefault(k, []).extend(
-                            {name: np.array(v, copy=True) for name, v in b.items()} for b in batches
+                            {name: map_obs(_copy, v) for name, v in b.items()} for b in batches
                         )
                 # the next request of each shard is in flight while the learner learns
                 self._request_samples(sampling, held)

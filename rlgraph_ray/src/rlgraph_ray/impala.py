@@ -10,6 +10,7 @@ import numpy as np
 import ray
 from ray.exceptions import ObjectLostError
 
+from rlgraph_core.memories.obs import concat
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_ray.actors import SyncWorker, WeightsBox
 from rlgraph_ray.base import WORKER_FAULTS, RayExecutor
@@ -133,7 +134,7 @@ class RayImpalaExecutor(RayExecutor):
             if len(queue) >= settings.learner_batch_fragments:
                 self._request(in_flight, len(queue) - settings.learner_batch_fragments, box)  # collect meanwhile
                 fragments = [queue.popleft() for _ in range(settings.learner_batch_fragments)]
-                merged = {k: np.concatenate([f[k] for f in fragments], axis=1) for k in fragments[0]}
+                merged = {k: concat([f[k] for f in fragments], axis=1) for k in fragments[0]}
                 lag = learner.weights_version - np.asarray(merged["policy_version"])
                 learner.learn(merged)
                 lags.append((float(lag.mean()), float(lag.max())))

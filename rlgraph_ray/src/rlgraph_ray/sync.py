@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlgraph_core.memories.obs import concat
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_ray.actors import SyncWorker
 from rlgraph_ray.base import WORKER_FAULTS, RayExecutor
@@ -53,7 +54,7 @@ class RaySyncExecutor(RayExecutor):
                         refs[i] = self.workers[i].sample.remote(box)
                 batches.append(batch)
                 self._note_worker(stats, recorder)
-            merged = {k: np.concatenate([b[k] for b in batches], axis=1) for k in batches[0]}
+            merged = {k: concat([b[k] for b in batches], axis=1) for k in batches[0]}
             steps = sum(int(np.prod(b["rewards"].shape)) for b in batches)
             learner.timesteps += steps
             result = learner.learn(merged)

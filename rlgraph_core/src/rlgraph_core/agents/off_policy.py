@@ -49,6 +49,7 @@ from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.common import OptimizerConfig, StrictModel
 from rlgraph_core.errors import CheckpointError, ConfigError
 from rlgraph_core.memories import NStepAssembler, PrioritizedReplay, ReplayMemory
+from rlgraph_core.memories.obs import concat
 from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
 from rlgraph_core.spaces import BoolBox, Dict, FloatBox, LeafSpace, Space
 
@@ -59,13 +60,6 @@ TRAJECTORY_KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "trunc
 def _at(value, t: int):
     """Step ``t`` of a time-major array, or of each array of a (Dict observation's) dict."""
     return {k: _at(v, t) for k, v in value.items()} if isinstance(value, Mapping) else value[t]
-
-
-def _concat(values: list):
-    """Arrays concatenated along the batch axis; dicts (a Dict observation) per key."""
-    if isinstance(values[0], Mapping):
-        return {k: _concat([v[k] for v in values]) for k in values[0]}
-    return np.concatenate(values)
 
 
 class OffPolicyConfig(StrictModel):
@@ -291,7 +285,7 @@ class OffPolicyAgent(Agent):
                 parts.append(out)
         if not parts:
             return {}
-        batch = {k: _concat([p[k] for p in parts]) for k in parts[0]}
+        batch = {k: concat([p[k] for p in parts]) for k in parts[0]}
         batch["policy_version"] = np.full(len(batch["rewards"]), self.weights_version, np.int64)
         if self.prioritized:
             batch["priorities"] = np.asarray(self._td_errors(batch), np.float32)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SEP", "batch_len", "flatten_fields", "map_obs", "obs_equal", "stored_obs", "unflatten_fields"]
+__all__ = ["SEP", "batch_len", "concat", "flatten_fields", "map_obs", "obs_equal", "stored_obs", "unflatten_fields"]
 
 #: Separator of a Dict observation's key in a flattened field name (``obs/image``).
 SEP = "/"
@@ -65,6 +65,13 @@ def unflatten_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return out
+
+
+def concat(values: list, axis: int = 0) -> Any:
+    """``np.concatenate(values, axis)``; for dicts (Dict observations) per key, recursively."""
+    if isinstance(values[0], Mapping):
+        return {k: concat([v[k] for v in values], axis) for k in values[0]}
+    return np.concatenate(values, axis=axis)
 
 
 def batch_len(obs: Any) -> int:
