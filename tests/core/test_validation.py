@@ -91,7 +91,7 @@ def test_config_models_refuse_nan_and_inf_when_built_directly():
         lambda: PrioritizedReplaySettings(alpha=math.inf),
         lambda: LinearSchedule(start=math.nan, end=0.0, steps=10),
         lambda: TrainConfig(target_return=math.inf),
-        lambda: TrainConfig(device="banana"),
+        lambda: TrainConfig(device=" "),  # the form of a device name is checked by the backend settings
     ):
         with pytest.raises(ValidationError):
             make()

@@ -167,6 +167,8 @@ class RayExecutor(Executor):
         raw = self.config.to_dict()
         raw["train"]["backend"] = self._worker_train("backend")
         raw["train"]["mode"] = self._worker_train("mode")
+        if raw["train"]["backend"] != self.config.train.backend:
+            raw.pop("backend", None)  # the learner backend's settings; the workers' backend keeps its defaults
         return raw
 
     def worker_names(self) -> list[str]:
