@@ -1,13 +1,14 @@
-"""DQN, PPO, IMPALA (CartPole-v1) and SAC (Pendulum-v1) learn on the jax backend in both modes.
+"""DQN, PPO, IMPALA (CartPole-v1) and SAC (Pendulum-v1) learn on the jax backend.
 
 One test shape, parametrized by algorithm and mode: the same configs, budgets and thresholds as
-the torch and tf learning tests; only the backend and the mode differ. Eager runs op by op on
+the torch and tf learning tests; only the backend and the mode differ. Static mode runs all four;
+eager mode runs PPO and IMPALA (see the note above ``_config`` for DQN and SAC). Eager runs op by op on
 jax.numpy; static compiles every train step with ``jax.jit`` and fuses update rounds with
 ``lax.scan``. The DQN checkpoint is then evaluated on every other installed backend: the neutral
 npz gives the same return there.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
@@ -31,7 +32,7 @@ class Case:
     overrides: tuple[str, ...]
     threshold: float
     cross_backend_eval: bool = False
-    mode_overrides: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    modes: tuple[str, ...] = ("eager", "static")
 
 
 CASES = {
@@ -41,6 +42,7 @@ CASES = {
         ("train.total_timesteps=60000", "train.target_return=475", "train.seed=0"),
         475.0,
         cross_backend_eval=True,
+        modes=("static",),  # eager: see the note above _config
     ),
     # The shipped PPO config within the torch test's 40k env steps.
     "ppo": Case(
@@ -59,6 +61,7 @@ CASES = {
             "train.seed=0",
         ),
         -200.0,
+        modes=("static",),  # eager: see the note above _config
     ),
     # IMPALA (V-trace) under the local executor within the torch test's 40k steps.
     "impala": Case(
@@ -67,15 +70,23 @@ CASES = {
 }
 
 
+# Why DQN and SAC are learned in static mode only: their configs take one small gradient step per
+# one or two env steps (~10k steps to the threshold), and an op-by-op jax step (``jax.value_and_grad``
+# without jit: every primitive dispatched and differentiated alone) costs ~50 ms of CPU for the DQN
+# [256, 256] loss (benchmarks, 2026-12-02), ~8 CPU-minutes per run. A DQN config with 4x fewer,
+# 4x larger steps did not reach 475 by 60k steps (static, seed 0: 113). The parity tests hold jax
+# eager to jax static step for step, and PPO and IMPALA (few, large steps) learn in eager mode here.
+
+
 def _config(case: Case, mode: str):
     base = DEFAULT_CONFIG if case.config is None else load_config_file(CONFIGS / case.config)
-    overrides = [*QUIET, f"train.mode={mode}", *case.overrides, *case.mode_overrides.get(mode, ())]
-    return validate_config(apply_overrides(base, overrides))
+    return validate_config(apply_overrides(base, [*QUIET, f"train.mode={mode}", *case.overrides]))
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize("mode", ["eager", "static"])
-@pytest.mark.parametrize("algo", list(CASES))
+@pytest.mark.parametrize(
+    "algo,mode", [(algo, mode) for algo, case in CASES.items() for mode in ("eager", "static") if mode in case.modes]
+)
 def test_learns_on_jax(algo, mode, tmp_path):
     """``algo`` reaches its threshold on jax in ``mode`` within the other backends' budget."""
     case = CASES[algo]
