@@ -15,7 +15,7 @@ from rlgraph_core.config.run import load_shipped_config as _load_shipped_config
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
 
 
-class _NumpyBackendPlugin:
+class NumpyBackendPlugin:
     """Registers the numpy test backend (no autodiff: configs validate and agents build, not train)."""
 
     @hookimpl
@@ -31,7 +31,7 @@ def _core_backend() -> str:
     if "torch" in names:
         return "torch"
     if "numpy" not in names:
-        pm.register(_NumpyBackendPlugin(), "rlgraph-core-tests", name="numpy-test-backend")
+        pm.register(NumpyBackendPlugin(), "rlgraph-core-tests", name="numpy-test-backend")
     return "numpy"
 
 

@@ -73,7 +73,7 @@ CASES = {
 # Why DQN and SAC are learned in static mode only: their configs take one small gradient step per
 # one or two env steps (~10k steps to the threshold), and an op-by-op jax step (``jax.value_and_grad``
 # without jit: every primitive dispatched and differentiated alone) costs ~50 ms of CPU for the DQN
-# [256, 256] loss (benchmarks, 2026-12-02), ~8 CPU-minutes per run. A DQN config with 4x fewer,
+# [256, 256] loss (one agent.update timed with process_time, 2026-12-02), ~8 CPU-minutes per run. A DQN config with 4x fewer,
 # 4x larger steps did not reach 475 by 60k steps (static, seed 0: 113). The parity tests hold jax
 # eager to jax static step for step, and PPO and IMPALA (few, large steps) learn in eager mode here.
 
