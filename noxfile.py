@@ -184,8 +184,10 @@ def integration(session: nox.Session) -> None:
 def jax(session: nox.Session) -> None:
     """The outside jax backend plugin: its own tests (the core's conformance harness, learning),
     then the integration parity tests, which pick jax up because it is installed (narrowed to the
-    jax comparisons: jax against torch eager, jax static against jax eager)."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax")
+    jax comparisons: jax against torch eager, jax static against jax eager), then the Ray executors
+    with jax on one side and torch on the other (serial: the module starts its own Ray session; the
+    ray session, which has no jax, skips that module)."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray", "./plugins/rlgraph-jax")
     _pytest(session, "plugins/rlgraph-jax/tests", parallel=True)
     _pytest(
         session,
@@ -199,6 +201,7 @@ def jax(session: nox.Session) -> None:
         env={"RLGRAPH_TEST_BACKENDS": "torch-eager,jax"},
         parallel=True,
     )
+    _pytest(session, "tests/ray/test_jax_pairs.py")
 
 
 @nox.session(python=PYTHON)
