@@ -61,9 +61,19 @@ def test_the_backend_section_is_validated_by_the_backends_own_model():
     config = validate("backend.tile_size=16")
     assert isinstance(config.backend, TileSettings)
     assert config.backend.tile_size == 16 and config.backend.fuse_kernels is True
-    assert config.to_dict()["backend"] == {"fuse_kernels": True, "tile_size": 16}
+    assert config.to_dict()["backend"] == {"tile_size": 16}  # what differs from the defaults
     # round trip: the dumped config validates to the same settings
     assert validate_config(config.to_dict(), PM).backend == config.backend
+
+
+def test_a_dumped_config_switches_backends_unless_it_chose_a_backend_option():
+    """A checkpoint's config.json evaluates on another backend (``--backend``) as long as its
+    backend section holds only defaults; a chosen option is named in the error."""
+    dumped = validate().to_dict()
+    assert dumped["backend"] == {}
+    assert type(validate_config(apply_overrides(dumped, ["train.backend=numpy"]), PM).backend) is BackendSettings
+    with pytest.raises(ConfigError, match="backend.tile_size.*remove or replace"):
+        validate_config(apply_overrides(validate("backend.tile_size=2").to_dict(), ["train.backend=numpy"]), PM)
 
 
 def test_a_bad_backend_field_names_the_field_the_value_and_the_backend():

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model, field_serializer
 
 from rlgraph_core.backend.settings import BackendSettings
 from rlgraph_core.config.common import EnvConfig, TrainConfig
@@ -38,6 +38,13 @@ class RunConfig(BaseModel):
     train: TrainConfig = Field(default_factory=TrainConfig)
     executor: SerializeAsAny[ExecutorSettings] = Field(default_factory=ExecutorSettings)
     backend: SerializeAsAny[BackendSettings] = Field(default_factory=BackendSettings)
+
+    @field_serializer("backend")
+    def _backend_changes_only(self, settings: BackendSettings) -> dict:
+        """Only the settings that differ from the backend's defaults: a dumped config (a checkpoint's
+        config.json, a Ray worker's config) then validates again with ``train.backend`` switched,
+        unless it chose a backend-specific option (which the other backend would not know)."""
+        return settings.model_dump(mode="json", exclude_defaults=True)
 
     def to_dict(self) -> dict:
         """Plain JSON-able dict of the whole config (pydantic's ``model_dump``)."""
