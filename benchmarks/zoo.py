@@ -22,7 +22,7 @@ What runs:
   executors have ``bench_distributed.py``). CPU-seconds are the child's user + system time (the
   machine is shared, so wall time alone says little).
 * Before a config is run, a short in-process probe (``--probe-steps`` env steps of training with
-  learning from the first step, no evaluation) measures its training speed here; a config whose
+  learning from the first step, eager mode, no evaluation) measures its training speed here; a config whose
   budget would take longer than ``--max-hours`` at that speed (Atari, MuJoCo) is listed with its
   budget and that estimate instead of being run. The estimate leaves out evaluation time.
 * Results are kept per (config, seed) in the results file as soon as each run ends, so an
@@ -132,6 +132,9 @@ def probe_overrides(cfg: ZooConfig, raw: dict, steps: int) -> tuple[int, list[st
     if cfg.rollout is not None:
         steps = max(steps, 2 * cfg.rollout)
     sets = [f"train.total_timesteps={steps}", f"train.eval_interval={steps + 1}", f"train.log_interval={steps}"]
+    # Eager: a static-mode config would spend the probe compiling (steady-state static is faster,
+    # so the estimate errs long).
+    sets.append("train.mode=eager")
     agent = raw.get("agent", {})
     if "learning_starts" in agent:
         sets.append("agent.learning_starts=0")
@@ -268,7 +271,8 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
         "## Listed, not run",
         "",
         f"Configs whose budget would take longer than {max_hours:g} h here (the estimate is the budget at",
-        "the training speed of a short probe: learning from the first step, evaluations left out), and",
+        "the training speed of a short probe: learning from the first step, eager mode, evaluations left",
+        "out), and",
         "configs of a distributed executor (measured by `benchmarks/bench_distributed.py`).",
         "",
         "| config | algo | env | executor | budget | estimate (wall) | estimate (CPU) | why not run |",
