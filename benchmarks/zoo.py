@@ -22,9 +22,10 @@ What runs:
   executors have ``bench_distributed.py``). CPU-seconds are the child's user + system time (the
   machine is shared, so wall time alone says little).
 * Before a config is run, a short in-process probe (``--probe-steps`` env steps of training with
-  learning from the first step, eager mode, no evaluation) measures its training speed here; a config whose
-  budget would take longer than ``--max-hours`` at that speed (Atari, MuJoCo) is listed with its
-  budget and that estimate instead of being run. The estimate leaves out evaluation time.
+  learning from the first step, eager mode, no evaluation; the agent is built before the clock
+  starts) measures its training speed here; a config whose budget would take longer than ``--max-hours`` of CPU time at that speed (Atari, MuJoCo) is listed
+  with its budget and that estimate instead of being run (CPU time, not wall time: on a shared
+  machine the wall time depends on the others' load). The estimate leaves out evaluation time.
 * Results are kept per (config, seed) in the results file as soon as each run ends, so an
   interrupted zoo continues where it stopped; ``--rerun`` measures again.
 """
@@ -145,15 +146,24 @@ def probe_overrides(cfg: ZooConfig, raw: dict, steps: int) -> tuple[int, list[st
 
 
 def probe(cfg: ZooConfig, steps: int) -> dict:
-    """Train ``cfg`` for a few env steps in this process (nothing written); its speed here."""
+    """Train ``cfg`` for a few env steps in this process (nothing written); its speed here.
+
+    The agent is built before the clock starts, so the estimate is of training alone.
+    """
+    from rlgraph_core.assemble import assemble
     from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config
+    from rlgraph_core.plugins import get_plugin_manager
     from rlgraph_core.training import run_training
 
     raw = load_shipped_config(cfg.name)
     steps, sets = probe_overrides(cfg, raw, steps)
     config = validate_config(apply_overrides(raw, [*sets, "train.progress_bar=false", "train.loggers=[]"]))
+    assembly = assemble(config, get_plugin_manager())
+    env = assembly.make_eval_env()
+    agent = assembly.make_agent(env.observation_space, env.action_space, num_envs=config.env.num_envs)
+    env.close()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    summary = run_training(config, None)
+    summary = run_training(config, None, assembly=assembly, executor_kwargs={"agent": agent})
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     steps_done = int(summary["timesteps"])
     return {
@@ -270,9 +280,10 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
         "",
         "## Listed, not run",
         "",
-        f"Configs whose budget would take longer than {max_hours:g} h here (the estimate is the budget at",
-        "the training speed of a short probe: learning from the first step, eager mode, evaluations left",
-        "out), and",
+        f"Configs whose budget would take longer than {max_hours:g} h of CPU time here (the estimate is the",
+        "budget at the training speed of a short probe: learning from the first step, eager mode,",
+        "evaluations left out; CPU time, as the wall time of a shared machine depends on the others' load),",
+        "and",
         "configs of a distributed executor (measured by `benchmarks/bench_distributed.py`).",
         "",
         "| config | algo | env | executor | budget | estimate (wall) | estimate (CPU) | why not run |",
@@ -284,8 +295,8 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
             why = f"distributed executor `{cfg.executor}`"
         elif est is None:
             why = "not measured yet"
-        elif est["estimate_wall_s"] > max_hours * 3600:
-            why = f"over {max_hours:g} h"
+        elif est["estimate_cpu_s"] > max_hours * 3600:
+            why = f"over {max_hours:g} CPU-h"
         else:
             why = "not measured yet"
         wall = "-" if est is None else _fmt_hours(est["estimate_wall_s"])
@@ -314,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configs", default="", help="comma-separated shipped config names (default: all)")
     p.add_argument("--seeds", type=_ints, default=[0], help="comma-separated seeds (default 0)")
-    p.add_argument("--max-hours", type=float, default=1.0, help="list, do not run, configs estimated longer")
+    p.add_argument("--max-hours", type=float, default=1.0, help="list, do not run, configs estimated longer (CPU-h)")
     p.add_argument("--probe-steps", type=int, default=1000, help="env steps of the speed probe")
     p.add_argument("--distributed", action="store_true", help="also run configs of a distributed executor")
     p.add_argument("--rerun", action="store_true", help="measure again configs already in the results")
@@ -353,12 +364,12 @@ def main(argv: list[str] | None = None) -> int:
             results["estimates"][cfg.name] = est
             save_results(results, args.results)
             print(
-                f"zoo: probe {cfg.name}: {est['probe_steps']} steps in {est['probe_wall_s']} s "
-                f"-> budget {cfg.budget:,} in about {_fmt_hours(est['estimate_wall_s'])}",
+                f"zoo: probe {cfg.name}: {est['probe_steps']} steps in {est['probe_cpu_s']} CPU-s "
+                f"({est['probe_wall_s']} s) -> budget {cfg.budget:,} in about {_fmt_hours(est['estimate_cpu_s'])} of CPU",
                 flush=True,
             )
-        if results["estimates"][cfg.name]["estimate_wall_s"] > args.max_hours * 3600:
-            print(f"zoo: {cfg.name}: listed, not run (over {args.max_hours:g} h)", flush=True)
+        if results["estimates"][cfg.name]["estimate_cpu_s"] > args.max_hours * 3600:
+            print(f"zoo: {cfg.name}: listed, not run (over {args.max_hours:g} CPU-h)", flush=True)
             write_table(everything, results, args.doc, args.max_hours)
             continue
         for seed in args.seeds:

@@ -101,7 +101,7 @@ def test_table_has_measured_rows_estimates_and_distributed_configs(tmp_path):
     assert cells[-1] == "400"  # mean CPU-seconds
     assert "2 CPUs, load 3.0" in text
     listed = text.split("## Listed, not run")[1]
-    assert "| `dqn_pong` |" in listed and "30.0 h" in listed and "over 1 h" in listed
+    assert "| `dqn_pong` |" in listed and "30.0 h" in listed and "over 1 CPU-h" in listed
     assert "| `ppo_cartpole` |" in listed and "not measured yet" in listed
     assert "| `apex_cartpole` |" in listed and "distributed executor `ray_apex`" in listed
     # a failed run is not a measurement
