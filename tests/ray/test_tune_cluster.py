@@ -1,0 +1,139 @@
+"""``rlgraph tune --address`` and ``--resume``: a search on a Ray head the test started itself, interrupted
+(Ctrl-C) while its second trial runs, then resumed through Tune's own restore; finished trials are not
+redone and the interrupted one continues from its run folder's checkpoint. A closed port fails at once,
+through the same address check as the Ray executors."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+sys.path.insert(0, str(Path(__file__).parents[1] / "torch"))
+from cli_helpers import assert_user_error, run_cli  # noqa: E402
+from test_cluster import RayHead, free_port  # noqa: E402
+
+from rlgraph_core.checkpoint import latest_checkpoint, read_meta  # noqa: E402
+from rlgraph_core.plugins import get_plugin_manager  # noqa: E402
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("ray.tune") is None, reason="ray[tune] is not installed"),
+    pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="ray[tune] is not installed"),
+    pytest.mark.skipif("torch" not in get_plugin_manager().names("backends"), reason="trials train on torch"),
+]
+
+TINY = [
+    "train.eval_interval=250",
+    "train.eval_episodes=1",
+    "train.log_interval=250",
+    "agent.network.hidden=[8]",
+    "agent.learning_starts=100",
+    "agent.train_freq=50",
+    "agent.memory.capacity=1000",
+    "env.num_envs=1",
+]
+
+
+def test_a_closed_address_fails_at_once_naming_the_flag(tmp_path):
+    if ray.is_initialized():  # a module before this one left its session open
+        ray.shutdown()
+    space = tmp_path / "space.yaml"
+    space.write_text("agent.optimizer.learning_rate: {choice: [0.001]}\n")
+    port = free_port()
+    start = time.monotonic()
+    code, _, stderr = run_cli(
+        "tune", "dqn_cartpole", "--space", str(space), "--out", str(tmp_path / "o"),
+        "--address", f"127.0.0.1:{port}", "--connect-timeout-s", "2",
+    )  # fmt: skip
+    assert_user_error(
+        code, stderr, f"--address = '127.0.0.1:{port}': no Ray cluster could be reached", "--connect-timeout-s = 2 s"
+    )
+    assert time.monotonic() - start < 60 and not ray.is_initialized()
+    code, _, stderr = run_cli("tune", "dqn_cartpole", "--space", str(space), "--out", str(tmp_path / "o"), "--resume")
+    assert_user_error(code, stderr, "--resume: no search to continue")
+
+
+def _trial_runs(out: Path) -> list[Path]:
+    return sorted((out / "trials").glob("trial_*/run"))
+
+
+def _summary_steps(run: Path) -> int | None:
+    summary = run / "summary.json"
+    return json.loads(summary.read_text())["timesteps"] if summary.is_file() else None
+
+
+def _tune(out: Path, space: Path, address: str, *more: str) -> subprocess.Popen:
+    sets = [a for s in TINY for a in ("--set", s)]
+    cmd = [sys.executable, "-m", "rlgraph_core.cli", "tune", "dqn_cartpole", "--space", str(space),
+           "--samples", "1", "--scheduler", "fifo", "--max-concurrent", "1", "--address", address,
+           "--out", str(out), *sets, *more]  # fmt: skip
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def test_an_interrupted_search_on_a_cluster_resumes_without_redoing_trials(tmp_path_factory, request, monkeypatch):
+    if ray.is_initialized():
+        ray.shutdown()
+    # on a loaded 2-core machine the raylet may take longer than Ray's default 60 s to register
+    monkeypatch.setenv("RAY_raylet_start_wait_time_s", "300")
+    head = RayHead(tmp_path_factory.mktemp("head") / "r")
+    request.addfinalizer(head.stop)
+    head.wait_up(timeout_s=400)
+    tmp = tmp_path_factory.mktemp("search")
+    space = tmp / "space.yaml"
+    # a grid of two trials, run one at a time: a short one, then a longer one to interrupt
+    space.write_text("train.total_timesteps: {grid: [500, 4000]}\n")
+    out = tmp / "search"
+
+    proc = _tune(out, space, head.address)
+    deadline = time.monotonic() + 400
+    interrupted = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        runs = _trial_runs(out)
+        finished = [r for r in runs if _summary_steps(r) == 500]
+        running = [r for r in runs if r not in finished and list((r / "checkpoints").glob("*"))]
+        if finished and running:
+            proc.send_signal(signal.SIGINT)  # Ctrl-C: Tune stops the search and keeps its state
+            interrupted = True
+            break
+        time.sleep(0.5)
+    output = proc.communicate(timeout=300)[0]
+    assert interrupted, output[-3000:]
+    (first,) = finished
+    (second,) = running
+    assert _summary_steps(second) is None, "the long trial ended before the interrupt"
+    first_metrics = (first / "metrics.jsonl").read_bytes()
+    second_rows = (second / "metrics.jsonl").read_text().splitlines()
+    checkpoint_steps = read_meta(latest_checkpoint(second))[0]["counters"]["timesteps"]
+
+    proc = _tune(out, space, head.address, "--resume")
+    output = proc.communicate(timeout=500)[0]
+    assert proc.returncode == 0, output[-3000:]
+    assert f"joined the Ray cluster at {head.address}" in output
+    assert _trial_runs(out) == sorted([first, second])  # no new trials
+    assert (first / "metrics.jsonl").read_bytes() == first_metrics  # the finished trial was not redone
+    # the interrupted trial continued from its checkpoint: its rows up to there are the ones written
+    # before the interrupt (a fresh start would have cleared the folder), then it ran to its budget
+    assert _summary_steps(second) == 4000
+    rows = (second / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(r)["timesteps"] for r in rows]
+    assert steps == sorted(set(steps)) and steps[-1] == 4000
+
+    def upto(lines):
+        return [line for line in lines if json.loads(line)["timesteps"] <= checkpoint_steps]
+
+    assert upto(rows) == upto(second_rows) and upto(rows), (checkpoint_steps, steps)
+    with open(out / "trials.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 2 and all(not r["error"] for r in table)
+    assert sorted(int(r["train.total_timesteps"]) for r in table) == [500, 4000]
