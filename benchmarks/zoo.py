@@ -282,9 +282,8 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
         "",
         f"Configs whose budget would take longer than {max_hours:g} h of CPU time here (the estimate is the",
         "budget at the training speed of a short probe: learning from the first step, eager mode,",
-        "evaluations left out; CPU time, as the wall time of a shared machine depends on the others' load),",
-        "and",
-        "configs of a distributed executor (measured by `benchmarks/bench_distributed.py`).",
+        "evaluations left out; CPU time, as the wall time of a shared machine depends on the others'",
+        "load), and configs of a distributed executor (measured by `benchmarks/bench_distributed.py`).",
         "",
         "| config | algo | env | executor | budget | estimate (wall) | estimate (CPU) | why not run |",
         "|---|---|---|---|---:|---:|---:|---|",
@@ -330,6 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--distributed", action="store_true", help="also run configs of a distributed executor")
     p.add_argument("--rerun", action="store_true", help="measure again configs already in the results")
     p.add_argument("--table-only", action="store_true", help="only rewrite the doc from the results file")
+    p.add_argument("--probe-only", action="store_true", help="only probe (estimates), run nothing")
+    p.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        help="add the runs and estimates of another results file (e.g. a parallel zoo's)",
+    )
     p.add_argument("--list", action="store_true", help="print the configs and what would happen, run nothing")
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument("--doc", type=Path, default=DOC)
@@ -340,6 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     configs = discover([c for c in args.configs.split(",") if c] or None)
     everything = discover()
     results = load_results(args.results)
+    if args.merge is not None:
+        other = load_results(args.merge)
+        for section in ("runs", "estimates"):
+            for key, row in other.get(section, {}).items():
+                results[section].setdefault(key, row)
+        save_results(results, args.results)
     if args.table_only:
         write_table(everything, results, args.doc, args.max_hours)
         print(f"zoo: wrote {args.doc}")
@@ -368,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"({est['probe_wall_s']} s) -> budget {cfg.budget:,} in about {_fmt_hours(est['estimate_cpu_s'])} of CPU",
                 flush=True,
             )
+        if args.probe_only:
+            continue
         if results["estimates"][cfg.name]["estimate_cpu_s"] > args.max_hours * 3600:
             print(f"zoo: {cfg.name}: listed, not run (over {args.max_hours:g} CPU-h)", flush=True)
             write_table(everything, results, args.doc, args.max_hours)
