@@ -133,3 +133,28 @@ def test_an_interrupted_search_resumes_without_redoing_trials(tmp_path):
         table = list(csv.DictReader(f))
     assert len(table) == 2 and all(not r["error"] for r in table)
     assert sorted(int(r["train.total_timesteps"]) for r in table) == [500, 4000]
+
+
+def test_a_trial_run_again_continues_from_its_checkpoint(tmp_path, monkeypatch):
+    """What a resumed search does with an unfinished trial, without a cluster: the trainable, run again
+    in the same trial folder, continues the run there from its newest checkpoint (rows kept) instead
+    of starting over."""
+    from ray import tune
+
+    from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config
+    from rlgraph_ray.tune import _make_trainable
+
+    reports = []
+    monkeypatch.setattr(tune, "report", lambda metrics, **_: reports.append(dict(metrics)))
+    monkeypatch.setattr(tune, "get_context", lambda: type("C", (), {"get_trial_name": lambda self: "trial_x"})())
+    raw = validate_config(apply_overrides(load_shipped_config("dqn_cartpole"), TINY)).to_dict()
+    trainable = _make_trainable(raw, str(tmp_path / "trials"))
+    run = tmp_path / "trials" / "trial_x" / "run"
+    trainable({"train.total_timesteps": 500})  # the part done before an interrupt
+    rows_before = (run / "metrics.jsonl").read_text().splitlines()
+    trainable({"train.total_timesteps": 1000})  # run again: continues to the (larger) budget
+    rows = (run / "metrics.jsonl").read_text().splitlines()
+    assert rows[: len(rows_before)] == rows_before and len(rows) > len(rows_before)
+    assert [json.loads(r)["timesteps"] for r in rows] == [250, 500, 750, 1000]
+    assert _summary_steps(run) == 1000
+    assert [r["timesteps"] for r in reports if r.get("done")] == [500, 1000]
