@@ -231,6 +231,8 @@ def _fmt_num(values: list[float], digits: int = 0) -> str:
 
 
 def _fmt_hours(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
@@ -265,7 +267,7 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
             listed.append(cfg)
             continue
         for r in rows:
-            measured_on.add(f"{r['cpus']} CPUs, load {r['load_1min']} at the end, {r['date']}")
+            measured_on.add(f"{r['date']}: {r['cpus']} CPUs, load {r['load_1min']} at the end")
         ended = sorted({str(r.get("ended_by")) for r in rows})
         returns = [r["final_eval_return"] for r in rows if r.get("final_eval_return") is not None]
         target = "-" if cfg.target_return is None else f"{cfg.target_return:g}"

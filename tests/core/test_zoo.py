@@ -99,7 +99,7 @@ def test_table_has_measured_rows_estimates_and_distributed_configs(tmp_path):
     assert cells[6] == "-85.0 ± 7.1"  # mean ± sample std of the final eval returns
     assert cells[7:9] == ["-100", "target_return"]
     assert cells[-1] == "400"  # mean CPU-seconds
-    assert "2 CPUs, load 3.0" in text
+    assert "2026-12-02 14:00 UTC: 2 CPUs, load 3.0" in text
     listed = text.split("## Listed, not run")[1]
     assert "| `dqn_pong` |" in listed and "30.0 h" in listed and "over 1 CPU-h" in listed
     assert "| `ppo_cartpole` |" in listed and "not measured yet" in listed
