@@ -160,9 +160,9 @@ def core(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def torch(session: nox.Session) -> None:
-    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo): core tests again (now
+    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo, Box2D): core tests again (now
     also on torch and with the env families) and torch tests (MiniGrid learning, HalfCheetah smoke)."""
-    _install(session, "./rlgraph_core[atari,minigrid,mujoco]", "./rlgraph_torch")
+    _install(session, "./rlgraph_core[atari,minigrid,mujoco,box2d]", "./rlgraph_torch")
     _pytest(session, "tests/core", "tests/torch", parallel=True)
 
 

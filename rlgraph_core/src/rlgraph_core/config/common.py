@@ -116,6 +116,13 @@ class TrainConfig(StrictModel):
         ge=0,
         description="metric rows between weight histograms of loggers that draw them (tensorboard, wandb); 0 = never",
     )
+    video_interval: Optional[int] = Field(
+        None,
+        gt=0,
+        description="env steps between evaluation videos: one greedy episode streamed to videos/step_N.mp4 "
+        "in the run folder (the render extra); null = none",
+    )
+    video_format: Literal["mp4", "gif"] = Field("mp4", description="the format of train.video_interval's videos")
     progress_bar: bool = True
     callbacks: list[dict] = Field(
         default_factory=list,

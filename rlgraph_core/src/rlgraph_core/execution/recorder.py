@@ -12,6 +12,9 @@ the user:
 * periodic checkpoints every ``train.checkpoint_interval`` env steps (default: every evaluation),
   the newest ``train.keep_checkpoints`` kept, with the executor's attachments if it sets
   :attr:`RunRecorder.checkpoint_attachments` (e.g. ``ray_apex``'s replay shards);
+* every ``train.video_interval`` env steps, one greedy episode streamed to
+  ``videos/step_<env steps>.mp4`` (:class:`~rlgraph_core.integrations.video.TrainingVideos`),
+  by the process that owns the output folder only;
 * however the run ends (budget, target, Ctrl-C/SIGTERM through
   :class:`~rlgraph_core.execution.stopping.StopRequest`, or an exception): the final checkpoint,
   ``summary.json`` (``ended_by``, exit code, traceback of an error), the learning-curve plot and
@@ -161,6 +164,9 @@ class RunRecorder:
         self._next_log = agent.timesteps + tc.log_interval
         self._next_eval = agent.timesteps + tc.eval_interval
         self._next_checkpoint = agent.timesteps + self._interval
+        self._next_video = agent.timesteps + (tc.video_interval or 0)
+        #: periodic training videos (``train.video_interval``), made when the run starts
+        self.videos = None
         self._start = (agent.timesteps, agent.updates, time.perf_counter())
         self._last = self._start
         self._checked_updates = agent.updates
@@ -228,6 +234,8 @@ class RunRecorder:
         }
         try:  # a callback that cannot run (e.g. nowhere to write) is a mistake: nothing has run yet
             self._notify("on_training_start")
+            if tc.video_interval and self.out_dir is not None:
+                self.videos = _training_videos(self.assembly, self.out_dir, cfg)
         except BaseException:
             self.eval_env.close()
             for lg in self.loggers:
@@ -262,6 +270,8 @@ class RunRecorder:
                         self._bar = None
         finally:
             self.eval_env.close()
+            if self.videos is not None:
+                self.videos.close()
             for lg in self.loggers:
                 lg.close()
         summary = self.finish()
@@ -342,6 +352,10 @@ class RunRecorder:
                     attachments=self._attachments(),
                 )
                 self._notify("on_checkpoint", Path(path))
+        if self.videos is not None and agent.timesteps >= self._next_video:
+            while self._next_video <= agent.timesteps:
+                self._next_video += tc.video_interval
+            self.videos.record(lambda obs: agent.act(obs, explore=False), agent.timesteps)
         log_now = agent.timesteps >= self._next_log
         while self._next_log <= agent.timesteps:
             self._next_log += tc.log_interval
@@ -510,6 +524,28 @@ class RunRecorder:
             )
         self.assembly.hook.rlgraph_on_train_end(summary=summary)
         return summary
+
+
+def _training_videos(assembly, out_dir: Path, config):
+    """``train.video_interval``'s recorder: an rgb_array eval env streaming to ``out_dir/videos``."""
+    import gymnasium as gym
+
+    from rlgraph_core.errors import ConfigError
+    from rlgraph_core.integrations.video import TrainingVideos
+
+    try:
+        return TrainingVideos(
+            lambda: assembly.make_eval_env(render_mode="rgb_array"),
+            out_dir / "videos",
+            config.train.video_format,
+            seed=20_000 + config.train.seed,
+            env_id=config.env.id,
+        )
+    except gym.error.DependencyNotInstalled as exc:  # rendering needs the env's extras (pygame ...)
+        raise ConfigError(
+            f"train.video_interval needs rendering support for '{config.env.id}', which is not installed: {exc} "
+            f"(pip install 'rlgraph-core[render]' brings it for the classic-control envs)."
+        ) from None
 
 
 def _screen_loggers(assembly) -> list:
