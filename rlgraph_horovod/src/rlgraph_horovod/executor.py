@@ -23,7 +23,10 @@ counts ``elastic_resets`` and ``ranks_lost``. Rank 0 must be among the survivors
 
 ``train.total_timesteps`` counts the env steps of all ranks together, and so does
 ``agent.timesteps`` on every rank: schedules (learning rate, exploration, ``learning_starts``)
-run on the global step count, as they do for the Ray executors' learners.
+run on the global step count, as they do for the Ray executors' learners. Each rank steps its
+envs with the shared :class:`~rlgraph_core.execution.env_runner.EnvRunner`; rank 0's run recorder
+counts the steps of all ranks (the others keep a
+:class:`~rlgraph_core.execution.counters.StepCounter` of their own).
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import traceback
 import numpy as np
 
 from rlgraph_core.execution.base import Executor
-from rlgraph_core.execution.local import true_next_obs
+from rlgraph_core.execution.counters import StepCounter
+from rlgraph_core.execution.env_runner import EnvRunner
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 from rlgraph_horovod.collectives import Collectives, TimedAllreduce, collectives_for
@@ -236,13 +240,16 @@ class _RankLoop:
                 f"and checkpoints: the original rank 0 was lost. Elastic mode survives losing other ranks only; "
                 f"continue from rank 0's last checkpoint with `rlgraph train --resume OUT_DIR`."
             )
-        n, size = cfg.env.num_envs, coll.size
+        size = coll.size
         interval, check = self.settings.sync_interval, self.settings.check_interval
         next_check = (agent.updates // check + 1) * check if check else None
         commit = self.settings.commit_interval
         next_commit = (agent.updates // commit + 1) * commit if state is not None else None
-        obs, _ = envs.reset(seed=self.seed + agent.timesteps)
-        ep_returns = np.zeros(n)
+        counter = recorder if recorder is not None else StepCounter(agent)
+        if recorder is not None:
+            recorder.counter.sync_from_agent()  # an elastic reset may have restored an older commit
+        runner = EnvRunner(agent, envs, seed=self.seed + agent.timesteps)
+        n = runner.num_envs
         step = 0
         self._start = time.perf_counter()
         while True:
@@ -256,12 +263,10 @@ class _RankLoop:
                     self.ended_by = stop.reason or "total_timesteps"
                     self.ended_together = True
                     return
-            actions = agent.act(obs)
-            next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-            agent.observe(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
+            runner.step()
             step += 1
             self.local_steps += n
-            agent.timesteps += (size - 1) * n  # every rank took as many steps: count them all
+            counter.add_env_steps(n * size)  # every rank took as many steps: count them all
             agent.update()
             if next_check is not None and agent.updates >= next_check:
                 next_check = (agent.updates // check + 1) * check
@@ -273,12 +278,7 @@ class _RankLoop:
             if next_commit is not None and agent.updates >= next_commit:
                 next_commit = (agent.updates // commit + 1) * commit
                 state.commit()  # every rank: same update count here (it also checks for host changes)
-            ep_returns += rewards
-            done = np.logical_or(terminated, truncated)
-            if done.any():
-                if recorder is not None:
-                    recorder.add_episode_returns(ep_returns[done].tolist())
-                ep_returns[done] = 0.0
-            obs = next_obs
+            episodes = runner.take_episodes()
             if recorder is not None:
-                recorder.step(n * size, self.row_metrics)
+                recorder.add_episodes(episodes)
+                recorder.step(0, self.row_metrics)
