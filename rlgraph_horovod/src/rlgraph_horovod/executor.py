@@ -52,8 +52,19 @@ _SIGINT, _SIGTERM, _DONE, _RATES = 0, 1, 2, 3
 class HorovodExecutor(Executor):
     """Data-parallel training over the ranks ``horovodrun`` started (one rank without it).
 
-    Launch: ``horovodrun -np 2 -H localhost:2 --gloo rlgraph train CONFIG --executor horovod``.
+    Launch: ``horovodrun -np 2 -H localhost:2 --gloo rlgraph train CONFIG --executor horovod``
+    (or a Python script using ``rlgraph_core.make(..., executor="horovod").learn(...)``: each
+    rank's facade trains its own agent in place, rank 0's state broadcast to the others first).
     """
+
+    accepts_agent = True
+
+    def __init__(self, config, out_dir, *, assembly, resume_dir=None, agent=None, run_state=None):
+        super().__init__(config, out_dir, assembly=assembly, resume_dir=resume_dir)
+        #: an agent built by the caller to train on (the facade's), or None to build one
+        self.agent = agent
+        #: the run state to carry on with ``agent`` on rank 0 (best evaluation, wall time), or None
+        self.run_state = run_state
 
     @classmethod
     def owns_out_dir(cls) -> bool:
@@ -81,7 +92,7 @@ class HorovodExecutor(Executor):
         seed = cfg.train.seed + coll.rank
         envs = parts.make_vector_env(seed)
         try:
-            agent = parts.make_agent(
+            agent = self.agent or parts.make_agent(
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs, seed=seed
             )
             hook = TimedAllreduce(coll)
@@ -96,7 +107,12 @@ class HorovodExecutor(Executor):
 
     def _run_rank0(self, loop: "_RankLoop") -> dict:
         recorder = RunRecorder(
-            self.config, self.out_dir, assembly=self.assembly, agent=loop.agent, resume_dir=self.resume_dir
+            self.config,
+            self.out_dir,
+            assembly=self.assembly,
+            agent=loop.agent,
+            resume_dir=self.resume_dir,
+            state=self.run_state,
         )
         recorder.summary_extra = loop.summary_metrics
         info = {"horovod": {"ranks": loop.coll.size, "collectives": loop.coll.framework}}
@@ -128,7 +144,7 @@ class HorovodExecutor(Executor):
             "env_steps_per_s": loop.local_steps / max(elapsed, 1e-9),
             "updates_per_s": agent.updates / max(elapsed, 1e-9),
             "eval_return_mean": None,
-            "checkpoint": str(self.out_dir / "checkpoint"),
+            "checkpoint": None if self.out_dir is None else str(self.out_dir / "checkpoint"),
             "build_seconds": agent.build_report.build_seconds if agent.build_report else 0.0,
             **loop.summary_metrics(),
         }

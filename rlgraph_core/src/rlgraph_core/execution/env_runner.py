@@ -47,7 +47,7 @@ def true_next_obs(next_obs, infos: dict):
 
 def _replaced(obs: dict, finals: list, rows: np.ndarray) -> dict:
     """A copy of the Dict observation batch ``obs`` with ``rows`` set from the per-env ``finals``."""
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in obs.items():
         if isinstance(value, dict):
             out[key] = _replaced(value, [f[key] for f in finals], rows)

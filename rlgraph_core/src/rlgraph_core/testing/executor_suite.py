@@ -85,14 +85,16 @@ def check_executor(
     executor_settings: dict | None = None,
     slack: int | None = None,
     backend: str = "torch",
+    again: int = 0,
 ) -> dict:
     """Train ``budget`` env steps of CartPole-v1 with ``executor`` into ``out``; check; return the summary.
 
     ``algo``, ``overrides``, ``executor_settings`` and ``slack`` default to the executor's entry
-    in :data:`CASES` (required for an executor not listed there).
+    in :data:`CASES` (required for an executor not listed there). With ``again``, a second
+    ``learn(again)`` continues the run in the same folder, and the checks hold for the whole run
+    (counters carried on, rows still in order); the second summary is returned.
     """
     import rlgraph_core as rl
-    from rlgraph_core.checkpoint import read_meta
 
     case = CASES.get(executor, {})
     algo = algo or case["algo"]
@@ -110,6 +112,20 @@ def check_executor(
         **overrides,
     )
     model.learn(budget, out=out)
+    summary = _check_run(executor, model, out, budget, slack)
+    if not again:
+        return summary
+    first_steps, first_updates = summary["timesteps"], summary["updates"]
+    model.learn(again, out=out)
+    summary = _check_run(executor, model, out, first_steps + again, slack)
+    assert summary["updates"] > first_updates, (first_updates, summary["updates"])  # carried on, and more
+    return summary
+
+
+def _check_run(executor: str, model, out: Path, budget: int, slack: int) -> dict:
+    """The checks of :func:`check_executor` after a ``learn`` that should end at ``budget`` steps."""
+    from rlgraph_core.checkpoint import read_meta
+
     summary = model.last_summary
     assert summary is not None and summary["ended_by"] == "total_timesteps", summary
     steps = summary["timesteps"]
@@ -120,7 +136,7 @@ def check_executor(
     assert summary["updates"] > 0, f"{executor}: no update in {steps} env steps"
     # Episode bookkeeping: counted, and returns and lengths from the same steps.
     assert summary["episodes"] >= 1, summary
-    assert summary["episodes"] * 8 <= steps, summary  # a CartPole episode lasts at least 8 steps
+    assert summary["episodes"] * 8 <= steps, summary  # a CartPole episode lasts at least 8 steps (this session's)
     rows = _rows(out)
     assert rows, f"{executor}: no metrics rows"
     with_returns = [r for r in rows if r["episode_return_mean"] is not None]

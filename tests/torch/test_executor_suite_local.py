@@ -14,4 +14,4 @@ if "torch" not in get_plugin_manager().names("backends"):
 
 @pytest.mark.parametrize("executor", ["local"])
 def test_executor_suite(executor, tmp_path):
-    check_executor(executor, tmp_path / executor)
+    check_executor(executor, tmp_path / executor, again=128)

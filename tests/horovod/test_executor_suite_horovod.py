@@ -17,5 +17,5 @@ if "torch" not in get_plugin_manager().names("backends"):
 def test_executor_suite(executor, tmp_path, monkeypatch):
     for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
         monkeypatch.delenv(var, raising=False)
-    summary = check_executor(executor, tmp_path / executor)
+    summary = check_executor(executor, tmp_path / executor, again=128)
     assert summary["ranks"] == 1
