@@ -149,6 +149,13 @@ def test_unknown_field_suggests_the_close_one_and_lists_the_fields():
     assert "batch_size" in msg.split("Known fields of 'agent'")[1]
 
 
+def test_a_field_of_a_sub_section_given_one_level_up_names_its_full_path():
+    """``make("ppo", learning_rate=...)`` / ``--set agent.learning_rate=...``: it is the optimizer's."""
+    msg = config_error(["agent.learning_rate=0.001"])
+    assert "did you mean 'agent.optimizer.learning_rate'?" in msg
+    assert "did you mean 'agent.optimizer.max_grad_norm'?" in config_error(["agent.max_grad_nrom=1"])
+
+
 def test_unknown_nested_field_names_its_section():
     msg = config_error(["agent.network.hiden=[8]"])
     assert "'agent.network.hiden'" in msg and "did you mean 'hidden'" in msg
@@ -311,3 +318,16 @@ def test_missing_file_names_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config_file(path)
     assert str(path) in str(info.value) and "does not exist" in str(info.value)
+
+
+@needs_torch
+def test_the_default_configs_agent_is_the_agent_models_defaults():
+    """One default: what ``rlgraph config`` prints for the agent (the shipped default config) is
+    what ``DQNConfig()`` and ``rlgraph_core.make("dqn")`` get."""
+    from rlgraph_core.agents.dqn import DQNConfig
+    from rlgraph_core.config.run import DEFAULT_CONFIG
+
+    printed = validate_config(DEFAULT_CONFIG).to_dict()["agent"]
+    assert printed == validate_config({"agent": {"type": "dqn"}}).to_dict()["agent"]
+    plain = DQNConfig().model_dump(mode="json")
+    assert {k: v for k, v in printed.items() if k != "memory"} == {k: v for k, v in plain.items() if k != "memory"}

@@ -123,6 +123,39 @@ def _model_at(model, loc) -> type[BaseModel] | None:
     return model
 
 
+def _models_in(annotation) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Optional, Union, Annotated, lists)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _nested_fields(model, name: str, exact: bool, depth: int = 3) -> list[tuple[str, ...]]:
+    """Paths below ``model`` (sub-models, ``depth`` levels at most) of fields called ``name``
+    (``exact``) or close to it: where an unknown key most likely belongs (shortest paths first)."""
+    import difflib
+
+    exact_paths: list[tuple[str, ...]] = []
+    close: list[tuple[str, ...]] = []
+    frontier: list[tuple[tuple[str, ...], type[BaseModel]]] = [((), model)]
+    for _ in range(depth):
+        below = []
+        for path, owner in frontier:
+            for field_name, field in owner.model_fields.items():
+                for sub in _models_in(field.annotation):
+                    for sub_name in sub.model_fields:
+                        target = (*path, field_name, sub_name)
+                        if sub_name == name:
+                            exact_paths.append(target)
+                        elif difflib.get_close_matches(name, [sub_name], n=1, cutoff=0.85):
+                            close.append(target)
+                    below.append(((*path, field_name), sub))
+        frontier = below
+    return list(dict.fromkeys(exact_paths if exact else close))
+
+
 def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model=None) -> str:
     import difflib
 
@@ -136,10 +169,18 @@ def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model
             msg = f"'{path}' is not a known field (value {shown})"
             if owner is not None:
                 known = list(owner.model_fields)
-                close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+                key = str(err["loc"][-1])
                 section = ".".join(str(p) for p in (prefix, *err["loc"][:-1]) if p != "")
+                # e.g. agent.learning_rate: a field of that name lives in agent.optimizer (an exact
+                # name one level down beats a close one here: learning_starts is not meant)
+                nested = _nested_fields(owner, key, exact=True)
+                close = [] if nested else difflib.get_close_matches(key, known, n=1)
+                if not nested and not close:
+                    nested = _nested_fields(owner, key, exact=False)
+                if nested:
+                    close = [".".join(nested[0])]
                 msg += (
-                    f"; did you mean '{close[0]}'?" if close else ";"
+                    f"; did you mean '{section + '.' if nested and section else ''}{close[0]}'?" if close else ";"
                 ) + f" Known fields of '{section}': {', '.join(known) or '(none)'}"
             parts.append(msg)
         elif err["type"] == "value_error" and isinstance(value, dict):
