@@ -281,7 +281,8 @@ def _backend_settings(pm: PluginManager, config, model) -> Any:
         return settings
     from rlgraph_core.config.run import validate_backend_settings
 
-    raw = settings.model_dump() if hasattr(settings, "model_dump") else settings
+    dump = getattr(settings, "model_dump", None)
+    raw = dump() if dump is not None else settings
     return validate_backend_settings(pm, config.train.backend, raw)
 
 
