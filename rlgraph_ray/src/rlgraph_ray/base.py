@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,10 +14,11 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rlgraph_core.agents.base import VersionedWeights
-from rlgraph_core.checkpoint import Attachments, Headers, read_attachment
+from rlgraph_core.checkpoint import Attachments, Headers, read_attachment, read_meta, resolve_checkpoint
 from rlgraph_core.errors import CheckpointError, ConfigError, PluginError, RLGraphError
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.recorder import RunRecorder
+from rlgraph_core.execution.stopping import StopRequest
 from rlgraph_core.memories.snapshot import memory_state_check
 from rlgraph_ray.cluster import actor_options, check_cpus, kill_all, ray_session, run_tag, wait_ready
 
@@ -35,6 +38,15 @@ _SHARD_KEY = re.compile(r"^shard_(\d+)/(.+)$")
 
 class WorkerRestartsExceeded(RuntimeError):
     """More workers (or replay shards) died than ``executor.max_worker_restarts`` allows; the run stops."""
+
+
+def _stopped_at_start(reason: str) -> Callable[[RunRecorder, StopRequest], None]:
+    """A run loop that stops at once for ``reason`` (a signal that arrived while Ray was starting)."""
+
+    def loop(recorder: RunRecorder, stop: StopRequest) -> None:
+        stop.request(reason)
+
+    return loop
 
 
 def _reason(exc: BaseException) -> str:
@@ -60,6 +72,7 @@ class RayExecutor(Executor):
     def run(self) -> dict:
         cfg, settings, parts = self.config, self.config.executor, self.assembly
         self._check_worker_backend()
+        self._refuse_agent_replay()
         eval_env = parts.make_eval_env()
         try:
             self.learner = parts.make_agent(
@@ -89,32 +102,44 @@ class RayExecutor(Executor):
         self._published_version: int | None = None
         self._worker_versions: list[int | None] = [None] * settings.num_workers
         self._resumed_at = self.learner.timesteps
-        with ray_session(settings.address, connect_timeout_s=settings.connect_timeout_s) as session:
-            self.session = session
-            try:
-                try:
-                    self._start_actors()
-                except BaseException:
-                    eval_env.close()
-                    raise
-                recorder.summary_extra = self._totals
-                if self.shards and getattr(settings, "save_replay", False):
-                    recorder.checkpoint_attachments = self._replay_attachments
-                info = {
-                    "ray": {
-                        "tag": self.tag,
-                        "workers": self.worker_names(),
-                        "shards": self.shard_names(),
-                        "where": session["where"],
-                        "gcs_address": session.get("gcs_address"),
-                        "own_cluster": session.get("own_cluster"),
-                        "worker_backend": self._worker_train("backend"),
-                        "worker_mode": self._worker_train("mode"),
-                    }
+        with contextlib.ExitStack() as stack:
+            # A Ctrl-C or SIGTERM while Ray and the actors start is held until they have started (a
+            # second Ctrl-C aborts at once); the run then stops as it would at its first step.
+            with StopRequest() as starting:
+                session = stack.enter_context(
+                    ray_session(settings.address, connect_timeout_s=settings.connect_timeout_s)
+                )
+                self.session = session
+                stack.callback(lambda: kill_all(self.workers + self.shards))
+                if starting.reason is None:
+                    try:
+                        self._start_actors()
+                    except BaseException:
+                        eval_env.close()
+                        raise
+            recorder.summary_extra = self._totals
+            if self.shards and getattr(settings, "save_replay", False):
+                recorder.checkpoint_attachments = self._replay_attachments
+            info = {
+                "ray": {
+                    "tag": self.tag,
+                    "workers": self.worker_names(),
+                    "shards": self.shard_names(),
+                    "where": session["where"],
+                    "gcs_address": session.get("gcs_address"),
+                    "own_cluster": session.get("own_cluster"),
+                    "worker_backend": self._worker_train("backend"),
+                    "worker_mode": self._worker_train("mode"),
                 }
-                return recorder.run(self._loop, run_info=info)
-            finally:
-                kill_all(self.workers + self.shards)
+            }
+            loop = self._loop
+            if starting.reason is not None:
+                print(
+                    f"rlgraph-ray: {starting.reason.upper()} while Ray and the run's actors were starting; nothing "
+                    f"was trained, so the run stops now (final checkpoint and summary.json, as for any stop)."
+                )
+                loop = _stopped_at_start(starting.reason)
+            return recorder.run(loop, run_info=info)
 
     # ------------------------------------------------------------------ subclass parts
     def _learner_envs(self) -> int:
@@ -158,6 +183,36 @@ class RayExecutor(Executor):
                 f"{exc} executor.worker_backend names the backend the Ray workers build (the learner keeps "
                 f"train.backend '{self.config.train.backend}'); it must be installed where the driver runs too."
             ) from None
+
+    def _refuse_agent_replay(self) -> None:
+        """Refuse to resume a checkpoint that holds the agent's own replay memory (a local run's).
+
+        The learner of a Ray executor has no replay memory (Ape-X keeps replay in its shards), so
+        such a checkpoint cannot be resumed here without dropping its replay; that is refused before
+        Ray starts, in one paragraph, instead of the loader's complaint about the learner's capacity.
+        Only the member names of ``state.npz`` are read.
+        """
+        if self.resume_dir is None:
+            return
+        try:
+            with zipfile.ZipFile(resolve_checkpoint(self.resume_dir) / "state.npz") as zf:
+                names = [n for n in zf.namelist() if n.startswith("memory/")]
+        except (OSError, zipfile.BadZipFile, CheckpointError):
+            return  # a missing or corrupt checkpoint is reported by the load, naming the file
+        if not names:
+            return
+        try:
+            written_by = read_meta(self.resume_dir)[1]["train"]["executor"]
+        except (CheckpointError, KeyError, TypeError):
+            written_by = "another"
+        raise CheckpointError(
+            f"Checkpoint '{self.resume_dir}' was written by the '{written_by}' executor and holds the agent's own "
+            f"replay memory; executor '{self.config.train.executor}' cannot resume it: its learner has no replay "
+            f"memory (ray_apex keeps replay in executor.num_replay_shards shards) and an agent's replay is not "
+            f"split into shards. Resume it with --executor {written_by}, or start a new "
+            f"'{self.config.train.executor}' run (a ray_apex checkpoint written with executor.save_replay=true "
+            f"resumes with its shards' replay)."
+        )
 
     def _worker_config(self) -> dict:
         """The run config a worker assembles: the driver's, with the worker backend and mode applied.
