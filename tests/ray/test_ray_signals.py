@@ -200,3 +200,46 @@ def test_sigterm_while_ray_starts_stops_the_run_cleanly(tmp_path, ray_tmp):
     left = ray_processes(ray_tmp)
     kill_all(left)
     assert left == {}, f"Ray processes outlived the stopped run: {left}"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find Ray's processes")
+def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_and_a_summary(tmp_path, ray_tmp):
+    """Issue 19: killing Ray's dashboard agent ended the driver within a second with only Ray's log
+    lines. Ray ends the driver from C++ (its raylet fate-shares with the agent), so the watchdog
+    says what died, writes summary.json and names the newest checkpoint, which --resume takes."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out), more=("train.checkpoint_interval=500",)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(ray_tmp),
+    )
+    try:
+        deadline = time.time() + 240
+        while not (out / "checkpoints").is_dir() or not _rows(out):  # a periodic checkpoint was written
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended early with {proc.returncode}:\n{proc.communicate()[0]}")
+            assert time.time() < deadline, "timed out waiting for a periodic checkpoint"
+            time.sleep(0.2)
+        agent = [pid for pid, name in ray_processes(ray_tmp).items() if name == "ray::DashboardAgent"]
+        assert len(agent) == 1
+        os.kill(agent[0], signal.SIGKILL)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.time() + 15  # the watchdog reports, then ends what is left
+    while ray_processes(ray_tmp) and time.time() < deadline:
+        time.sleep(0.5)
+    left = ray_processes(ray_tmp)
+    kill_all(left)
+    assert proc.returncode != 0
+    assert f"rlgraph-ray: the run failed: RayProcessDied: Ray's dashboard agent (pid {agent[0]})" in output, output
+    assert f"resume with: rlgraph train --resume {out.resolve()}" in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "error" and summary["died"] == "dashboard agent" and summary["exit_code"] == 1
+    meta, _ = read_meta(summary["checkpoint"])
+    assert meta["counters"]["timesteps"] == summary["timesteps"] > 0
+    assert left == {}, f"Ray processes outlived the run: {left}"

@@ -107,7 +107,11 @@ class RayExecutor(Executor):
             # second Ctrl-C aborts at once); the run then stops as it would at its first step.
             with StopRequest() as starting:
                 session = stack.enter_context(
-                    ray_session(settings.address, connect_timeout_s=settings.connect_timeout_s)
+                    ray_session(
+                        settings.address,
+                        connect_timeout_s=settings.connect_timeout_s,
+                        run_dir=None if self.out_dir is None else str(Path(self.out_dir).resolve()),
+                    )
                 )
                 self.session = session
                 stack.callback(lambda: kill_all(self.workers + self.shards))
@@ -232,9 +236,12 @@ class RayExecutor(Executor):
         return f"rlgraph-{self.tag}-worker-{index}-{self._generation[index]}"
 
     def _worker_seed(self, index: int) -> int:
-        # a resumed run's workers do not replay the episodes the run started with
+        # Worker 0 gets train.seed, as the local executor's envs and agent do: ray_sync with one
+        # worker then learns exactly as the local executor (the same env stream, action samples and
+        # updates). A resumed run's workers do not replay the episodes the run started with, and a
+        # restarted worker does not replay its predecessor's.
         resumed_at = getattr(self, "_resumed_at", 0)
-        return self.config.train.seed + 1000 * (index + 1) + 100_000 * self._generation[index] + resumed_at
+        return self.config.train.seed + 1000 * index + 100_000 * self._generation[index] + resumed_at
 
     def _worker_options(self, index: int) -> dict:
         return actor_options(self._worker_name(index), self.config.executor.num_cpus_per_worker)

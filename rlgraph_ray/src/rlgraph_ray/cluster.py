@@ -15,7 +15,7 @@ import ray
 
 from rlgraph_core.errors import RLGraphError
 from rlgraph_core.plugins.manager import DISABLE_ENV
-from rlgraph_ray.reaper import start_reaper, stop_reaper
+from rlgraph_ray.reaper import quiet_reaper, start_reaper, stop_reaper
 
 
 class RayConnectError(RLGraphError):
@@ -80,7 +80,9 @@ def _signals_kept() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def ray_session(address: str | None, *, quiet: bool = False, connect_timeout_s: float = 10.0) -> Iterator[dict]:
+def ray_session(
+    address: str | None, *, quiet: bool = False, connect_timeout_s: float = 10.0, run_dir: str | None = None
+) -> Iterator[dict]:
     """Connect to Ray for the duration of a run; yields ``{"address", "where", "started", "own_cluster",
     "gcs_address", "cpus"}`` (``started``: this call connected, so it disconnects at the end;
     ``own_cluster``: this call started the Ray processes themselves; ``gcs_address``: the
@@ -93,6 +95,8 @@ def ray_session(address: str | None, *, quiet: bool = False, connect_timeout_s: 
     * otherwise (``auto``, ``host:port``, ``ray://host:port``): join that cluster and say so;
       disconnect at the end (the cluster keeps running). A ``host:port`` that does not accept a
       connection within ``connect_timeout_s`` raises :class:`RayConnectError` before Ray is asked.
+
+    ``run_dir``: the run's output folder, for the watchdog of a private Ray (:mod:`rlgraph_ray.reaper`).
     """
     started = own = False
     reaper = None
@@ -101,7 +105,7 @@ def ray_session(address: str | None, *, quiet: bool = False, connect_timeout_s: 
     elif address in (None, "local"):
         # The watchdog starts first: it ends the session's processes should this driver die while
         # Ray starts (a second Ctrl-C, SIGKILL) as well as later.
-        reaper = start_reaper()
+        reaper = start_reaper(run_dir)
         try:
             with _signals_kept():
                 ray.init(
@@ -112,6 +116,7 @@ def ray_session(address: str | None, *, quiet: bool = False, connect_timeout_s: 
                     configure_logging=False,
                 )
         except BaseException:
+            quiet_reaper(reaper)
             with contextlib.suppress(Exception):
                 ray.shutdown()  # what Ray had started (the watchdog ends the rest when this process exits)
             raise
