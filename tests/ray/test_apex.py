@@ -113,3 +113,69 @@ def test_a_killed_apex_worker_is_restarted_and_replay_is_kept(ray_session, tmp_p
         probe.published[0], summary["worker_weights_versions"][0]
     )
     assert probe.published == sorted(probe.published)
+
+
+class BuildKiller:
+    """At the first metrics row: kill worker 0, then kill its replacement the moment it exists
+    (while it is still being built). Notes when the second replacement answered."""
+
+    def __init__(self):
+        self.tag, self.rows, self.killed_at, self.ready_at = None, [], None, None
+        self.thread = None
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.tag = run_info["ray"]["tag"]
+
+    def _kill_the_replacement(self):
+        import time
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                replacement = ray.get_actor(f"rlgraph-{self.tag}-worker-0-1")
+            except ValueError:
+                time.sleep(0.01)
+                continue
+            ray.kill(replacement, no_restart=True)
+            break
+        while time.monotonic() < deadline:
+            try:
+                ray.get(ray.get_actor(f"rlgraph-{self.tag}-worker-0-2").ready.remote())
+                self.ready_at = time.monotonic()
+                return
+            except (ValueError, ray.exceptions.RayError):
+                time.sleep(0.05)
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        import threading
+        import time
+
+        self.rows.append((time.monotonic(), metrics["updates"], metrics["timesteps"]))
+        if self.killed_at is None:
+            self.killed_at = time.monotonic()
+            ray.kill(ray.get_actor(f"rlgraph-{self.tag}-worker-0-0"), no_restart=False)
+            self.thread = threading.Thread(target=self._kill_the_replacement, daemon=True)
+            self.thread.start()
+
+
+def test_a_worker_that_dies_while_being_built_is_one_more_restart_and_learning_goes_on(ray_session, tmp_path):
+    """Issue 19: replacements were awaited synchronously (the learner froze 6-7 s per restart) and one
+    that died while being built ended the run."""
+    pm = PluginManager()
+    killer = BuildKiller()
+    pm.register(killer, "build-killer")
+    raw = apply_overrides(
+        load_shipped_config("apex_cartpole"),
+        [*FAST, "agent.network.hidden=[16]", "train.total_timesteps=5000", "train.log_interval=500"],
+    )
+    summary = train(validate_config(raw), tmp_path, plugin_manager=pm)
+    killer.thread.join(timeout=60)
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 5000, summary
+    assert summary["worker_restarts"] == 2 and summary["samples_lost"] == 50  # a built-dead worker lost nothing
+    assert killer.ready_at is not None
+    # while worker 0 was being replaced (twice), worker 1 collected and the learner learned
+    during = [(u, t) for when, u, t in killer.rows if killer.killed_at < when < killer.ready_at]
+    print(f"replacement took {killer.ready_at - killer.killed_at:.1f} s; rows meanwhile (updates, steps): {during}")
+    assert summary["updates"] > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import time
 import zipfile
 from pathlib import Path
 from typing import Any, Callable
@@ -20,7 +21,15 @@ from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import StopRequest
 from rlgraph_core.memories.snapshot import memory_state_check
-from rlgraph_ray.cluster import actor_options, check_cpus, kill_all, ray_session, run_tag, wait_ready
+from rlgraph_ray.cluster import (
+    RayPlacementError,
+    actor_options,
+    check_cpus,
+    kill_all,
+    ray_session,
+    run_tag,
+    wait_ready,
+)
 
 #: What a dead or broken worker raises on the driver: killed (RayActorError), its env or agent
 #: raised (RayTaskError), or it did not answer in time (GetTimeoutError).
@@ -262,8 +271,12 @@ class RayExecutor(Executor):
         self.workers = [self._make_worker(i, self._worker_seed(i)) for i in range(settings.num_workers)]
         wait_ready(self.workers, settings.placement_timeout_s, "workers")
 
-    def _restart_worker(self, index: int, exc: BaseException, lost_samples: int) -> None:
+    def _restart_worker(self, index: int, exc: BaseException, lost_samples: int, wait: bool = True):
         """Replace a dead (or broken) worker, counting the restart and the samples it lost.
+
+        With ``wait`` the replacement is awaited here (placement and build, up to
+        ``executor.placement_timeout_s``); without it its ``ready()`` reference is returned and the
+        caller goes on (``ray_apex`` learns meanwhile) and checks it with :meth:`_worker_started`.
 
         Raises:
             WorkerRestartsExceeded: past ``executor.max_worker_restarts``.
@@ -285,7 +298,34 @@ class RayExecutor(Executor):
         kill_all([self.workers[index]])
         self._generation[index] += 1
         self.workers[index] = self._make_worker(index, self._worker_seed(index))
+        if not wait:
+            return self.workers[index].ready.remote()
         wait_ready([self.workers[index]], settings.placement_timeout_s, "restarted workers")
+        return None
+
+    def _worker_started(self, index: int, ref, since: float) -> bool | None:
+        """Whether replacement worker ``index`` (its ``ready()`` reference ``ref``, asked for at
+        ``since``, ``time.monotonic()``) is built: True, False while it is still starting, None when
+        it died while being built (a restart like any other: the caller restarts it again).
+
+        Raises:
+            RayPlacementError: not built within ``executor.placement_timeout_s``.
+        """
+        done, _ = ray.wait([ref], timeout=0)
+        if not done:
+            timeout = self.config.executor.placement_timeout_s
+            if time.monotonic() - since > timeout:
+                kill_all([self.workers[index]])
+                raise RayPlacementError(
+                    f"restarted worker {index} was not placed and built within executor.placement_timeout_s = "
+                    f"{timeout:g} s (the cluster has {ray.available_resources().get('CPU', 0):g} CPUs free)."
+                )
+            return False
+        try:
+            ray.get(ref)
+        except WORKER_FAULTS:
+            return None
+        return True
 
     # ------------------------------------------------------------------ replay shards
     def shard_names(self) -> list[str]:
