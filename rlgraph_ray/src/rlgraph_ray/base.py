@@ -58,6 +58,17 @@ def _stopped_at_start(reason: str) -> Callable[[RunRecorder, StopRequest], None]
     return loop
 
 
+def _leading_dim(zf: zipfile.ZipFile, member: str) -> int:
+    """The first dimension of ``.npy`` member ``member`` of an open npz, from its header only."""
+    from numpy.lib import format as npy_format
+
+    with zf.open(member) as f:
+        version = npy_format.read_magic(f)
+        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+        shape = read(f)[0]
+    return int(shape[0]) if shape else 0
+
+
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
@@ -209,10 +220,10 @@ class RayExecutor(Executor):
             return
         try:
             with zipfile.ZipFile(resolve_checkpoint(self.resume_dir) / "state.npz") as zf:
-                names = [n for n in zf.namelist() if n.startswith("memory/")]
-        except (OSError, zipfile.BadZipFile, CheckpointError):
+                records = max((_leading_dim(zf, n) for n in zf.namelist() if n.startswith("memory/data/")), default=0)
+        except (OSError, ValueError, zipfile.BadZipFile, CheckpointError):
             return  # a missing or corrupt checkpoint is reported by the load, naming the file
-        if not names:
+        if records <= 1:  # a Ray learner's own placeholder memory (capacity 1), or nothing stored
             return
         try:
             written_by = read_meta(self.resume_dir)[1]["train"]["executor"]
@@ -220,7 +231,8 @@ class RayExecutor(Executor):
             written_by = "another"
         raise CheckpointError(
             f"Checkpoint '{self.resume_dir}' was written by the '{written_by}' executor and holds the agent's own "
-            f"replay memory; executor '{self.config.train.executor}' cannot resume it: its learner has no replay "
+            f"replay memory ({records} records); executor '{self.config.train.executor}' cannot resume it: its "
+            f"learner has no replay "
             f"memory (ray_apex keeps replay in executor.num_replay_shards shards) and an agent's replay is not "
             f"split into shards. Resume it with --executor {written_by}, or start a new "
             f"'{self.config.train.executor}' run (a ray_apex checkpoint written with executor.save_replay=true "

@@ -37,11 +37,13 @@ _SCRIPT = r"""
 import json, os, signal, sys, time
 
 driver, me, run_dir = int(sys.argv[1]), os.getpid(), sys.argv[2]
-CORE = {  # Ray's own processes of the session (workers are the executor's business), by command line
-    "gcs_server": "GCS server", "/raylet": "raylet", "ray::DashboardAgent": "dashboard agent",
-    "ray::RuntimeEnvAgent": "runtime-env agent", "dashboard/dashboard.py": "dashboard",
-    "log_monitor.py": "log monitor", "autoscaler/_private/monitor.py": "autoscaler monitor",
-}
+CORE = (  # Ray's own processes of the session (workers are the executor's business), by command line;
+    # the agents are matched before they rename themselves and after (their arguments name the raylet)
+    ("ray::DashboardAgent", "dashboard agent"), ("dashboard/agent.py", "dashboard agent"),
+    ("ray::RuntimeEnvAgent", "runtime-env agent"), ("runtime_env/agent/", "runtime-env agent"),
+    ("dashboard/dashboard.py", "dashboard"), ("log_monitor.py", "log monitor"),
+    ("autoscaler/_private/monitor.py", "autoscaler monitor"),
+)
 
 def stat(pid):
     try:
@@ -75,10 +77,15 @@ def descendants(procs):
 def core_name(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            args = f.read().decode(errors="replace").split("\0")
     except OSError:
         return None
-    return next((name for key, name in CORE.items() if key in cmd), None)
+    if args[0].endswith("/raylet"):
+        return "raylet"
+    if args[0].endswith("/gcs_server"):
+        return "GCS server"
+    cmd = " ".join(args)
+    return next((name for key, name in CORE if key in cmd), None)
 
 def alive(pid):
     fields = stat(pid)
