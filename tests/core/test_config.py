@@ -1,8 +1,9 @@
 """Config validation, overrides and config files: every mistake is a ConfigError that says
 which field, which value, and what would have been allowed.
 
-No backend is needed: the default config names the ``torch`` backend, so tests that validate a
-whole config skip when rlgraph-torch is not installed (the core nox session has no backend).
+No framework is needed: the default config names the ``torch`` backend, and where rlgraph-torch
+is not installed (the core nox session) whole configs validate on the numpy test backend instead
+(``core_backend``); only tests of the torch backend's own defaults skip there.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import pytest
 
 from rlgraph_core.config.run import (
-    DEFAULT_CONFIG,
     RunConfig,
     apply_overrides,
     load_config_file,
@@ -20,6 +20,8 @@ from rlgraph_core.config.run import (
 )
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.plugins import PluginManager, get_plugin_manager
+
+from core_backend import BACKEND, DEFAULT_CONFIG
 
 # Ask the registry, not importlib: from the repository root, ``rlgraph_torch/`` is importable as
 # an (empty) namespace package even where the distribution is not installed.
@@ -38,7 +40,6 @@ def config_error(overrides: list[str], base: dict | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- valid configs
-@needs_torch
 def test_default_config_validates_with_its_values():
     config = validate_config(DEFAULT_CONFIG)
     assert isinstance(config, RunConfig)
@@ -46,7 +47,7 @@ def test_default_config_validates_with_its_values():
     assert config.agent.gamma == DEFAULT_CONFIG["agent"]["gamma"]
     assert config.agent.memory.type == "replay"
     assert config.env.id == "CartPole-v1"
-    assert config.train.backend == "torch"
+    assert config.train.backend == BACKEND  # torch, or numpy where rlgraph-torch is absent (core_backend)
     assert config.train.total_timesteps == DEFAULT_CONFIG["train"]["total_timesteps"]
     # to_dict is plain JSON and validates to the same config again
     again = validate_config(json.loads(json.dumps(config.to_dict())))
@@ -60,7 +61,6 @@ def test_empty_config_gets_every_default():
     assert config.train.loggers == ["console", "jsonl"]
 
 
-@needs_torch
 def test_overrides_reach_the_validated_config():
     config = validate_config(
         apply_overrides(
@@ -92,7 +92,6 @@ def test_agent_type_must_be_a_name():
     assert "agent.type" in msg and "[1, 2]" in msg and "dqn" in msg
 
 
-@needs_torch
 def test_unknown_memory_type_lists_the_memories():
     msg = config_error(["agent.memory.type=fifo_replay_typo"])
     assert "agent.memory.type" in msg and "fifo_replay_typo" in msg
@@ -101,7 +100,6 @@ def test_unknown_memory_type_lists_the_memories():
     assert "dense" not in known and "mlp" not in known  # only memories are offered
 
 
-@needs_torch
 def test_memory_type_naming_a_non_memory_component_is_refused():
     msg = config_error(["agent.memory.type=dense"])
     assert "agent.memory.type" in msg and "'dense'" in msg and "not a replay memory" in msg
@@ -124,7 +122,6 @@ def test_unknown_backend_lists_known_backends():
         assert "torch" in msg.split("Known backends")[1]
 
 
-@needs_torch
 @pytest.mark.parametrize(
     "override, field, bound",
     [
@@ -140,13 +137,11 @@ def test_bad_numbers_name_field_value_and_range(override, field, bound):
     assert f"'{field}' = {value}" in msg and bound in msg
 
 
-@needs_torch
 def test_wrong_type_names_field_and_value():
     msg = config_error(["agent.batch_size=lots"])
     assert "'agent.batch_size' = \"lots\"" in msg and "integer" in msg
 
 
-@needs_torch
 def test_unknown_field_suggests_the_close_one_and_lists_the_fields():
     msg = config_error(["agent.gama=0.9"])
     assert "'agent.gama' is not a known field" in msg and "0.9" in msg
@@ -154,7 +149,13 @@ def test_unknown_field_suggests_the_close_one_and_lists_the_fields():
     assert "batch_size" in msg.split("Known fields of 'agent'")[1]
 
 
-@needs_torch
+def test_a_field_of_a_sub_section_given_one_level_up_names_its_full_path():
+    """``make("ppo", learning_rate=...)`` / ``--set agent.learning_rate=...``: it is the optimizer's."""
+    msg = config_error(["agent.learning_rate=0.001"])
+    assert "did you mean 'agent.optimizer.learning_rate'?" in msg
+    assert "did you mean 'agent.optimizer.max_grad_norm'?" in config_error(["agent.max_grad_nrom=1"])
+
+
 def test_unknown_nested_field_names_its_section():
     msg = config_error(["agent.network.hiden=[8]"])
     assert "'agent.network.hiden'" in msg and "did you mean 'hidden'" in msg
@@ -171,32 +172,27 @@ def test_section_that_is_not_a_mapping():
         validate_config({"agent": 5})
 
 
-@needs_torch
 def test_unknown_env_id_suggests_the_close_match():
     msg = config_error(["env.id=CartPol-v1"])
     assert "'env.id' = 'CartPol-v1'" in msg and "Did you mean CartPole-v1" in msg
 
 
-@needs_torch
 def test_bad_activation_lists_the_activations():
     msg = config_error(["agent.network.activation=relu6x"])
     assert "'agent.network.activation' = \"relu6x\"" in msg
     assert "relu" in msg and "tanh" in msg
 
 
-@needs_torch
 def test_literal_choices_are_listed():
     msg = config_error(["train.mode=graph"])
     assert "'train.mode' = \"graph\"" in msg and "'eager'" in msg and "'static'" in msg
 
 
-@needs_torch
 def test_unknown_logger_lists_the_loggers():
     msg = config_error(["train.loggers=[console, tensorbored]"])
     assert "train.loggers" in msg and "'tensorbored'" in msg and "jsonl" in msg
 
 
-@needs_torch
 def test_several_mistakes_are_reported_together():
     msg = config_error(["agent.gamma=2", "env.num_envs=0", "train.seed=x"])
     assert "agent.gamma" in msg and "env.num_envs" in msg and "train.seed" in msg
@@ -206,7 +202,7 @@ def test_several_mistakes_are_reported_together():
     "override, fragment",
     [
         ("agent.gamma", "must look like key.path=value"),
-        ("trainer.seed=1", "must start with agent, env, train or executor"),
+        ("trainer.seed=1", "must start with agent, env, train, executor or backend"),
         ("agent..gamma=1", "has an empty part"),
         ("train.total_timesteps=[1, 2", "is not valid YAML"),
         ("agent.gamma.inner=1", "'gamma' holds a value, not a section"),
@@ -322,3 +318,16 @@ def test_missing_file_names_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config_file(path)
     assert str(path) in str(info.value) and "does not exist" in str(info.value)
+
+
+@needs_torch
+def test_the_default_configs_agent_is_the_agent_models_defaults():
+    """One default: what ``rlgraph config`` prints for the agent (the shipped default config) is
+    what ``DQNConfig()`` and ``rlgraph_core.make("dqn")`` get."""
+    from rlgraph_core.agents.dqn import DQNConfig
+    from rlgraph_core.config.run import DEFAULT_CONFIG
+
+    printed = validate_config(DEFAULT_CONFIG).to_dict()["agent"]
+    assert printed == validate_config({"agent": {"type": "dqn"}}).to_dict()["agent"]
+    plain = DQNConfig().model_dump(mode="json")
+    assert {k: v for k, v in printed.items() if k != "memory"} == {k: v for k, v in plain.items() if k != "memory"}

@@ -7,15 +7,10 @@ import sys
 
 import pytest
 
-from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, load_config_file, validate_config
+from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
 from rlgraph_core.errors import ConfigError
 
-from rlgraph_core.plugins import get_plugin_manager
-
-needs_torch = pytest.mark.skipif(
-    "torch" not in get_plugin_manager().names("backends"),
-    reason="validates a config naming the 'torch' backend (registered by rlgraph-torch; runs in the torch session)",
-)
+from core_backend import BACKEND, DEFAULT_CONFIG
 
 
 BOMB = """\
@@ -48,12 +43,13 @@ def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path, where):
     assert "expands to more than 100,000 values" in result.stderr and "aliases" in result.stderr
 
 
-@needs_torch
 def test_aliases_and_merge_keys_of_an_ordinary_config_still_work(tmp_path):
     path = tmp_path / "ok.yaml"
-    path.write_text("train: &t {total_timesteps: 1000, seed: 3}\nagent: {type: dqn}\nenv: {kwargs: {copy: *t}}\n")
+    train = f"{{total_timesteps: 1000, seed: 3, backend: {BACKEND}}}"
+    path.write_text(f"train: &t {train}\nagent: {{type: dqn}}\nenv: {{kwargs: {{copy: *t}}}}\n")
     config = validate_config(load_config_file(path))
-    assert config.train.seed == 3 and config.env.kwargs == {"copy": {"total_timesteps": 1000, "seed": 3}}
+    assert config.train.seed == 3
+    assert config.env.kwargs == {"copy": {"total_timesteps": 1000, "seed": 3, "backend": BACKEND}}
 
 
 @pytest.mark.parametrize("length", [10_000, 2_000_000])
@@ -103,7 +99,6 @@ def test_duplicate_keys_are_refused(tmp_path, name, text):
         apply_overrides(DEFAULT_CONFIG, ["env.kwargs={a: 1, a: 2}"])
 
 
-@needs_torch
 def test_networks_that_cannot_fit_in_memory_are_refused_before_building():
     """Before: --set agent.network.hidden=[100000000] allocated ~10 GB, even under --dry-run."""
     from rlgraph_core.components.sizing import check_networks_fit, estimate_network_bytes

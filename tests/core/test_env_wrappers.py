@@ -130,10 +130,13 @@ def test_a_missing_env_family_names_its_extra(monkeypatch, env_id, module, extra
     assert f'pip install "rlgraph-core[{extra}]"' in str(info.value)
 
 
-def test_missing_mujoco_and_wrapper_packages_name_their_extras(monkeypatch, pm):
+def test_missing_mujoco_box2d_and_wrapper_packages_name_their_extras(monkeypatch, pm):
     monkeypatch.setitem(sys.modules, "mujoco", None)
     with pytest.raises(ConfigError, match=r'pip install "rlgraph-core\[mujoco\]"'):
         resolve_env_id("HalfCheetah-v5")
+    monkeypatch.setitem(sys.modules, "Box2D", None)  # LunarLander: gymnasium registers it without Box2D
+    with pytest.raises(ConfigError, match=r'pip install "rlgraph-core\[box2d\]"'):
+        resolve_env_id("LunarLander-v3")
     monkeypatch.setitem(sys.modules, "minigrid", None)
     with pytest.raises(ConfigError) as info:
         validate_wrappers(pm, [{"type": "minigrid_image"}])

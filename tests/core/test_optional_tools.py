@@ -11,15 +11,10 @@ import io
 import pytest
 
 from rlgraph_core.cli import main
-from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config
+from rlgraph_core.config.run import apply_overrides, validate_config
 from rlgraph_core.errors import ConfigError, RLGraphError
 
-from rlgraph_core.plugins import get_plugin_manager
-
-needs_torch = pytest.mark.skipif(
-    "torch" not in get_plugin_manager().names("backends"),
-    reason="validates a config naming the 'torch' backend (registered by rlgraph-torch; runs in the torch session)",
-)
+from core_backend import load_shipped_config
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
@@ -38,7 +33,6 @@ def test_tune_without_its_plugin_names_the_extra():
     assert code == 2 and "rlgraph-core[tune]" in stderr and "Traceback" not in stderr
 
 
-@needs_torch
 def test_a_logger_without_its_library_is_refused_at_validation(monkeypatch):
     import importlib.util as util
 

@@ -16,15 +16,15 @@ from rlgraph_core.agents.dqn import DQNConfig
 from rlgraph_core.components.schedules import LinearSchedule, check_schedule_range
 from rlgraph_core.config.common import OptimizerConfig, TrainConfig
 from rlgraph_core.config.run import (
-    DEFAULT_CONFIG,
     apply_overrides,
-    load_shipped_config,
     shipped_configs,
     validate_config,
 )
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.memories.settings import PrioritizedReplaySettings
 from rlgraph_core.plugins import get_plugin_manager
+
+from core_backend import DEFAULT_CONFIG, load_shipped_config
 
 needs_torch = pytest.mark.skipif(
     "torch" not in get_plugin_manager().names("backends"),
@@ -40,21 +40,18 @@ def config_error(overrides: list[str], base: dict | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- learning rates
-@needs_torch
 @pytest.mark.parametrize("value", ["-0.001", "0", "0.0"])
 def test_a_float_learning_rate_must_be_positive(value):
     msg = config_error([f"agent.optimizer.learning_rate={value}"])
     assert "'agent.optimizer.learning_rate'" in msg and "> 0" in msg and "Value error" not in msg
 
 
-@needs_torch
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
 def test_a_learning_rate_of_nan_or_inf_is_refused(value):
     msg = config_error([f"agent.optimizer.learning_rate={value}"])
     assert "'agent.optimizer.learning_rate'" in msg and "finite" in msg
 
 
-@needs_torch
 def test_a_learning_rate_schedule_may_decay_to_zero_but_not_below():
     ok = validate_config(
         apply_overrides(
@@ -74,7 +71,6 @@ def test_a_learning_rate_schedule_may_decay_to_zero_but_not_below():
     assert "'agent.optimizer.learning_rate.end'" in msg and "finite" in msg
 
 
-@needs_torch
 @pytest.mark.parametrize("name", ["ppo_cartpole", "a2c_cartpole", "sac_pendulum"])
 def test_every_agent_checks_its_learning_rate(name):
     msg = config_error(["agent.optimizer.learning_rate=-1.0e-3"], load_shipped_config(name))
@@ -91,7 +87,7 @@ def test_config_models_refuse_nan_and_inf_when_built_directly():
         lambda: PrioritizedReplaySettings(alpha=math.inf),
         lambda: LinearSchedule(start=math.nan, end=0.0, steps=10),
         lambda: TrainConfig(target_return=math.inf),
-        lambda: TrainConfig(device="banana"),
+        lambda: TrainConfig(device=" "),  # the form of a device name is checked by the backend settings
     ):
         with pytest.raises(ValidationError):
             make()
@@ -106,7 +102,6 @@ def _float_paths(node, path=()):
             yield from _float_paths(v, (*path, k))
 
 
-@needs_torch
 @pytest.mark.parametrize("name", shipped_configs())
 def test_shipped_configs_validate_and_refuse_nan_or_inf_in_every_float_field(name):
     raw = load_shipped_config(name)
@@ -123,7 +118,6 @@ def test_shipped_configs_validate_and_refuse_nan_or_inf_in_every_float_field(nam
 
 
 # --------------------------------------------------------------------------- replay and batches
-@needs_torch
 def test_a_replay_memory_smaller_than_a_batch_is_refused():
     msg = config_error(["agent.memory.capacity=10"])
     assert "'agent.memory.capacity' = 10 is smaller than 'agent.batch_size' = 64" in msg
@@ -136,7 +130,6 @@ def test_a_replay_memory_smaller_than_a_batch_is_refused():
     assert validate_config(apply_overrides(DEFAULT_CONFIG, ["agent.memory.capacity=64"])).agent.memory.capacity == 64
 
 
-@needs_torch
 def test_a_ppo_minibatch_larger_than_a_rollout_is_refused():
     ppo = load_shipped_config("ppo_cartpole")  # 8 envs x 32 steps = batch 256
     assert validate_config(ppo).agent.batch_size == 256
@@ -147,7 +140,6 @@ def test_a_ppo_minibatch_larger_than_a_rollout_is_refused():
 
 
 # --------------------------------------------------------------------------- epsilon
-@needs_torch
 @pytest.mark.parametrize("value", ["2.0", "-0.1", "{type: linear, start: 1.5, end: 0.05, steps: 100}"])
 def test_epsilon_must_be_a_probability(value):
     msg = config_error([f"agent.exploration={value}"])
@@ -155,7 +147,6 @@ def test_epsilon_must_be_a_probability(value):
     assert "between 0 and 1" in msg or "in [0, 1]" in msg
 
 
-@needs_torch
 def test_epsilon_at_the_bounds_is_fine():
     for value in ("0", "1.0", "{type: exponential, start: 1.0, end: 0.0, steps: 100}"):
         validate_config(apply_overrides(DEFAULT_CONFIG, [f"agent.exploration={value}"]))

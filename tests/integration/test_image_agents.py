@@ -64,6 +64,7 @@ def dqn(pair, seed=0):
         batch_size=8,
         learning_starts=8,
         train_freq=4,
+        gradient_steps=1,
         memory={"type": "replay", "capacity": 64},
         exploration=0.5,
     )

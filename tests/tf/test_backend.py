@@ -5,15 +5,20 @@ import pytest
 import tensorflow as tf
 
 from rlgraph_core.backend import Backend
+from rlgraph_core.backend.settings import backend_entry
 from rlgraph_core.assemble import make_backend
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.plugins import get_plugin_manager
 from rlgraph_tf import TFBackend
+from rlgraph_tf.settings import TFSettings
 
 
 def test_registered_as_tf_plugin():
     entry = get_plugin_manager().names("backends")["tf"]
-    assert entry.obj.resolve() is TFBackend and entry.distribution == "rlgraph-tf"
+    factory, settings_model = backend_entry(entry.obj)
+    assert factory.resolve() is TFBackend and entry.distribution == "rlgraph-tf"
+    assert settings_model is TFSettings and settings_model().jit_compile is True
+    assert TFBackend(settings=TFSettings(jit_compile=False)).jit_compile is False
     for mode in ("eager", "static"):
         backend = make_backend("tf", mode=mode, device="cpu", seed=1)
         assert isinstance(backend, Backend) and backend.name == "tf" and backend.mode == mode

@@ -52,3 +52,20 @@ def test_minigrid_without_the_image_wrapper_is_a_clear_error(tmp_path):
         "train", "ppo_cartpole", "--no-progress", "--out", str(tmp_path / "o"), "--set", "env.id=MiniGrid-Empty-5x5-v0"
     )
     assert_user_error(code, stderr, "MiniGrid-Empty-5x5-v0", "mission", "env.wrappers: [{type: minigrid_image}]")
+
+
+@pytest.mark.parametrize(
+    ("name", "env_id", "module"),
+    [
+        ("dqn_acrobot", "Acrobot-v1", None),
+        ("dqn_mountaincar", "MountainCar-v0", None),
+        ("dqn_lunarlander", "LunarLander-v3", "Box2D"),
+    ],
+)
+def test_zoo_configs_validate_and_build(name, env_id, module):
+    """The config zoo's classic-control and Box2D configs validate, build their envs and agent (--dry-run)."""
+    if module is not None:
+        pytest.importorskip(module, reason='needs the box2d extra: pip install "rlgraph-core[box2d]"')
+    code, stdout, stderr = run_cli("train", name, "--dry-run")
+    assert code == 0, stderr
+    assert env_id in stdout and "dqn" in stdout

@@ -126,8 +126,11 @@ def test_learn_into_a_folder_is_refused_like_the_cli(in_tmp):
     algo.learn(128, out=out)  # the same object continues its own run
     steps = [row["timesteps"] for row in read_metrics(out / "metrics.jsonl")]
     assert steps == sorted(steps) and steps[-1] == 256
-    with pytest.raises(RunDirError, match="already holds"):  # a notebook re-run: a new object, same folder
+    with pytest.raises(RunDirError, match="already holds") as refused:  # a notebook re-run: a new object
         rl.make("ppo", env="CartPole-v1", **PPO_FAST).learn(128, out=out)
+    # said in the caller's terms: the arguments of learn, not the CLI's flags
+    assert "overwrite=True" in str(refused.value) and "out=" in str(refused.value)
+    assert "--out" not in str(refused.value) and "--overwrite" not in str(refused.value)
     rl.make("ppo", env="CartPole-v1", **PPO_FAST).learn(128, out=out, overwrite=True)
     assert [row["timesteps"] for row in read_metrics(out / "metrics.jsonl")] == [128]
 

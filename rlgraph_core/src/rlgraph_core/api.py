@@ -305,6 +305,7 @@ class Algorithm:
                 where ``out`` is given); ``__cause__`` is the original error.
         """
         from rlgraph_core.callbacks import make_callbacks
+        from rlgraph_core.execution.run_dir import PYTHON_TERMS
         from rlgraph_core.training import run_training
 
         if (
@@ -342,6 +343,7 @@ class Algorithm:
                 continuing=continuing,
                 assembly=assembly,
                 executor_kwargs={"agent": self.agent, "run_state": self._state},
+                terms=PYTHON_TERMS,
             )
         else:
             summary = self._learn_through_checkpoint(config, assembly, out, overwrite, continuing)
@@ -355,6 +357,7 @@ class Algorithm:
     def _learn_through_checkpoint(self, config, assembly, out, overwrite, continuing) -> dict:
         """Run an executor that builds its own learner (a distributed one): hand it this agent
         as a checkpoint to resume from, and load the weights and counters it ends with."""
+        from rlgraph_core.execution.run_dir import PYTHON_TERMS
         from rlgraph_core.training import run_training
 
         with tempfile.TemporaryDirectory(prefix="rlgraph-facade-") as tmp:
@@ -369,6 +372,7 @@ class Algorithm:
                 overwrite=overwrite,
                 continuing=continuing,
                 assembly=assembly,
+                terms=PYTHON_TERMS,
             )
             meta = self.agent.load(summary["checkpoint"], for_training=False)
             counters = meta.get("counters", {})

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.backend.contract import Backend
+from rlgraph_core.backend.settings import backend_entry
 from rlgraph_core.components.settings import component_entry
 from rlgraph_core.config.memory import make_memory
 from rlgraph_core.components.sizing import check_networks_fit
@@ -247,10 +248,12 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         config = config.model_copy(update={"agent": agent_config})
     agent_class, _ = _get(pm, "agents", config.agent.type, "agent.type")
     check_agent_class(agent_class, config.agent.type)
-    backend_cls = _get(pm, "backends", tc.backend, "train.backend")
+    backend_cls, settings_model = backend_entry(_get(pm, "backends", tc.backend, "train.backend"))
+    # A backend that registered a settings model receives the validated ``backend:`` section.
+    extra = {} if settings_model is None else {"settings": _backend_settings(pm, config, settings_model)}
 
     def backend_factory() -> Backend:
-        backend = backend_cls(mode=tc.mode, device=tc.device, seed=tc.seed)
+        backend = backend_cls(mode=tc.mode, device=tc.device, seed=tc.seed, **extra)
         if tc.num_threads is not None:
             backend.set_num_threads(tc.num_threads)
         return backend
@@ -269,6 +272,18 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         callbacks=make_callbacks(pm, tc.callbacks),
         env_wrappers=_env_wrappers(pm, config.env),
     )
+
+
+def _backend_settings(pm: PluginManager, config, model) -> Any:
+    """``config.backend`` as an instance of ``model`` (validated here for a config built in code)."""
+    settings = getattr(config, "backend", None)
+    if isinstance(settings, model):
+        return settings
+    from rlgraph_core.config.run import validate_backend_settings
+
+    dump = getattr(settings, "model_dump", None)
+    raw = dump() if dump is not None else settings
+    return validate_backend_settings(pm, config.train.backend, raw)
 
 
 def _env_wrappers(pm: PluginManager, env_cfg) -> list[Callable]:
@@ -305,6 +320,6 @@ def make_backend(
     seed: int | None = None,
     plugin_manager: PluginManager | None = None,
 ) -> Backend:
-    """Instantiate the backend registered as ``name`` (e.g. ``"torch"``) in ``mode``."""
-    factory = _get(plugin_manager or get_plugin_manager(), "backends", name, "backend")
+    """Instantiate the backend registered as ``name`` in ``mode`` (with its default settings)."""
+    factory, _ = backend_entry(_get(plugin_manager or get_plugin_manager(), "backends", name, "backend"))
     return factory(mode=mode, device=device, seed=seed)

@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
                 help="YAML/JSON config file, or the name of a shipped config "
                 "(dqn_cartpole, ppo_cartpole, ...; default: dqn_cartpole, DQN on CartPole-v1 with torch)",
             )
-        sp.add_argument("--backend", help="backend name, e.g. torch or tf")
+        sp.add_argument("--backend", help="a registered backend name (rlgraph plugins lists them)")
         sp.add_argument("--mode", choices=["eager", "static"], help="eager (define-by-run) or static (compiled)")
         sp.add_argument("--executor", help="executor name, e.g. local")
         sp.add_argument("--device", help="cpu, cuda, cuda:0 or auto")

@@ -15,7 +15,8 @@ this when a config is validated; errors name ``env.id`` and what would work.
 
 Environment families behind optional extras of rlgraph-core are registered on first use:
 ``ALE/...`` ids (``atari``: ale-py, which ships the ROMs; ``gym.register_envs(ale_py)``),
-``MiniGrid-...`` / ``BabyAI-...`` ids (``minigrid``) and gymnasium's MuJoCo envs (``mujoco``).
+``MiniGrid-...`` / ``BabyAI-...`` ids (``minigrid``), gymnasium's MuJoCo envs (``mujoco``) and
+Box2D envs such as LunarLander (``box2d``).
 A missing extra is reported with its pip command. ``env.wrappers`` (resolved by the assembly,
 see :mod:`rlgraph_core.wrappers`) wrap every env made here; an observation space that no
 network can read (MiniGrid's text ``mission``) is refused with the wrapper that would fix it.
@@ -127,17 +128,24 @@ def register_env_family(env_id: str) -> None:
     gym.register_envs(package)
 
 
-def _check_mujoco(env_id: str) -> None:
-    """gymnasium registers its MuJoCo envs without the ``mujoco`` package; name the extra early."""
+#: gymnasium's env families it registers without their physics package -> that package.
+BUNDLED_FAMILIES = {"gymnasium.envs.mujoco": "mujoco", "gymnasium.envs.box2d": "Box2D"}
+
+
+def _check_bundled_family(env_id: str) -> None:
+    """gymnasium registers its MuJoCo and Box2D envs without ``mujoco`` / ``Box2D``; name the extra early."""
     try:
         entry = gym.spec(env_id).entry_point
     except (gym.error.Error, ValueError, TypeError):
         return
-    if isinstance(entry, str) and entry.startswith("gymnasium.envs.mujoco"):
+    if not isinstance(entry, str):
+        return
+    module = next((m for prefix, m in BUNDLED_FAMILIES.items() if entry.startswith(prefix)), None)
+    if module is not None:
         import importlib.util
 
-        if importlib.util.find_spec("mujoco") is None:
-            raise ConfigError(missing_extra_message("mujoco", f"'env.id' = '{env_id}'"))
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(missing_extra_message(module, f"'env.id' = '{env_id}'"))
 
 
 def resolve_env_id(env_id: str) -> str | EnvSpec:
@@ -157,7 +165,7 @@ def resolve_env_id(env_id: str) -> str | EnvSpec:
     if ":" not in env_id:
         register_env_family(env_id)
         if _registered(env_id):
-            _check_mujoco(env_id)
+            _check_bundled_family(env_id)
             return env_id
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -213,7 +221,7 @@ def _made(env_cfg, make, **extra: Any):
         raise ConfigError(
             f"'env.id' = '{env_cfg.id}' could not be made: {exc}. Install the package it names "
             f'(the rlgraph-core extras: pip install "rlgraph-core[atari]", "rlgraph-core[minigrid]", '
-            f'"rlgraph-core[mujoco]").'
+            f'"rlgraph-core[mujoco]", "rlgraph-core[box2d]").'
         ) from None
     except (TypeError, ValueError, gym.error.Error) as exc:
         if isinstance(exc, ConfigError):

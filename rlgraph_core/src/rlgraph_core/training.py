@@ -99,6 +99,7 @@ def run_training(
     plugin_manager=None,
     executor_kwargs: dict | None = None,
     announce=None,
+    terms=None,
 ) -> dict:
     """Run ``config``'s executor into ``out`` (nothing written when None) and return the summary.
 
@@ -116,6 +117,8 @@ def run_training(
         executor_kwargs: extra keyword arguments of the executor (the facade passes its agent to
             executors that accept one).
         announce: called with :func:`start_line`'s text once the folder is claimed (the CLI prints it).
+        terms: how refusals name the caller's options
+            (:class:`~rlgraph_core.execution.run_dir.CallerTerms`; default: the CLI's flags).
 
     Raises:
         RunDirError: the folder is locked or holds another run.
@@ -124,19 +127,20 @@ def run_training(
     from rlgraph_core.assemble import assemble
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.execution.out_dir import check_out_dir
-    from rlgraph_core.execution.run_dir import claim_run_dir, run_dir_of, trim_metrics
+    from rlgraph_core.execution.run_dir import CLI_TERMS, claim_run_dir, run_dir_of, trim_metrics
     from rlgraph_core.plugins import get_plugin_manager
 
+    terms = terms or CLI_TERMS
     resume = None if resume is None else Path(resume)
     try:
-        out = None if out is None else check_out_dir(out)
+        out = None if out is None else check_out_dir(out, terms.out)
     except ConfigError as exc:
         if resume is None:
             raise
         run = run_dir_of(resume) or resume
         raise ConfigError(
             f"{exc} The run folder cannot be written, so the resumed run cannot continue there: read the "
-            f"checkpoint from it and write the new run to another folder: --resume {run} --out NEW_FOLDER."
+            f"checkpoint from it and write the new run to another folder: {terms.resume_elsewhere.format(run=run)}."
         ) from None
     if continuing is None:
         resumed_run = run_dir_of(resume) if resume is not None else None
@@ -156,7 +160,7 @@ def run_training(
     resumed_steps = None
     if resume is not None:
         resumed_steps = read_meta(resume)[0].get("counters", {}).get("timesteps", 0)
-    with claim_run_dir(out, resume=continuing, overwrite=overwrite):
+    with claim_run_dir(out, resume=continuing, overwrite=overwrite, terms=terms):
         if continuing and resumed_steps is not None:
             # Rows logged after the checkpoint would be logged again by the resumed run.
             trim_metrics(out / "metrics.jsonl", int(resumed_steps))

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 #: Optional packages of environment families -> the rlgraph-core extra that installs them.
-EXTRAS = {"ale_py": "atari", "cv2": "atari", "minigrid": "minigrid", "mujoco": "mujoco"}
+EXTRAS = {"ale_py": "atari", "cv2": "atari", "minigrid": "minigrid", "mujoco": "mujoco", "Box2D": "box2d"}
 
 
 def missing_extra_message(module: str, what: str) -> str:

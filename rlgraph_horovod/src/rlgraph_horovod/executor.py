@@ -23,7 +23,10 @@ counts ``elastic_resets`` and ``ranks_lost``. Rank 0 must be among the survivors
 
 ``train.total_timesteps`` counts the env steps of all ranks together, and so does
 ``agent.timesteps`` on every rank: schedules (learning rate, exploration, ``learning_starts``)
-run on the global step count, as they do for the Ray executors' learners.
+run on the global step count, as they do for the Ray executors' learners. Each rank steps its
+envs with the shared :class:`~rlgraph_core.execution.env_runner.EnvRunner`; rank 0's run recorder
+counts the steps of all ranks (the others keep a
+:class:`~rlgraph_core.execution.counters.StepCounter` of their own).
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import traceback
 import numpy as np
 
 from rlgraph_core.execution.base import Executor
-from rlgraph_core.execution.local import true_next_obs
+from rlgraph_core.execution.counters import StepCounter
+from rlgraph_core.execution.env_runner import EnvRunner
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 from rlgraph_horovod.collectives import Collectives, TimedAllreduce, collectives_for
@@ -48,8 +52,19 @@ _SIGINT, _SIGTERM, _DONE, _RATES = 0, 1, 2, 3
 class HorovodExecutor(Executor):
     """Data-parallel training over the ranks ``horovodrun`` started (one rank without it).
 
-    Launch: ``horovodrun -np 2 -H localhost:2 --gloo rlgraph train CONFIG --executor horovod``.
+    Launch: ``horovodrun -np 2 -H localhost:2 --gloo rlgraph train CONFIG --executor horovod``
+    (or a Python script using ``rlgraph_core.make(..., executor="horovod").learn(...)``: each
+    rank's facade trains its own agent in place, rank 0's state broadcast to the others first).
     """
+
+    accepts_agent = True
+
+    def __init__(self, config, out_dir, *, assembly, resume_dir=None, agent=None, run_state=None):
+        super().__init__(config, out_dir, assembly=assembly, resume_dir=resume_dir)
+        #: an agent built by the caller to train on (the facade's), or None to build one
+        self.agent = agent
+        #: the run state to carry on with ``agent`` on rank 0 (best evaluation, wall time), or None
+        self.run_state = run_state
 
     @classmethod
     def owns_out_dir(cls) -> bool:
@@ -77,7 +92,7 @@ class HorovodExecutor(Executor):
         seed = cfg.train.seed + coll.rank
         envs = parts.make_vector_env(seed)
         try:
-            agent = parts.make_agent(
+            agent = self.agent or parts.make_agent(
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs, seed=seed
             )
             hook = TimedAllreduce(coll)
@@ -92,7 +107,12 @@ class HorovodExecutor(Executor):
 
     def _run_rank0(self, loop: "_RankLoop") -> dict:
         recorder = RunRecorder(
-            self.config, self.out_dir, assembly=self.assembly, agent=loop.agent, resume_dir=self.resume_dir
+            self.config,
+            self.out_dir,
+            assembly=self.assembly,
+            agent=loop.agent,
+            resume_dir=self.resume_dir,
+            state=self.run_state,
         )
         recorder.summary_extra = loop.summary_metrics
         info = {"horovod": {"ranks": loop.coll.size, "collectives": loop.coll.framework}}
@@ -124,7 +144,7 @@ class HorovodExecutor(Executor):
             "env_steps_per_s": loop.local_steps / max(elapsed, 1e-9),
             "updates_per_s": agent.updates / max(elapsed, 1e-9),
             "eval_return_mean": None,
-            "checkpoint": str(self.out_dir / "checkpoint"),
+            "checkpoint": None if self.out_dir is None else str(self.out_dir / "checkpoint"),
             "build_seconds": agent.build_report.build_seconds if agent.build_report else 0.0,
             **loop.summary_metrics(),
         }
@@ -236,13 +256,16 @@ class _RankLoop:
                 f"and checkpoints: the original rank 0 was lost. Elastic mode survives losing other ranks only; "
                 f"continue from rank 0's last checkpoint with `rlgraph train --resume OUT_DIR`."
             )
-        n, size = cfg.env.num_envs, coll.size
+        size = coll.size
         interval, check = self.settings.sync_interval, self.settings.check_interval
         next_check = (agent.updates // check + 1) * check if check else None
         commit = self.settings.commit_interval
         next_commit = (agent.updates // commit + 1) * commit if state is not None else None
-        obs, _ = envs.reset(seed=self.seed + agent.timesteps)
-        ep_returns = np.zeros(n)
+        counter = recorder if recorder is not None else StepCounter(agent)
+        if recorder is not None:
+            recorder.counter.sync_from_agent()  # an elastic reset may have restored an older commit
+        runner = EnvRunner(agent, envs, seed=self.seed + agent.timesteps)
+        n = runner.num_envs
         step = 0
         self._start = time.perf_counter()
         while True:
@@ -256,12 +279,10 @@ class _RankLoop:
                     self.ended_by = stop.reason or "total_timesteps"
                     self.ended_together = True
                     return
-            actions = agent.act(obs)
-            next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-            agent.observe(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
+            runner.step()
             step += 1
             self.local_steps += n
-            agent.timesteps += (size - 1) * n  # every rank took as many steps: count them all
+            counter.add_env_steps(n * size)  # every rank took as many steps: count them all
             agent.update()
             if next_check is not None and agent.updates >= next_check:
                 next_check = (agent.updates // check + 1) * check
@@ -273,12 +294,7 @@ class _RankLoop:
             if next_commit is not None and agent.updates >= next_commit:
                 next_commit = (agent.updates // commit + 1) * commit
                 state.commit()  # every rank: same update count here (it also checks for host changes)
-            ep_returns += rewards
-            done = np.logical_or(terminated, truncated)
-            if done.any():
-                if recorder is not None:
-                    recorder.add_episode_returns(ep_returns[done].tolist())
-                ep_returns[done] = 0.0
-            obs = next_obs
+            episodes = runner.take_episodes()
             if recorder is not None:
-                recorder.step(n * size, self.row_metrics)
+                recorder.add_episodes(episodes)
+                recorder.step(0, self.row_metrics)

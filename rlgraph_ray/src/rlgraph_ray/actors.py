@@ -18,7 +18,7 @@ import ray
 from ray.exceptions import RayError
 
 from rlgraph_core.agents.base import VersionedWeights
-from rlgraph_core.execution.local import true_next_obs
+from rlgraph_core.execution.env_runner import EnvRunner
 
 #: What a worker is told about the newest weights: ``(version, [ObjectRef])`` (the reference is
 #: wrapped in a list so that Ray does not fetch the weights unless the worker needs them).
@@ -34,15 +34,10 @@ def writable(weights: VersionedWeights) -> VersionedWeights:
     return VersionedWeights(weights.version, {k: np.array(v, copy=True) for k, v in weights.arrays.items()})
 
 
-def _stack(steps: list):
-    """``np.stack`` of a list of per-step arrays, or per key of per-step dicts (Dict observations)."""
-    if steps and isinstance(steps[0], dict):
-        return {k: _stack([step[k] for step in steps]) for k in steps[0]}
-    return np.stack([np.asarray(step) for step in steps])
-
-
 class _Worker:
-    """What both kinds of worker share: the agent, the vector env, weights and episode returns."""
+    """What both kinds of worker share: the agent, the vector env stepped by the shared
+    :class:`~rlgraph_core.execution.env_runner.EnvRunner` (final observations, episode
+    bookkeeping, step counts), and the weights."""
 
     def __init__(self, config_dict: dict, index: int, seed: int, num_envs: int, agent_update: dict | None = None):
         from rlgraph_ray.worker_entry import worker_assembly
@@ -57,9 +52,7 @@ class _Worker:
             seed=seed,
             with_memory=False,
         )
-        self.obs, _ = self.envs.reset(seed=seed)
-        self.ep_returns = np.zeros(num_envs)
-        self.finished: list[float] = []
+        self.runner = EnvRunner(self.agent, self.envs, seed)
         self._synced: int | None = None
 
     def ready(self) -> bool:
@@ -97,26 +90,15 @@ class _Worker:
             self.agent.set_weights(writable(ray.get(box[1][0])))
             self._synced = box[0]
 
-    def _env_step(self) -> tuple:
-        """One vector step with the exploring policy; returns the transition with the true next obs."""
-        obs = self.obs
-        actions = self.agent.act(obs)
-        next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
-        self.ep_returns += rewards
-        done = np.logical_or(terminated, truncated)
-        if done.any():
-            self.finished.extend(self.ep_returns[done].tolist())
-            self.ep_returns[done] = 0.0
-        self.obs = next_obs
-        return obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated
-
     def _stats(self, steps: int, t0: float, **more) -> dict[str, Any]:
-        finished, self.finished = self.finished, []
+        """What a call reports besides its data: env steps, seconds, finished episodes, weights version."""
+        finished = self.runner.take_episodes()
         return {
             "worker": self.index,
             "steps": steps,
             "seconds": time.perf_counter() - t0,
-            "episode_returns": finished,
+            "episode_returns": finished.returns,
+            "episode_lengths": finished.lengths,
             "version": self.agent.weights_version,
             **more,
         }
@@ -128,14 +110,12 @@ class SyncWorker(_Worker):
     def sample(self, box: WeightsBox | None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Collect one rollout with the newest weights; ``(postprocessed rollout, stats)``."""
         self._sync(box)
-        t0, steps = time.perf_counter(), 0
+        t0, start = time.perf_counter(), self.runner.env_steps
         batch = None
         while batch is None:
-            obs, actions, rewards, next_obs, terminated, truncated = self._env_step()
-            self.agent.observe(obs, actions, rewards, next_obs, terminated, truncated)
-            steps += len(rewards)
+            self.runner.step()
             batch = self.agent.take_rollout()
-        return batch, self._stats(steps, t0)
+        return batch, self._stats(self.runner.env_steps - start, t0)
 
 
 class ApexWorker(_Worker):
@@ -163,14 +143,9 @@ class ApexWorker(_Worker):
         self._sync(box)
         if shards is not None and shards[0] != self.shards_version:
             self.shards_version, self.shards = shards
-        t0 = time.perf_counter()
-        keys = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
-        trajectory: dict[str, list] = {k: [] for k in keys}
-        for _ in range(self.fragment_length):
-            for k, v in zip(keys, self._env_step()):
-                trajectory[k].append(v)
+        t0, start = time.perf_counter(), self.runner.env_steps
         # time-major [T, N, ...]; dtypes kept (uint8 frames stay uint8), Dict observations per key
-        batch = self.agent.postprocess({k: _stack(v) for k, v in trajectory.items()})
+        batch = self.agent.postprocess(self.runner.trajectory(self.fragment_length))
         records = len(batch.get("rewards", ()))
         acks, failed = [], []
         if self._pending_insert is not None:  # one insert in flight: the previous one is done first
@@ -186,8 +161,7 @@ class ApexWorker(_Worker):
             k = (self.index + self.sent) % len(self.shards)
             self.sent += 1
             self._pending_insert = (k, records, self.shards[k].add.remote(batch))
-        steps = self.fragment_length * len(self.obs)
-        return self._stats(steps, t0, records=records, acks=acks, insert_failed=failed)
+        return self._stats(self.runner.env_steps - start, t0, records=records, acks=acks, insert_failed=failed)
 
 
 class ReplayShard:

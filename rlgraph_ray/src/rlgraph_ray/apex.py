@@ -149,7 +149,7 @@ class RayApexExecutor(RayExecutor):
                 elif started:
                     del starting[ref]
                     parked.append(i)
-            learner.timesteps += new_steps
+            recorder.add_env_steps(new_steps)  # before learning: learning_starts and the throttle read it
             if parked and (not settings.throttle or self._behind(start_updates) <= acfg.gradient_steps):
                 # Workers wait while a throttled learner is more than one update round behind them.
                 shards = self._shards_box()
@@ -214,4 +214,4 @@ class RayApexExecutor(RayExecutor):
                     staleness.clear()
                     return row
 
-                recorder.step(new_steps, self._distributed_metrics(extra))
+                recorder.step(0, self._distributed_metrics(extra))

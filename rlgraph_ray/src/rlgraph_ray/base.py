@@ -247,6 +247,8 @@ class RayExecutor(Executor):
         raw = self.config.to_dict()
         raw["train"]["backend"] = self._worker_train("backend")
         raw["train"]["mode"] = self._worker_train("mode")
+        if raw["train"]["backend"] != self.config.train.backend:
+            raw.pop("backend", None)  # the learner backend's settings; the workers' backend keeps its defaults
         return raw
 
     def worker_names(self) -> list[str]:
@@ -540,7 +542,7 @@ class RayExecutor(Executor):
         self._worker_steps[i] += stats["steps"]
         self._worker_seconds[i] += stats["seconds"]
         self._worker_versions[i] = int(stats["version"])
-        recorder.add_episode_returns(stats["episode_returns"])
+        recorder.add_episodes(stats["episode_returns"], stats.get("episode_lengths"))
 
     def _distributed_metrics(self, more: Callable[[], dict] | None = None) -> Callable[[], dict]:
         """The executor's extra metrics for a row: per-worker samples/s and weights version (of its

@@ -31,11 +31,17 @@ def _host_port(address: str) -> tuple[str, int] | None:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def probe_address(address: str, timeout_s: float) -> None:
+def probe_address(
+    address: str,
+    timeout_s: float,
+    setting: str = "executor.address",
+    timeout_setting: str = "executor.connect_timeout_s",
+) -> None:
     """Raise :class:`RayConnectError` unless a TCP connection to ``address`` opens within ``timeout_s``.
 
     Ray itself retries a closed port for minutes with only its own log lines; this checks the
-    address first and fails with one paragraph.
+    address first and fails with one paragraph naming ``setting`` (where the address came from:
+    the config field, or ``rlgraph tune``'s ``--address``) and ``timeout_setting``.
     """
     target = _host_port(address)
     if target is None:
@@ -45,10 +51,10 @@ def probe_address(address: str, timeout_s: float) -> None:
     except OSError as exc:
         reason = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
         raise RayConnectError(
-            f"executor.address = '{address}': no Ray cluster could be reached there within "
-            f"executor.connect_timeout_s = {timeout_s:g} s ({reason}). Start the head node first (ray start "
+            f"{setting} = '{address}': no Ray cluster could be reached there within "
+            f"{timeout_setting} = {timeout_s:g} s ({reason}). Start the head node first (ray start "
             f"--head --port={target[1]}), check the host and port (and any firewall), or leave "
-            f"executor.address unset for a private local Ray."
+            f"{setting} unset for a private local Ray."
         ) from None
 
 
@@ -81,7 +87,13 @@ def _signals_kept() -> Iterator[None]:
 
 @contextlib.contextmanager
 def ray_session(
-    address: str | None, *, quiet: bool = False, connect_timeout_s: float = 10.0, run_dir: str | None = None
+    address: str | None,
+    *,
+    quiet: bool = False,
+    connect_timeout_s: float = 10.0,
+    setting: str = "executor.address",
+    timeout_setting: str = "executor.connect_timeout_s",
+    run_dir: str | None = None,
 ) -> Iterator[dict]:
     """Connect to Ray for the duration of a run; yields ``{"address", "where", "started", "own_cluster",
     "gcs_address", "cpus"}`` (``started``: this call connected, so it disconnects at the end;
@@ -94,7 +106,8 @@ def ray_session(
       never joined by accident; shut down at the end.
     * otherwise (``auto``, ``host:port``, ``ray://host:port``): join that cluster and say so;
       disconnect at the end (the cluster keeps running). A ``host:port`` that does not accept a
-      connection within ``connect_timeout_s`` raises :class:`RayConnectError` before Ray is asked.
+      connection within ``connect_timeout_s`` raises :class:`RayConnectError` before Ray is asked
+      (naming ``setting`` and ``timeout_setting``, where the address and the timeout came from).
 
     ``run_dir``: the run's output folder, for the watchdog of a private Ray (:mod:`rlgraph_ray.reaper`).
     """
@@ -123,7 +136,7 @@ def ray_session(
         started = own = True
         where = "a private local Ray"
     else:
-        probe_address(address, connect_timeout_s)
+        probe_address(address, connect_timeout_s, setting, timeout_setting)
         with _signals_kept():
             ray.init(address=address, log_to_driver=True, configure_logging=False)
         started = True

@@ -128,7 +128,7 @@ class RayImpalaExecutor(RayExecutor):
                 else:
                     self._head_since.pop(i, None)
             self._restart_hung(in_flight, fragment)
-            learner.timesteps += new_steps
+            recorder.add_env_steps(new_steps)  # before learning: the learner's schedules read the count
             learned = False
             if len(queue) >= settings.learner_batch_fragments:
                 self._request(in_flight, len(queue) - settings.learner_batch_fragments, box)  # collect meanwhile
@@ -158,7 +158,7 @@ class RayImpalaExecutor(RayExecutor):
                     lags.clear()
                     return row
 
-                recorder.step(new_steps, self._distributed_metrics(extra))
+                recorder.step(0, self._distributed_metrics(extra))
 
     def _restart_hung(self, in_flight: dict, fragment: int) -> None:
         """Restart every worker that has collected one fragment for longer than ``executor.sample_timeout_s``.

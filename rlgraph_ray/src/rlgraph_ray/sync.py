@@ -55,8 +55,8 @@ class RaySyncExecutor(RayExecutor):
                 self._note_worker(stats, recorder)
             merged = {k: np.concatenate([b[k] for b in batches], axis=1) for k in batches[0]}
             steps = sum(int(np.prod(b["rewards"].shape)) for b in batches)
-            learner.timesteps += steps
+            recorder.add_env_steps(steps)  # before learning: the learner's schedules read the count
             result = learner.learn(merged)
             last["staleness"] = float(result.metrics.get("staleness", 0.0))
             rounds += 1
-            recorder.step(steps, self._distributed_metrics(lambda: dict(last)))
+            recorder.step(0, self._distributed_metrics(lambda: dict(last)))

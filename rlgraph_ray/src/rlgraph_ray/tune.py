@@ -95,9 +95,10 @@ def _make_trainable(raw_config: dict, trials_dir: str):
     def trainable(params):
         from ray import tune
 
-        from rlgraph_core.assemble import train
+        from rlgraph_core.checkpoint import latest_checkpoint
         from rlgraph_core.config.run import apply_overrides, validate_config
         from rlgraph_core.plugins.manager import PluginManager
+        from rlgraph_core.training import run_training
 
         pm = PluginManager()
         pm.register(_Reporter(tune.report), "rlgraph-ray", name="tune-reporter")
@@ -106,7 +107,11 @@ def _make_trainable(raw_config: dict, trials_dir: str):
         if "console" in config.train.loggers:
             config.train.loggers = [n for n in config.train.loggers if n != "console"]
         out = Path(trials_dir) / tune.get_context().get_trial_name() / "run"
-        summary = train(config, out, plugin_manager=pm)
+        # A trial the search was interrupted in continues from its newest checkpoint (rlgraph's own
+        # resume: counters, replay, best evaluation), so a resumed search redoes no finished work;
+        # a trial interrupted before its first checkpoint starts over in its folder.
+        resume = latest_checkpoint(out) if out.is_dir() else None
+        summary = run_training(config, out, resume=resume, overwrite=resume is None, plugin_manager=pm)
         if summary.get("eval_return_mean") is not None:
             tune.report(
                 {METRIC: float(summary["eval_return_mean"]), "timesteps": int(summary["timesteps"]), "done": True}
@@ -134,15 +139,38 @@ def run_tune(args) -> int:
         except RLGraphError as exc:
             raise RLGraphError(f"--space: '{key}' is not a valid config path or value: {exc}") from None
 
-    import ray
-    from ray import tune
+    from rlgraph_ray.cluster import ray_session
 
     out = Path(args.out or f"runs/tune_{Path(str(args.config)).stem}").resolve()
+    experiment = out / "tune"
+    if args.resume and not _can_restore(experiment):  # before Ray starts
+        raise RLGraphError(f"--resume: no search to continue in '{experiment}' (pass the --out of an earlier search).")
     out.mkdir(parents=True, exist_ok=True)
-    trials_dir = str(out / "trials")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    if not ray.is_initialized():
-        ray.init(address=args.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # The same Ray set-up as the Ray executors: a private local Ray without --address; with it,
+    # the cluster there (a closed port fails at once, naming --address).
+    with ray_session(
+        args.address,
+        connect_timeout_s=args.connect_timeout_s,
+        setting="--address",
+        timeout_setting="--connect-timeout-s",
+    ):
+        return _search(args, base, raw, space, out)
+
+
+def _can_restore(experiment: Path) -> bool:
+    from ray import tune
+
+    return experiment.is_dir() and tune.Tuner.can_restore(str(experiment))
+
+
+def _search(args, base, raw: dict, space: dict, out: Path) -> int:
+    """Run or resume the search on the connected Ray; write the trial table and the best config."""
+    from ray import tune
+
+    from rlgraph_core.config.run import apply_overrides, validate_config
+
+    trials_dir = str(out / "trials")
     trainable = tune.with_resources(_make_trainable(raw, trials_dir), {"cpu": args.cpus_per_trial})
     tc = base.train
     scheduler = None
@@ -161,9 +189,9 @@ def run_tune(args) -> int:
         searcher = OptunaSearch()
     experiment = out / "tune"
     if args.resume:
-        if not tune.Tuner.can_restore(str(experiment)):
-            raise RLGraphError(f"--resume: no search to continue in '{experiment}'.")
-        tuner = tune.Tuner.restore(str(experiment), trainable, resume_errored=True)
+        # Tune's own restore: finished trials keep their results, unfinished ones run again (and
+        # continue from their run folder's checkpoint, see the trainable), errored ones too.
+        tuner = tune.Tuner.restore(str(experiment), trainable, resume_unfinished=True, resume_errored=True)
     else:
         tuner = tune.Tuner(
             trainable,

@@ -19,7 +19,18 @@ def _add_arguments(p) -> None:
     p.add_argument("--cpus-per-trial", type=float, default=1.0, help="CPUs reserved per trial (default 1)")
     p.add_argument("--out", default=None, help="results folder (default runs/tune_<config>)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted search in --out (Tune's restore)")
-    p.add_argument("--address", default=None, help="Ray cluster address (as the Ray executors' executor.address)")
+    p.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster to run the trials on: auto, host:port or ray://host:port, as the Ray executors' "
+        "executor.address (default: a private local Ray)",
+    )
+    p.add_argument(
+        "--connect-timeout-s",
+        type=float,
+        default=10.0,
+        help="seconds to reach --address before the search fails (default 10)",
+    )
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field in every trial")
 
 

@@ -84,12 +84,23 @@ class TFBackend(Backend):
         jit_compile: in static mode, compile training steps with XLA (falls back to a plain
             ``tf.function`` with a warning if XLA fails). Inference functions always use a plain
             ``tf.function``: for the small per-step batches of acting it has less call overhead.
+        settings: the config's validated ``backend:`` section
+            (:class:`~rlgraph_tf.settings.TFSettings`); its fields win over the arguments.
     """
 
     name = "tf"
 
-    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None, jit_compile: bool = True):
+    def __init__(
+        self,
+        mode: str = "eager",
+        device: str = "auto",
+        seed: int | None = None,
+        jit_compile: bool = True,
+        settings: Any = None,
+    ):
         super().__init__(mode, device, seed)
+        if settings is not None:
+            jit_compile = settings.jit_compile
         self._tf_device, self._device_name = _resolve_device(device)
         # Only when a GPU is visible can an op land anywhere but the CPU; then every variable,
         # tensor and call is pinned to the chosen device. On CPU-only hosts skip the scope.

@@ -17,6 +17,9 @@ def rlgraph_backends():
 
     TensorFlow is imported only when a ``tf`` backend is made, so listing plugins or
     validating a torch config never pays for it; a broken TensorFlow install then surfaces as
-    a PluginError naming ``rlgraph_tf.backend:TFBackend``.
+    a PluginError naming ``rlgraph_tf.backend:TFBackend``. Its ``backend:`` settings model
+    (:class:`~rlgraph_tf.settings.TFSettings`) imports no TensorFlow.
     """
-    return {"tf": LazyObject("rlgraph_tf.backend:TFBackend")}
+    from rlgraph_tf.settings import TFSettings
+
+    return {"tf": (LazyObject("rlgraph_tf.backend:TFBackend"), TFSettings)}

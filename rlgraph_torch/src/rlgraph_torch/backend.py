@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import torch
@@ -79,14 +80,23 @@ class TorchBackend(Backend):
             (:meth:`function`: acting, greedy, values) as well as the train steps. Off by default:
             for the per-step batches of acting the compiled call is slower than eager (see
             :meth:`function`).
+        settings: the config's validated ``backend:`` section
+            (:class:`~rlgraph_torch.settings.TorchSettings`); its fields win over the arguments.
     """
 
     name = "torch"
 
     def __init__(
-        self, mode: str = "eager", device: str = "auto", seed: int | None = None, compile_inference: bool = False
+        self,
+        mode: str = "eager",
+        device: str = "auto",
+        seed: int | None = None,
+        compile_inference: bool = False,
+        settings: Any = None,
     ):
         super().__init__(mode, device, seed)
+        if settings is not None:
+            compile_inference = settings.compile_inference
         self.compile_inference = bool(compile_inference)
         self._device = _resolve_device(device)
         self._on_cpu = self._device.type == "cpu"

@@ -5,5 +5,8 @@ from rlgraph_core.plugins import LazyObject, hookimpl
 
 @hookimpl
 def rlgraph_backends():
-    """Register the PyTorch backend under the name ``torch`` (torch is imported on first use)."""
-    return {"torch": LazyObject("rlgraph_torch.backend:TorchBackend")}
+    """Register the PyTorch backend under the name ``torch`` (torch is imported on first use), with
+    its ``backend:`` settings model."""
+    from rlgraph_torch.settings import TorchSettings
+
+    return {"torch": (LazyObject("rlgraph_torch.backend:TorchBackend"), TorchSettings)}

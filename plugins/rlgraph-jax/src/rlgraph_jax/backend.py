@@ -75,12 +75,18 @@ class JaxBackend(Backend):
         device: ``"auto"``, ``"cpu"``, ``"gpu[:N]"`` or ``"cuda[:N]"``.
         seed: unused beyond the base class (randomness is drawn host-side by the agents, and
             weights are initialised in numpy).
+        settings: the config's validated ``backend:`` section
+            (:class:`~rlgraph_jax.settings.JaxSettings`): ``enable_x64`` turns JAX's process-wide
+            x64 switch on; ``jit_inference=False`` runs inference functions op by op in static mode.
     """
 
     name = "jax"
 
-    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None):
+    def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None, settings: Any = None):
         super().__init__(mode, device, seed)
+        self.jit_inference = True if settings is None else bool(settings.jit_inference)
+        if settings is not None and settings.enable_x64:
+            jax.config.update("jax_enable_x64", True)  # process-wide, as the setting's description says
         self._device = _resolve_device(device)
         self._default = self._device == jax.devices()[0]
         self._ops = JaxOps(None if self._default else self._device)
@@ -133,13 +139,13 @@ class JaxBackend(Backend):
 
     # --- computation -----------------------------------------------------------------------
     def function(self, fn: Callable) -> Callable:
-        """Eager: ``fn`` itself. Static: ``jax.jit`` over ``fn`` and the backend's cells.
+        """Eager (or ``jit_inference=False``): ``fn`` itself. Static: ``jax.jit`` over ``fn`` and the backend's cells.
 
         Pass arrays, not Python numbers, for values that change between calls (epsilon ...):
         a Python number is a weakly typed input and retraces nothing, but a Python ``bool``
         or string used in control flow is compiled into the program.
         """
-        if self.mode == "static":
+        if self.mode == "static" and self.jit_inference:
             return StatefulFunction(self._cells, fn)
         return fn
 
@@ -166,11 +172,12 @@ class JaxBackend(Backend):
         """
         variables = list(variables)
         train = [v for v in variables if self.is_trainable(v)]
-        inputs = unwrap_tree(inputs)
 
         def objective(values):
+            # Inputs are unwrapped inside the swap: an input passed as a variable (a gradient
+            # with respect to an input) must read the traced value, not the concrete one.
             with swapped(train, values), track_reads(variables):
-                return unwrap_tree(loss_fn(*inputs)[0])
+                return unwrap_tree(loss_fn(*unwrap_tree(inputs))[0])
 
         loss, grads = jax.value_and_grad(objective)([v.value for v in train])
         grads_iter = iter(grads)

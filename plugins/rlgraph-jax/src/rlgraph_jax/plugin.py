@@ -5,5 +5,8 @@ from rlgraph_core.plugins import LazyObject, hookimpl
 
 @hookimpl
 def rlgraph_backends():
-    """Register the JAX backend under the name ``jax`` (JAX is imported on first use)."""
-    return {"jax": LazyObject("rlgraph_jax.backend:JaxBackend")}
+    """Register the JAX backend under the name ``jax`` (JAX is imported on first use), with its
+    ``backend:`` settings model."""
+    from rlgraph_jax.settings import JaxSettings
+
+    return {"jax": (LazyObject("rlgraph_jax.backend:JaxBackend"), JaxSettings)}

@@ -32,7 +32,7 @@ from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.agents.slots import ComponentResolver, make_exploration, make_slot_component, network_maker
 from rlgraph_core.components.settings import ComponentSettings, ExplorationSettings, NetworkSettings, Slot
 from rlgraph_core.components.target_sync import TargetSync
-from rlgraph_core.config.common import ComponentSlot
+from rlgraph_core.config.common import ComponentSlot, OptimizerConfig
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
@@ -62,23 +62,36 @@ ExplorationSlot = Annotated[
 
 
 class DQNConfig(OffPolicyConfig):
-    """Hyperparameters of the DQN family (the schedule and memory fields are :class:`OffPolicyConfig`'s)."""
+    """Hyperparameters of the DQN family (the schedule and memory fields are :class:`OffPolicyConfig`'s).
+
+    The defaults are the default run's (``rlgraph config`` prints them; the shipped
+    ``dqn_cartpole.yaml`` spells them out, and a test keeps the two equal): RL-Zoo's tuning for
+    CartPole, with large update rounds (``train_freq`` 256 env steps, 128 gradient steps each),
+    which keeps a CPU run fast. For harder tasks start from a shipped config (``dqn_pong``).
+    """
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"replay", "exploration"})
 
     type: Literal["dqn"] = "dqn"
     network: NetworkSlot = Field(
-        default_factory=NetworkSpec, description="network component of the Q-networks (type: mlp, or a plugin's)"
+        default_factory=lambda: NetworkSpec(hidden=[256, 256]),
+        description="network component of the Q-networks (type: mlp, or a plugin's)",
     )
     dueling: bool = False
     double_q: bool = True
     loss_type: Literal["huber", "mse"] = "huber"
     exploration: ExplorationSlot = Field(
-        default_factory=EpsilonGreedySettings,
+        default_factory=lambda: EpsilonGreedySettings(epsilon=LinearSchedule(start=1.0, end=0.04, steps=16_000)),
         description="exploration component (type: epsilon_greedy, or a plugin's); a float or a schedule "
         "is epsilon-greedy's epsilon",
     )
     preprocessor: ComponentSlot = Field(None, description="observation preprocessor component (e.g. box_normalize)")
+    train_freq: int = Field(256, gt=0, description="env steps between update rounds")
+    gradient_steps: int = Field(128, gt=0, description="gradient steps per update round")
+    target_update_interval: int = Field(128, gt=0, description="gradient steps between target updates")
+    optimizer: OptimizerConfig = Field(
+        default_factory=lambda: OptimizerConfig(learning_rate=0.0023, max_grad_norm=10.0)
+    )
 
 
 class DQNGraph(Component):

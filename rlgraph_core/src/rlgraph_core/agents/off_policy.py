@@ -61,7 +61,7 @@ def _at(value, t: int):
 
 
 class OffPolicyConfig(StrictModel):
-    """Fields every replay agent has (defaults are DQN's; SAC overrides several)."""
+    """Fields every replay agent has (DQN and SAC set their own defaults for several)."""
 
     #: what executors may rely on (see :data:`rlgraph_core.agents.support.CAPABILITIES`)
     capabilities: ClassVar[frozenset[str]] = frozenset({"replay"})

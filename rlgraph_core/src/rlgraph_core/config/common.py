@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
@@ -84,16 +83,16 @@ class EnvConfig(StrictModel):
         return validate_wrappers(None, v)
 
 
-#: The device names a config may hold (backends resolve them and check they exist).
-DEVICE_PATTERN = re.compile(r"auto|cpu(?::0)?|(?:cuda|gpu)(?::\d+)?")
-
-
 class TrainConfig(StrictModel):
     """How a run is executed: backend, mode, executor, budget, evaluation and logging."""
 
     backend: str = "torch"
     mode: Literal["eager", "static"] = "eager"
-    device: str = Field("auto", description="auto, cpu, cuda, cuda:N (gpu and gpu:N are aliases of cuda)")
+    device: str = Field(
+        "auto",
+        description="auto (an accelerator when present, else the CPU), cpu, or a device of the backend "
+        "(e.g. cuda:N); the backend's settings model checks the form, the backend that it exists",
+    )
     num_threads: Optional[int] = Field(
         1, gt=0, description="CPU threads of the backend; 1 suits small networks, null keeps the framework default"
     )
@@ -117,6 +116,13 @@ class TrainConfig(StrictModel):
         ge=0,
         description="metric rows between weight histograms of loggers that draw them (tensorboard, wandb); 0 = never",
     )
+    video_interval: Optional[int] = Field(
+        None,
+        gt=0,
+        description="env steps between evaluation videos: one greedy episode streamed to videos/step_N.mp4 "
+        "in the run folder (the render extra); null = none",
+    )
+    video_format: Literal["mp4", "gif"] = Field("mp4", description="the format of train.video_interval's videos")
     progress_bar: bool = True
     callbacks: list[dict] = Field(
         default_factory=list,
@@ -125,13 +131,10 @@ class TrainConfig(StrictModel):
 
     @field_validator("device")
     @classmethod
-    def _known_device(cls, v: str) -> str:
-        """The backend checks availability; the form is checked here, before anything is built."""
-        if not DEVICE_PATTERN.fullmatch(v.strip().lower()):
-            raise ValueError(
-                f"unknown device {v!r}; use auto (an accelerator when present, else the CPU), cpu, "
-                f"cuda or cuda:N (gpu and gpu:N are aliases)"
-            )
+    def _device_named(cls, v: str) -> str:
+        """A device name is a non-empty word; its form is the backend's (see validate_config)."""
+        if not v.strip():
+            raise ValueError("the device name is empty; use auto, cpu or a device of the backend (e.g. cuda:0)")
         return v
 
 

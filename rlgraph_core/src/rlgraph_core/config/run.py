@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model, field_serializer
 
+from rlgraph_core.backend.settings import BackendSettings
 from rlgraph_core.config.common import EnvConfig, TrainConfig
 from rlgraph_core.config.limits import MAX_CONFIG_BYTES, check_document, parse_json, parse_yaml, shorten
 from rlgraph_core.errors import ConfigError, PluginError
@@ -19,13 +20,15 @@ from rlgraph_core.execution.settings import ExecutorSettings
 
 
 class RunConfig(BaseModel):
-    """A validated run: ``agent`` (a registered agent's config model), ``env``, ``train`` and
-    ``executor`` (the settings of the executor ``train.executor`` names).
+    """A validated run: ``agent`` (a registered agent's config model), ``env``, ``train``,
+    ``executor`` (the settings of the executor ``train.executor`` names) and ``backend`` (the
+    settings of the backend ``train.backend`` names).
 
     :func:`run_config_model` makes the concrete model of a plugin manager, whose ``agent``
     field is the discriminated union (on ``type``) of every registered agent's config model.
     ``executor`` is an instance of the settings model that executor registered
-    (:class:`~rlgraph_core.execution.settings.ExecutorSettings` for one without settings).
+    (:class:`~rlgraph_core.execution.settings.ExecutorSettings` for one without settings);
+    ``backend`` likewise (:class:`~rlgraph_core.backend.settings.BackendSettings`).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -34,6 +37,14 @@ class RunConfig(BaseModel):
     env: EnvConfig = Field(default_factory=EnvConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     executor: SerializeAsAny[ExecutorSettings] = Field(default_factory=ExecutorSettings)
+    backend: SerializeAsAny[BackendSettings] = Field(default_factory=BackendSettings)
+
+    @field_serializer("backend")
+    def _backend_changes_only(self, settings: BackendSettings) -> dict:
+        """Only the settings that differ from the backend's defaults: a dumped config (a checkpoint's
+        config.json, a Ray worker's config) then validates again with ``train.backend`` switched,
+        unless it chose a backend-specific option (which the other backend would not know)."""
+        return settings.model_dump(mode="json", exclude_defaults=True)
 
     def to_dict(self) -> dict:
         """Plain JSON-able dict of the whole config (pydantic's ``model_dump``)."""
@@ -41,7 +52,7 @@ class RunConfig(BaseModel):
 
 
 #: The top-level sections of a run config.
-SECTIONS = ("agent", "env", "train", "executor")
+SECTIONS = ("agent", "env", "train", "executor", "backend")
 
 #: Name of the shipped config ``rlgraph train`` runs without a CONFIG argument.
 DEFAULT_CONFIG_NAME = "dqn_cartpole"
@@ -112,6 +123,39 @@ def _model_at(model, loc) -> type[BaseModel] | None:
     return model
 
 
+def _models_in(annotation) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Optional, Union, Annotated, lists)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _nested_fields(model, name: str, exact: bool, depth: int = 3) -> list[tuple[str, ...]]:
+    """Paths below ``model`` (sub-models, ``depth`` levels at most) of fields called ``name``
+    (``exact``) or close to it: where an unknown key most likely belongs (shortest paths first)."""
+    import difflib
+
+    exact_paths: list[tuple[str, ...]] = []
+    close: list[tuple[str, ...]] = []
+    frontier: list[tuple[tuple[str, ...], type[BaseModel]]] = [((), model)]
+    for _ in range(depth):
+        below = []
+        for path, owner in frontier:
+            for field_name, field in owner.model_fields.items():
+                for sub in _models_in(field.annotation):
+                    for sub_name in sub.model_fields:
+                        target = (*path, field_name, sub_name)
+                        if sub_name == name:
+                            exact_paths.append(target)
+                        elif difflib.get_close_matches(name, [sub_name], n=1, cutoff=0.85):
+                            close.append(target)
+                    below.append(((*path, field_name), sub))
+        frontier = below
+    return list(dict.fromkeys(exact_paths if exact else close))
+
+
 def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model=None) -> str:
     import difflib
 
@@ -125,10 +169,18 @@ def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model
             msg = f"'{path}' is not a known field (value {shown})"
             if owner is not None:
                 known = list(owner.model_fields)
-                close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+                key = str(err["loc"][-1])
                 section = ".".join(str(p) for p in (prefix, *err["loc"][:-1]) if p != "")
+                # e.g. agent.learning_rate: a field of that name lives in agent.optimizer (an exact
+                # name one level down beats a close one here: learning_starts is not meant)
+                nested = _nested_fields(owner, key, exact=True)
+                close = [] if nested else difflib.get_close_matches(key, known, n=1)
+                if not nested and not close:
+                    nested = _nested_fields(owner, key, exact=False)
+                if nested:
+                    close = [".".join(nested[0])]
                 msg += (
-                    f"; did you mean '{close[0]}'?" if close else ";"
+                    f"; did you mean '{section + '.' if nested and section else ''}{close[0]}'?" if close else ";"
                 ) + f" Known fields of '{section}': {', '.join(known) or '(none)'}"
             parts.append(msg)
         elif err["type"] == "value_error" and isinstance(value, dict):
@@ -161,14 +213,14 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     pm = plugin_manager or get_plugin_manager()
     if not isinstance(raw, dict):
         raise ConfigError(
-            f"A config must be a mapping with keys agent, env, train (and executor); got {type(raw).__name__}."
+            f"A config must be a mapping with keys agent, env, train (and executor, backend); got {type(raw).__name__}."
         )
     check_document(raw)
     unknown = sorted(shorten(k, 40) if isinstance(k, str) and len(k) > 40 else k for k in set(raw) - set(SECTIONS))
     if unknown:
         raise ConfigError(
             f"Unknown top-level config keys {unknown}; a config has agent, env and train (and optionally "
-            f"executor, the settings of train.executor)."
+            f"executor, the settings of train.executor, and backend, the settings of train.backend)."
         )
     for section in SECTIONS:
         if raw.get(section) is not None and not isinstance(raw[section], dict):
@@ -259,7 +311,52 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     validate_executor_run = getattr(executor, "validate_run", None)
     if callable(validate_executor_run):
         validate_executor_run(agent, env, train)
-    return run_config_model(pm)(agent=agent, env=env, train=train, executor=executor)
+    backend = validate_backend_settings(pm, train.backend, raw.get("backend"), device=train.device)
+    return run_config_model(pm)(agent=agent, env=env, train=train, executor=executor, backend=backend)
+
+
+def validate_backend_settings(
+    plugin_manager, name: str, raw: Any, device: str | None = None, field: str = "backend"
+) -> BackendSettings:
+    """Validate a ``backend:`` section (and the form of ``device``) against backend ``name``'s model.
+
+    ``raw`` may be None (every default) or a mapping; a backend registered without a settings
+    model takes only an empty section. Never imports a lazily registered backend.
+
+    Raises:
+        ConfigError: ``name`` is unknown, ``device`` is not a device name of that backend, or one
+            paragraph naming each bad field as ``backend.<field>`` with its value and the
+            constraint (or the known fields).
+    """
+    from rlgraph_core.backend.settings import backend_entry
+
+    try:
+        _, model = backend_entry(plugin_manager.get("backends", name, field="train.backend"))
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
+    model = model or BackendSettings
+    if device is not None:
+        problem = model.device_problem(device)
+        if problem:
+            raise ConfigError(
+                f"Invalid config: 'train.device' = {shorten(device)}: {problem} (train.backend '{name}')."
+            )
+    if isinstance(raw, BackendSettings):
+        raw = raw.model_dump()
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"'{field}' = {shorten(raw)}: the backend section must be a mapping of the settings of train.backend '{name}'."
+        )
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        known = f" (train.backend '{name}' has no settings)" if not model.model_fields else ""
+        raise ConfigError(
+            f"Invalid config: {_format_validation_error(exc, field, raw, model)}. The '{field}' section holds the "
+            f"settings of train.backend '{name}'{known}; after switching train.backend, remove or replace that section."
+        ) from None
 
 
 def validate_executor_settings(plugin_manager, name: str, raw: Any, field: str = "executor") -> ExecutorSettings:
@@ -399,7 +496,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not all(parts):
             raise ConfigError(f"Override '{shown}': the key path '{key.strip()[:80]}' has an empty part.")
         if parts[0] not in SECTIONS:
-            raise ConfigError(f"Override '{shown}': the path must start with agent, env, train or executor.")
+            raise ConfigError(f"Override '{shown}': the path must start with agent, env, train, executor or backend.")
         node = out
         for p in parts[:-1]:
             if not isinstance(node.get(p, {}), dict):

@@ -2,47 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from rlgraph_core.execution.base import Executor
+from rlgraph_core.execution.env_runner import EnvRunner, true_next_obs
 from rlgraph_core.execution.recorder import RunRecorder, RunState
 from rlgraph_core.execution.stopping import StopRequest
 
 __all__ = ["LocalExecutor", "RunState", "true_next_obs"]
 
 
-def true_next_obs(next_obs, infos: dict):
-    """Replace the reset observation of finished envs by their final observation (per key for a
-    Dict observation, whose ``final_obs`` gymnasium gives as one dict per env)."""
-    mask = infos.get("_final_obs")
-    if mask is None or not np.any(mask):
-        return next_obs
-    done = np.flatnonzero(mask)
-    if isinstance(next_obs, dict):
-        return _replaced(next_obs, [infos["final_obs"][i] for i in done], done)
-    out = np.array(next_obs, copy=True)
-    for i in done:
-        out[i] = infos["final_obs"][i]
-    return out
-
-
-def _replaced(obs: dict, finals: list, rows: np.ndarray) -> dict:
-    """A copy of the Dict observation batch ``obs`` with ``rows`` set from the per-env ``finals``."""
-    out = {}
-    for key, value in obs.items():
-        if isinstance(value, dict):
-            out[key] = _replaced(value, [f[key] for f in finals], rows)
-        else:
-            out[key] = np.array(value, copy=True)
-            for row, final in zip(rows, finals):
-                out[key][row] = final[key]
-    return out
-
-
 class LocalExecutor(Executor):
     """Single-process training loop that never loses more than one checkpoint interval of work.
 
-    Each vector step: ``agent.act`` → ``envs.step`` → ``agent.observe`` (with the true final
+    Each vector step (:class:`~rlgraph_core.execution.env_runner.EnvRunner`, the env loop every
+    executor shares): ``agent.act`` → ``envs.step`` → ``agent.observe`` (with the true final
     observation at episode ends, and ``terminated`` kept apart from ``truncated``) →
     ``agent.update`` (the agent's own schedule decides whether to learn). Every
     ``train.eval_interval`` env steps the greedy policy is evaluated on a separate env with
@@ -90,20 +62,11 @@ class LocalExecutor(Executor):
             envs.close()
 
     def _steps(self, agent, envs, recorder: RunRecorder, stop: StopRequest) -> None:
-        """Step the vector envs until the recorder says the run is done."""
-        cfg = self.config
-        n = cfg.env.num_envs
-        obs, _ = envs.reset(seed=cfg.train.seed + agent.timesteps)
-        ep_returns = np.zeros(n)
+        """Step the vector envs (the shared :class:`EnvRunner`) until the recorder says the run is done."""
+        runner = EnvRunner(agent, envs, seed=self.config.train.seed + recorder.timesteps)
         while not recorder.done(stop):
-            actions = agent.act(obs)
-            next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-            agent.observe(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
+            runner.step()
+            recorder.add_env_steps(runner.num_envs)
             agent.update()
-            ep_returns += rewards
-            done = np.logical_or(terminated, truncated)
-            if done.any():
-                recorder.add_episode_returns(ep_returns[done].tolist())
-                ep_returns[done] = 0.0
-            obs = next_obs
-            recorder.step(n)
+            recorder.add_episodes(runner.take_episodes())
+            recorder.step()

@@ -19,11 +19,11 @@ from rlgraph_core.errors import ConfigError
 __all__ = ["check_out_dir"]
 
 
-def _fail(path: str | os.PathLike, problem: str) -> ConfigError:
+def _fail(option: str, path: str | os.PathLike, problem: str) -> ConfigError:
     shown = os.fspath(path)
     shown = shown if len(shown) <= 160 else f"{shown[:100]}...{shown[-40:]}"
     return ConfigError(
-        f"--out '{shown}' cannot be used as the output folder: {problem}. Pass a folder "
+        f"{option} '{shown}' cannot be used as the output folder: {problem}. Pass a folder "
         f"that exists and is writable, or a new one whose parent is."
     )
 
@@ -53,45 +53,52 @@ def _probe_writable(folder: Path) -> str | None:
     return None
 
 
-def check_out_dir(path: str | os.PathLike) -> Path:
+def check_out_dir(path: str | os.PathLike, option: str = "--out") -> Path:
     """Check that ``path`` can be the output folder of a run; return it as a :class:`Path`.
 
     The folder may exist (it must then be a writable folder) or not (then its nearest existing
     ancestor must be a writable folder and every new name must be a valid one). Nothing is left
     behind: writability is probed with a temporary folder that is removed at once.
 
+    ``option`` is how the caller names the path in the message (``--out`` on the command line,
+    ``out=`` from Python).
+
     Raises:
         ConfigError: naming the path and what is wrong with it.
     """
     text = os.fspath(path)
     if not text.strip():
-        raise _fail(text, "the path is empty")
+        raise _fail(option, text, "the path is empty")
     if "\0" in text:
-        raise _fail(text.replace("\0", "\\0"), "the path contains a NUL character")
+        raise _fail(option, text.replace("\0", "\\0"), "the path contains a NUL character")
     out = Path(text).expanduser()
     absolute = Path(os.path.abspath(out))
     ancestor = _nearest_existing(absolute)
     name_max = _limit(ancestor, "PC_NAME_MAX", 255)
     for part in absolute.relative_to(ancestor).parts:
         if len(os.fsencode(part)) > name_max:
-            raise _fail(text, f"the name '{part[:40]}...' is longer than the {name_max} bytes this file system allows")
+            raise _fail(
+                option, text, f"the name '{part[:40]}...' is longer than the {name_max} bytes this file system allows"
+            )
     path_max = _limit(ancestor, "PC_PATH_MAX", 4096)
     if len(os.fsencode(str(absolute))) >= path_max:
-        raise _fail(text, f"the path is longer than the {path_max} bytes this file system allows")
+        raise _fail(option, text, f"the path is longer than the {path_max} bytes this file system allows")
     if ancestor == absolute:
         if not os.path.exists(absolute):
-            raise _fail(text, "it is a broken symbolic link")
+            raise _fail(option, text, "it is a broken symbolic link")
         if not os.path.isdir(absolute):
-            raise _fail(text, "it is an existing file, not a folder")
+            raise _fail(option, text, "it is an existing file, not a folder")
         problem = _probe_writable(absolute)
         if problem:
-            raise _fail(text, f"the folder is not writable ({problem})")
+            raise _fail(option, text, f"the folder is not writable ({problem})")
         return out
     if not os.path.isdir(ancestor):
         raise _fail(
-            text, f"'{ancestor}' is not a folder (a file or a broken link), so no folder can be created under it"
+            option,
+            text,
+            f"'{ancestor}' is not a folder (a file or a broken link), so no folder can be created under it",
         )
     problem = _probe_writable(ancestor)
     if problem:
-        raise _fail(text, f"it would be created in '{ancestor}', which is not writable ({problem})")
+        raise _fail(option, text, f"it would be created in '{ancestor}', which is not writable ({problem})")
     return out

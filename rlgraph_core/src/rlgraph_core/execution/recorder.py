@@ -12,6 +12,9 @@ the user:
 * periodic checkpoints every ``train.checkpoint_interval`` env steps (default: every evaluation),
   the newest ``train.keep_checkpoints`` kept, with the executor's attachments if it sets
   :attr:`RunRecorder.checkpoint_attachments` (e.g. ``ray_apex``'s replay shards);
+* every ``train.video_interval`` env steps, one greedy episode streamed to
+  ``videos/step_<env steps>.mp4`` (:class:`~rlgraph_core.integrations.video.TrainingVideos`),
+  by the process that owns the output folder only;
 * however the run ends (budget, target, Ctrl-C/SIGTERM through
   :class:`~rlgraph_core.execution.stopping.StopRequest`, or an exception): the final checkpoint,
   ``summary.json`` (``ended_by``, exit code, traceback of an error), the learning-curve plot and
@@ -27,8 +30,12 @@ run (``ended_by: callback``); ``wall_time`` is carried across a resume, and a re
 checkpoint ended by reaching ``train.target_return`` trains on to its (raised) budget.
 
 The recorder follows one agent, the one whose weights the run produces (the local agent, or a
-distributed executor's learner), and reads the run's progress from its counters: an executor
-keeps ``agent.timesteps`` at the number of env steps taken so far (all workers together).
+distributed executor's learner), and owns the run's env-step counter
+(:class:`~rlgraph_core.execution.counters.StepCounter`): an executor counts the env steps of all
+its workers with :meth:`RunRecorder.add_env_steps` (which keeps ``agent.timesteps``, read by the
+agent's schedules and checkpoints, at that total) and hands finished episodes over with
+:meth:`RunRecorder.add_episodes`; it never writes ``agent.timesteps`` itself. Experience is
+gathered by :class:`~rlgraph_core.execution.env_runner.EnvRunner`, the one env loop.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from rlgraph_core.checkpoint import Attachments, latest_checkpoint, save_checkpo
 from rlgraph_core.errors import DiskFullError, NonFiniteError
 from rlgraph_core.execution.plotting import plot_learning_curve
 from rlgraph_core.callbacks import callback_name
+from rlgraph_core.execution.counters import StepCounter
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
 
@@ -98,8 +106,9 @@ class RunRecorder:
         recorder = RunRecorder(config, out_dir, assembly=assembly, agent=learner, resume_dir=resume_dir)
         return recorder.run(loop)  # loop(recorder, stop) trains until recorder.done(stop)
 
-    where the loop, after each batch of env steps (``agent.timesteps`` already advanced), calls
-    :meth:`add_episode_returns` for finished episodes and :meth:`step`.
+    where the loop, after each batch of env steps, calls :meth:`add_env_steps` (before the
+    learner learns from them: its schedules read the count), :meth:`add_episodes` for finished
+    episodes, and :meth:`step`.
 
     Args:
         config: the validated run config.
@@ -140,6 +149,10 @@ class RunRecorder:
         self.state.ended_by = self.state.stopped_by = self.state.error = self.state.traceback = None
         self.state.cause = None
         self.state.target_reached = False
+        #: the run's env-step counter (all workers together); the agent's ``timesteps`` follows it
+        self.counter = StepCounter(agent)
+        #: training episodes finished in this session
+        self.episodes = 0
         #: the run's callbacks: the config's (``assembly.callbacks``), then the caller's
         self.callbacks: list = [*getattr(assembly, "callbacks", ()), *callbacks]
         #: the latest metrics row logged (None before the first)
@@ -153,15 +166,19 @@ class RunRecorder:
         #: If it raises, the checkpoint is written without them (with a warning).
         self.checkpoint_attachments: Callable[[], Attachments] | None = None
         self.recent_returns: deque[float] = deque(maxlen=20)
+        self.recent_lengths: deque[int] = deque(maxlen=20)
         self.loggers: list = []
         self._rows_logged = 0
         self._bar = None
         tc = config.train
         self._interval = tc.checkpoint_interval or tc.eval_interval
-        self._next_log = agent.timesteps + tc.log_interval
-        self._next_eval = agent.timesteps + tc.eval_interval
-        self._next_checkpoint = agent.timesteps + self._interval
-        self._start = (agent.timesteps, agent.updates, time.perf_counter())
+        self._next_log = self.timesteps + tc.log_interval
+        self._next_eval = self.timesteps + tc.eval_interval
+        self._next_checkpoint = self.timesteps + self._interval
+        self._next_video = self.timesteps + (tc.video_interval or 0)
+        #: periodic training videos (``train.video_interval``), made when the run starts
+        self.videos = None
+        self._start = (self.timesteps, agent.updates, time.perf_counter())
         self._last = self._start
         self._checked_updates = agent.updates
 
@@ -169,7 +186,7 @@ class RunRecorder:
     @property
     def timesteps(self) -> int:
         """Env steps taken so far (all workers, earlier sessions of a resumed run included)."""
-        return self.agent.timesteps
+        return self.counter.timesteps
 
     @property
     def updates(self) -> int:
@@ -228,22 +245,23 @@ class RunRecorder:
         }
         try:  # a callback that cannot run (e.g. nowhere to write) is a mistake: nothing has run yet
             self._notify("on_training_start")
+            if tc.video_interval and self.out_dir is not None:
+                self.videos = _training_videos(self.assembly, self.out_dir, cfg)
         except BaseException:
             self.eval_env.close()
             for lg in self.loggers:
                 lg.close()
             raise
         self.assembly.hook.rlgraph_on_train_start(run_info=info)
-        self._start = self._last = (self.agent.timesteps, self.agent.updates, time.perf_counter())
+        self.counter.sync_from_agent()
+        self._start = self._last = (self.timesteps, self.agent.updates, time.perf_counter())
         self._callback_updates = self._checked_updates = self.agent.updates
         try:
             with StopRequest() as stop:
                 if tc.progress_bar:
                     from tqdm import tqdm
 
-                    self._bar = tqdm(
-                        total=tc.total_timesteps, initial=self.agent.timesteps, unit="step", dynamic_ncols=True
-                    )
+                    self._bar = tqdm(total=tc.total_timesteps, initial=self.timesteps, unit="step", dynamic_ncols=True)
                 try:
                     loop(self, stop)
                 except Exception as exc:  # the env, the agent, a worker or a plugin raised: keep the work done
@@ -262,6 +280,8 @@ class RunRecorder:
                         self._bar = None
         finally:
             self.eval_env.close()
+            if self.videos is not None:
+                self.videos.close()
             for lg in self.loggers:
                 lg.close()
         summary = self.finish()
@@ -296,26 +316,50 @@ class RunRecorder:
     def done(self, stop: StopRequest | None = None) -> bool:
         """Whether the run should end: budget used up, target reached, or a stop requested."""
         return (
-            self.agent.timesteps >= self.config.train.total_timesteps
+            self.timesteps >= self.config.train.total_timesteps
             or self.state.target_reached
             or self.state.stopped_by is not None
             or (stop is not None and stop.reason is not None)
         )
 
     # ------------------------------------------------------------------ during the run
+    def add_env_steps(self, n: int) -> int:
+        """Count ``n`` more env steps (of all workers together) into the run; the new total.
+
+        The agent's ``timesteps`` follows (its schedules read it): call this before the learner
+        learns from those steps.
+        """
+        if self._bar is not None and n:
+            self._bar.update(int(n))
+        return self.counter.add_env_steps(n)
+
+    def add_episodes(self, returns: Iterable[float], lengths: Iterable[int] | None = None) -> None:
+        """Training episodes that just ended: their returns and (where known) lengths, for
+        ``episode_return_mean`` and ``episode_length_mean``. Takes an
+        :class:`~rlgraph_core.execution.env_runner.Episodes` too (``add_episodes(runner.take_episodes())``)."""
+        if lengths is None and hasattr(returns, "lengths"):
+            returns, lengths = returns.returns, returns.lengths  # type: ignore[attr-defined]
+        returns = [float(r) for r in returns]
+        self.episodes += len(returns)
+        self.recent_returns.extend(returns)
+        if lengths is not None:
+            self.recent_lengths.extend(int(n) for n in lengths)
+
     def add_episode_returns(self, returns: Iterable[float]) -> None:
-        """Returns of training episodes that just ended (for ``episode_return_mean``)."""
-        self.recent_returns.extend(float(r) for r in returns)
+        """Returns of training episodes that just ended (see :meth:`add_episodes`)."""
+        self.add_episodes(returns)
 
     def step(self, new_steps: int = 0, extra_metrics: Callable[[], dict] | None = None) -> dict | None:
-        """After ``new_steps`` more env steps: evaluate, checkpoint and log where due.
+        """Evaluate, checkpoint and log where due, after ``new_steps`` more env steps.
 
-        ``agent.timesteps`` must already count the new steps. ``extra_metrics`` is called only
-        when a row is logged and its dict is added to the row. Returns the row logged, or None.
+        ``new_steps`` are steps not yet counted with :meth:`add_env_steps` (they are counted now;
+        0 when the executor counted them already, before learning). ``extra_metrics`` is called
+        only when a row is logged and its dict is added to the row. Returns the row logged, or None.
         """
         agent, tc = self.agent, self.config.train
-        if self._bar is not None and new_steps:
-            self._bar.update(new_steps)
+        if new_steps:
+            self.add_env_steps(new_steps)
+        now_steps = self.timesteps
         if agent.updates != self._checked_updates:
             self._checked_updates = agent.updates
             self.check_loss()
@@ -325,25 +369,29 @@ class RunRecorder:
                 self._callback_updates = agent.updates
                 self._notify("on_update")
         evaluation = None
-        if agent.timesteps >= self._next_eval:
-            while self._next_eval <= agent.timesteps:
+        if now_steps >= self._next_eval:
+            while self._next_eval <= now_steps:
                 self._next_eval += tc.eval_interval
             evaluation = self.evaluate()
-        if agent.timesteps >= self._next_checkpoint:
-            while self._next_checkpoint <= agent.timesteps:
+        if now_steps >= self._next_checkpoint:
+            while self._next_checkpoint <= now_steps:
                 self._next_checkpoint += self._interval
             if self.out_dir is not None:
                 path = save_periodic(
                     agent,
                     self.out_dir,
-                    agent.timesteps,
+                    now_steps,
                     self.checkpoint_extra(),
                     keep=tc.keep_checkpoints,
                     attachments=self._attachments(),
                 )
                 self._notify("on_checkpoint", Path(path))
-        log_now = agent.timesteps >= self._next_log
-        while self._next_log <= agent.timesteps:
+        if self.videos is not None and now_steps >= self._next_video:
+            while self._next_video <= now_steps:
+                self._next_video += tc.video_interval
+            self.videos.record(lambda obs: agent.act(obs, explore=False), now_steps)
+        log_now = now_steps >= self._next_log
+        while self._next_log <= now_steps:
             self._next_log += tc.log_interval
         if not (log_now or evaluation is not None):
             return None
@@ -390,17 +438,18 @@ class RunRecorder:
         now = time.perf_counter()
         last_steps, last_updates, last_t = self._last
         row = {
-            "timesteps": agent.timesteps,
+            "timesteps": self.timesteps,
             "wall_time": self.state.wall_time + now - self._start[2],
             "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
+            "episode_length_mean": float(np.mean(self.recent_lengths)) if self.recent_lengths else None,
             "eval_return_mean": None,
-            "env_steps_per_s": (agent.timesteps - last_steps) / max(now - last_t, 1e-9),
+            "env_steps_per_s": (self.timesteps - last_steps) / max(now - last_t, 1e-9),
             "updates_per_s": (agent.updates - last_updates) / max(now - last_t, 1e-9),
         }
         row.update(agent.metrics())
         row.update(extra or {})
         row.update(evaluation or {})
-        self._last = (agent.timesteps, agent.updates, now)
+        self._last = (self.timesteps, agent.updates, now)
         self.last_row = row
         for lg in self.loggers:
             lg.log(row)
@@ -418,7 +467,7 @@ class RunRecorder:
             return
         weights = self.agent.get_weights()
         for lg in wanting:
-            lg.log_weights(weights, self.agent.timesteps)
+            lg.log_weights(weights, self.timesteps)
 
     def _attachments(self) -> Attachments | None:
         """What :attr:`checkpoint_attachments` returns now (None when it is unset or raised)."""
@@ -465,11 +514,12 @@ class RunRecorder:
         summary = {
             "ended_by": state.ended_by,
             "exit_code": EXIT_CODES.get(state.ended_by or "", 1),
-            "timesteps": agent.timesteps,
+            "timesteps": self.timesteps,
             "updates": agent.updates,
+            "episodes": self.episodes,
             "wall_time": state.wall_time + elapsed,
             "session_wall_time": elapsed,
-            "env_steps_per_s": (agent.timesteps - start_steps) / max(elapsed, 1e-9),
+            "env_steps_per_s": (self.timesteps - start_steps) / max(elapsed, 1e-9),
             "updates_per_s": (agent.updates - start_updates) / max(elapsed, 1e-9),
             "eval_return_mean": state.last_eval_return,
             "best_eval_return": state.best_eval_return,
@@ -487,7 +537,7 @@ class RunRecorder:
             summary["error"] = state.error
             summary["traceback"] = state.traceback
         state.wall_time += elapsed
-        self._start = (agent.timesteps, agent.updates, time.perf_counter())  # wall_time() counts on from here
+        self._start = (self.timesteps, agent.updates, time.perf_counter())  # wall_time() counts on from here
         if self.out_dir is None:
             self.assembly.hook.rlgraph_on_train_end(summary=summary)
             return summary
@@ -510,6 +560,28 @@ class RunRecorder:
             )
         self.assembly.hook.rlgraph_on_train_end(summary=summary)
         return summary
+
+
+def _training_videos(assembly, out_dir: Path, config):
+    """``train.video_interval``'s recorder: an rgb_array eval env streaming to ``out_dir/videos``."""
+    import gymnasium as gym
+
+    from rlgraph_core.errors import ConfigError
+    from rlgraph_core.integrations.video import TrainingVideos
+
+    try:
+        return TrainingVideos(
+            lambda: assembly.make_eval_env(render_mode="rgb_array"),
+            out_dir / "videos",
+            config.train.video_format,
+            seed=20_000 + config.train.seed,
+            env_id=config.env.id,
+        )
+    except gym.error.DependencyNotInstalled as exc:  # rendering needs the env's extras (pygame ...)
+        raise ConfigError(
+            f"train.video_interval needs rendering support for '{config.env.id}', which is not installed: {exc} "
+            f"(pip install 'rlgraph-core[render]' brings it for the classic-control envs)."
+        ) from None
 
 
 def _screen_loggers(assembly) -> list:

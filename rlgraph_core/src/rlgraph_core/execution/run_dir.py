@@ -23,6 +23,7 @@ import shutil
 import socket
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -148,12 +149,42 @@ def _holder(lock_file: Path) -> str:
     return f"pid {info.get('pid', '?')} on {info.get('host', '?')}, started {when}"
 
 
+@dataclass(frozen=True)
+class CallerTerms:
+    """How a refusal names the caller's choices: the CLI's flags, or the Python facade's arguments.
+
+    ``{run}`` in a field stands for the run folder concerned.
+    """
+
+    #: the output folder option, e.g. ``--out``
+    out: str = "--out"
+    #: continue the run in the folder
+    resume: str = "--resume {run}"
+    #: replace the run in the folder
+    overwrite: str = "--overwrite"
+    #: read the folder's checkpoint and write the continued run elsewhere
+    resume_elsewhere: str = "--resume {run} --out NEW_FOLDER"
+
+
+#: ``rlgraph train``'s words (the default).
+CLI_TERMS = CallerTerms()
+#: The Python facade's words (``Algorithm.learn(out=..., overwrite=...)``, ``rlgraph_core.load``).
+PYTHON_TERMS = CallerTerms(
+    out="out=",
+    resume="rlgraph_core.load('{run}/checkpoint').learn(N, out=NEW_FOLDER) (or `rlgraph train --resume {run}`)",
+    overwrite="overwrite=True",
+    resume_elsewhere="rlgraph_core.load('{run}/checkpoint').learn(N, out=NEW_FOLDER)",
+)
+
+
 def _occupants(out_dir: Path) -> list[str]:
     return sorted(p.name for p in out_dir.iterdir() if p.name != LOCK_NAME)
 
 
 @contextlib.contextmanager
-def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool = False) -> Iterator[Path]:
+def claim_run_dir(
+    out_dir: str | Path, *, resume: bool = False, overwrite: bool = False, terms: CallerTerms = CLI_TERMS
+) -> Iterator[Path]:
     """Lock ``out_dir`` for one run for the duration of the ``with`` block.
 
     Args:
@@ -165,9 +196,11 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
     Raises:
         RunDirError: another live run holds the folder (its pid is named), the folder holds
             files rlgraph did not write (named; refused even with ``overwrite``), or it holds an
-            earlier run and neither ``resume`` nor ``overwrite`` was given.
+            earlier run and neither ``resume`` nor ``overwrite`` was given. Its remedies are named
+            in ``terms`` (the CLI's flags by default; :data:`PYTHON_TERMS` for the facade).
     """
     out_dir = Path(out_dir)
+    another_out = f"pass another {terms.out} folder"
     lock_file = out_dir / LOCK_NAME
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -180,9 +213,9 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
             os.close(fd)
         what = (
             f"To continue this run, read its checkpoint from there and write the new run to another folder: "
-            f"--resume {out_dir} --out NEW_FOLDER."
+            f"{terms.resume_elsewhere.format(run=out_dir)}."
             if resume
-            else "Pass another --out."
+            else f"{another_out[0].upper()}{another_out[1:]}."
         )
         raise RunDirError(
             f"The output folder '{out_dir}' cannot be written ({exc.strerror or exc}): a run writes its lock, "
@@ -195,7 +228,7 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
             raise RunDirError(
                 f"The output folder '{out_dir}' is in use by another rlgraph run ({_holder(lock_file)}). Two "
                 f"runs in one folder would interleave their metrics and overwrite each other's checkpoints: "
-                f"wait for that run to finish, stop it, or pass another --out."
+                f"wait for that run to finish, stop it, or {another_out}."
             ) from None
         occupants = _occupants(out_dir)
         if occupants and not resume:
@@ -207,15 +240,16 @@ def claim_run_dir(out_dir: str | Path, *, resume: bool = False, overwrite: bool 
                 raise RunDirError(
                     f"The output folder '{out_dir}' holds files that no rlgraph run wrote ({shown}). rlgraph "
                     f"never deletes or mixes its output with files it did not write, so this folder cannot "
-                    f"take a new run: pass another --out (a new "
-                    f"or empty folder), or move those files away first."
+                    f"take a new run: {another_out} (a new "
+                    f"or empty one), or move those files away first."
                 )
             if not overwrite:
                 raise RunDirError(
                     f"The output folder '{out_dir}' already holds an earlier rlgraph run "
                     f"({', '.join(occupants[:6])}{' ...' if len(occupants) > 6 else ''}). A new run would mix its "
-                    f"metrics and checkpoints with those: pass --resume {out_dir} to continue that run, --overwrite "
-                    f"to replace it (only rlgraph's own files are removed), or another --out."
+                    f"metrics and checkpoints with those: pass {terms.resume.format(run=out_dir)} to continue that "
+                    f"run, {terms.overwrite} to replace it (only rlgraph's own files are removed), or another "
+                    f"{terms.out} folder."
                 )
             _remove_run_files(out_dir)
         os.ftruncate(fd, 0)

@@ -1,5 +1,8 @@
 """Streaming evaluation videos to a file (extra ``render``: imageio-ffmpeg, gymnasium[classic-control]).
 
+``rlgraph evaluate --video`` writes one with :class:`VideoWriter`; ``train.video_interval``
+records one greedy episode periodically during training with :class:`TrainingVideos`.
+
 :class:`VideoWriter` hands each frame to an ffmpeg process as it is rendered (imageio-ffmpeg's
 ``write_frames`` generator), so memory stays constant however long the video: ``.mp4``
 (H.264) and ``.gif`` (a palette per frame, which ffmpeg computes frame by frame), and ``.png``
@@ -106,3 +109,65 @@ class VideoWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class TrainingVideos:
+    """Periodic evaluation videos during training (``train.video_interval``).
+
+    Every ``train.video_interval`` env steps the run recorder calls :meth:`record`: one greedy
+    episode on a separate ``rgb_array`` env, each frame streamed to
+    ``<run folder>/videos/step_<env steps>.<train.video_format>`` as it is rendered (constant
+    memory, as ``rlgraph evaluate --video``). Only the process that owns the run folder records.
+
+    Args:
+        make_env: makes the rendering env (``assembly.make_eval_env(render_mode="rgb_array")``).
+        folder: where the videos go (created).
+        video_format: ``mp4`` or ``gif``.
+        seed: episode ``k`` (the k-th video) is reset with ``seed + k``.
+        env_id: named in errors.
+    """
+
+    def __init__(self, make_env, folder: str | Path, video_format: str = "mp4", seed: int = 0, env_id: str = "?"):
+        self.folder = Path(folder)
+        self.suffix = "." + video_format.lower().lstrip(".")
+        self.seed = seed
+        self.env_id = env_id
+        self.written: list[Path] = []
+        if self.suffix not in (".mp4", ".gif"):
+            raise RLGraphError(f"train.video_format '{video_format}': write mp4 or gif.")
+        try:
+            import imageio_ffmpeg  # noqa: F401
+        except ImportError as exc:
+            raise missing_extra("train.video_interval", "imageio-ffmpeg", "render", exc) from None
+        self.env = make_env()
+        try:  # fail before training when the env cannot draw (e.g. pygame missing for classic control)
+            self.env.reset(seed=seed)
+            self._frame(self.env.render())
+        except BaseException:
+            self.env.close()
+            raise
+
+    def _frame(self, frame):
+        if frame is None:
+            self.env.close()
+            raise RLGraphError(
+                f"train.video_interval: '{self.env_id}' rendered no frame in render_mode='rgb_array'; "
+                f"record videos of an env that supports rgb_array rendering, or unset train.video_interval."
+            )
+        return frame
+
+    def record(self, policy, timesteps: int) -> Path:
+        """Stream one greedy episode of ``policy`` (batch in, batch out) to ``videos/step_<timesteps>``."""
+        from rlgraph_core.evaluation import evaluate_policy
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"step_{int(timesteps)}{self.suffix}"
+        fps = (getattr(self.env, "metadata", None) or {}).get("render_fps") or 30
+        with VideoWriter(path, fps=fps) as writer:
+            evaluate_policy(policy, self.env, 1, self.seed + len(self.written), lambda f: writer.add(self._frame(f)))
+        self.written.append(path)
+        return path
+
+    def close(self) -> None:
+        """Close the rendering env."""
+        self.env.close()

@@ -17,7 +17,14 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def rlgraph_backends():
-    """Return ``{name: factory}``; ``factory(mode=..., device=..., seed=...)`` makes a Backend."""
+    """Return ``{name: factory}`` or ``{name: (factory, settings_model)}`` for backends.
+
+    ``factory(mode=..., device=..., seed=...)`` makes a Backend; with a ``settings_model`` (a
+    subclass of :class:`rlgraph_core.backend.settings.BackendSettings`, which validates the run
+    config's ``backend:`` section and the form of ``train.device``) it also receives
+    ``settings=`` the validated instance. ``factory`` may be a
+    :class:`~rlgraph_core.plugins.LazyObject`, so that listing and validating never import it.
+    """
 
 
 @hookspec

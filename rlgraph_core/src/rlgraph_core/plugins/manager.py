@@ -333,19 +333,13 @@ class PluginManager:
         close = difflib.get_close_matches(name, list(entries), n=1) if isinstance(name, str) and not long else []
         if close:
             hint += f" Did you mean '{close[0]}'?"
-        missing = {
-            "torch": "rlgraph-torch",
-            "tf": "rlgraph-tf",
-            "ray_apex": "rlgraph-ray",
-            "ray_sync": "rlgraph-ray",
-            "ray_impala": "rlgraph-ray",
-            "horovod": "rlgraph-horovod",
-        }
-        if name in missing:
-            if missing[name] in {b.distribution for b in self.blocked}:
-                hint += f" It is provided by '{missing[name]}', which is blocked."
+        provider = providing_extra(name) if isinstance(name, str) and not long else None
+        if provider is not None:
+            dist, extra = provider
+            if dist in {b.distribution for b in self.blocked}:
+                hint += f" It is provided by '{dist}', which is blocked."
             else:
-                hint += f" It is provided by '{missing[name]}': pip install \"rlgraph-core[{missing[name][8:]}]\"."
+                hint += f" It is provided by '{dist}': pip install \"{CORE_DISTRIBUTION}[{extra}]\"."
         if self.failed:
             hint += (
                 " Plugins that failed to load: "
@@ -364,8 +358,38 @@ class PluginManager:
         )
 
 
+def providing_extra(name: str) -> tuple[str, str] | None:
+    """``(distribution, extra)`` of the rlgraph plugin that would provide ``name``, if rlgraph-core
+    declares one: the extra named ``name`` or its first ``_``-separated word (``ray_apex`` -> ``ray``)
+    that brings exactly one ``rlgraph-*`` distribution.
+
+    Read from rlgraph-core's own package metadata (its ``[project.optional-dependencies]``), so the
+    table of plugins lives in ``pyproject.toml`` and no plugin's name is written in core code.
+    """
+    try:
+        requires = md.requires(CORE_DISTRIBUTION) or []
+    except md.PackageNotFoundError:
+        return None
+    by_extra: dict[str, list[str]] = {}
+    for req in requires:
+        spec, _, marker = req.partition(";")
+        extra = marker.split("extra ==")[-1].strip().strip("\"'") if "extra ==" in marker else None
+        dist = spec.strip().split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip()
+        if extra and dist.startswith("rlgraph-"):
+            by_extra.setdefault(extra, []).append(dist)
+    for extra in (name, name.split("_", 1)[0]):
+        dists = by_extra.get(extra, [])
+        if len(dists) == 1:
+            return dists[0], extra
+    return None
+
+
 def _entry_problem(kind: str, obj: Any) -> str | None:
     """Why a registered object does not fit its kind's registration format (None: it fits)."""
+    if kind == "backends":
+        from rlgraph_core.backend.settings import backend_entry_problem
+
+        return backend_entry_problem(obj)
     if kind == "executors":
         from rlgraph_core.execution.settings import executor_entry_problem
 

@@ -47,9 +47,11 @@ def available_backends() -> dict[str, Callable[..., Backend]]:
     from rlgraph_core.testing.numpy_backend import NumpyBackend
 
     out: dict[str, Callable[..., Backend]] = {"numpy": NumpyBackend}
+    from rlgraph_core.backend.settings import backend_entry
+
     for name, entry in get_plugin_manager().names("backends").items():
         if name != "numpy":
-            out[name] = entry.obj
+            out[name] = backend_entry(entry.obj)[0]
     return out
 
 

@@ -1,0 +1,159 @@
+"""The one env loop: a vector env stepped with an agent's actor side.
+
+Every executor gathers experience through :class:`EnvRunner` (the local executor, each Ray
+worker, each Horovod rank); nothing else steps a training environment. One :meth:`EnvRunner.step`
+is ``agent.act`` → ``envs.step`` → (optionally) ``agent.observe`` with the true next observation,
+plus the episode bookkeeping; :meth:`EnvRunner.trajectory` collects a time-major fragment for an
+actor's ``postprocess``.
+
+The vector envs autoreset in the same step (gymnasium's ``SAME_STEP`` mode, see
+:mod:`rlgraph_core.envs`): where an episode ended, the returned observation already belongs to the
+next episode, and the last observation of the ended one is in ``infos["final_obs"]``.
+:func:`true_next_obs` puts it back, so a transition's ``next_obs`` is always the observation its
+action led to (a bootstrapped value of a truncated episode needs exactly that).
+
+The run's global counters (env steps of all workers together, updates) are the run recorder's
+(:class:`~rlgraph_core.execution.counters.StepCounter`); a runner counts only its own env steps
+and episodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EnvRunner", "Step", "true_next_obs"]
+
+#: The fields of a :class:`Step`, in order (also the keys of :meth:`EnvRunner.trajectory`).
+STEP_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
+
+
+def true_next_obs(next_obs, infos: dict):
+    """Replace the reset observation of finished envs by their final observation (per key for a
+    Dict observation, whose ``final_obs`` gymnasium gives as one dict per env)."""
+    mask = infos.get("_final_obs")
+    if mask is None or not np.any(mask):
+        return next_obs
+    done = np.flatnonzero(mask)
+    if isinstance(next_obs, dict):
+        return _replaced(next_obs, [infos["final_obs"][i] for i in done], done)
+    out = np.array(next_obs, copy=True)
+    for i in done:
+        out[i] = infos["final_obs"][i]
+    return out
+
+
+def _replaced(obs: dict, finals: list, rows: np.ndarray) -> dict:
+    """A copy of the Dict observation batch ``obs`` with ``rows`` set from the per-env ``finals``."""
+    out: dict[str, Any] = {}
+    for key, value in obs.items():
+        if isinstance(value, dict):
+            out[key] = _replaced(value, [f[key] for f in finals], rows)
+        else:
+            out[key] = np.array(value, copy=True)
+            for row, final in zip(rows, finals):
+                out[key][row] = final[key]
+    return out
+
+
+def _stack(steps: list):
+    """``np.stack`` of a list of per-step arrays, or per key of per-step dicts (Dict observations)."""
+    if steps and isinstance(steps[0], dict):
+        return {k: _stack([step[k] for step in steps]) for k in steps[0]}
+    return np.stack([np.asarray(step) for step in steps])
+
+
+@dataclass(frozen=True)
+class Step:
+    """One vector step: what the agent saw and did, and what followed (``[N, ...]`` each).
+
+    ``next_obs`` is the true next observation (the final one where an episode ended).
+    """
+
+    obs: Any
+    actions: Any
+    rewards: np.ndarray
+    next_obs: Any
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+    def fields(self) -> tuple:
+        """The six fields in :data:`STEP_FIELDS` order (``agent.observe``'s arguments)."""
+        return self.obs, self.actions, self.rewards, self.next_obs, self.terminated, self.truncated
+
+
+@dataclass
+class Episodes:
+    """Training episodes that ended since the last :meth:`EnvRunner.take_episodes`."""
+
+    returns: list[float]
+    lengths: list[int]
+
+    def __len__(self) -> int:
+        return len(self.returns)
+
+
+class EnvRunner:
+    """Steps ``envs`` (a gymnasium vector env) with ``agent``'s exploring policy.
+
+    Args:
+        agent: the agent whose ``act`` (and, with ``observe=True`` steps, ``observe``) is used.
+        envs: the vector env; it is reset here with ``seed`` (and closed by its owner, not here).
+        seed: the reset seed (executors derive it from ``train.seed``, the worker or rank, and
+            the steps already taken, so a resumed run does not replay its first episodes).
+
+    Attributes:
+        num_envs: envs in the vector env.
+        env_steps: env steps this runner took (``num_envs`` per vector step).
+        episodes: training episodes that ended in this runner.
+        obs: the observation batch the next step acts on.
+    """
+
+    def __init__(self, agent, envs, seed: int):
+        self.agent = agent
+        self.envs = envs
+        self.num_envs = int(envs.num_envs)
+        self.obs, _ = envs.reset(seed=int(seed))
+        self.env_steps = 0
+        self.episodes = 0
+        self._returns = np.zeros(self.num_envs)
+        self._lengths = np.zeros(self.num_envs, np.int64)
+        self._finished = Episodes([], [])
+
+    def step(self, observe: bool = True) -> Step:
+        """One vector step: act, step the envs, ``agent.observe`` the transition (unless
+        ``observe`` is False: an actor that ``postprocess``es fragments), count it."""
+        obs = self.obs
+        actions = self.agent.act(obs)
+        next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
+        step = Step(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
+        if observe:
+            self.agent.observe(*step.fields())
+        self._count(rewards, terminated, truncated)
+        self.obs = next_obs
+        return step
+
+    def trajectory(self, length: int) -> dict[str, Any]:
+        """``length`` vector steps (not observed) as a time-major ``[T, N, ...]`` trajectory with the
+        keys of :data:`STEP_FIELDS`, dtypes kept (uint8 frames stay uint8; Dict observations per key)."""
+        steps = [self.step(observe=False).fields() for _ in range(int(length))]
+        return {k: _stack([s[i] for s in steps]) for i, k in enumerate(STEP_FIELDS)}
+
+    def _count(self, rewards, terminated, truncated) -> None:
+        self.env_steps += self.num_envs
+        self._returns += rewards
+        self._lengths += 1
+        done = np.logical_or(terminated, truncated)
+        if done.any():
+            self._finished.returns.extend(self._returns[done].tolist())
+            self._finished.lengths.extend(int(n) for n in self._lengths[done])
+            self.episodes += int(done.sum())
+            self._returns[done] = 0.0
+            self._lengths[done] = 0
+
+    def take_episodes(self) -> Episodes:
+        """The episodes that ended since the last call (their returns and lengths), then forget them."""
+        finished, self._finished = self._finished, Episodes([], [])
+        return finished

@@ -1,0 +1,79 @@
+"""The Ray executors with jax on one side and torch on the other (``executor.worker_backend``).
+
+Weights travel as backend-neutral numpy and batches as numpy, so each executor runs with jax
+workers and a torch learner, and with torch workers and a jax learner. Tiny budgets: these prove
+the wiring (the workers built the other backend and act with the learner's newest published
+weights), the learning tests prove the learning.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("torch")
+pytest.importorskip("jax")
+
+from rlgraph_core.assemble import train  # noqa: E402
+from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config  # noqa: E402
+from rlgraph_core.plugins import PluginManager, hookimpl  # noqa: E402
+
+QUIET = ["train.progress_bar=false", "train.loggers=[jsonl]", "train.eval_interval=100000"]
+
+#: Each executor's shipped config cut to a few hundred env steps and small networks.
+EXECUTORS = {
+    "ray_sync": (
+        "ppo_cartpole_ray",
+        ["train.total_timesteps=512", "train.log_interval=256", "agent.n_epochs=1", "agent.batch_size=64"],
+    ),
+    "ray_apex": (
+        "apex_cartpole",
+        [
+            "train.total_timesteps=1024",
+            "train.log_interval=512",
+            "agent.network.hidden=[16]",
+            "agent.learning_starts=256",
+            "agent.gradient_steps=8",
+            "agent.target_update_interval=8",
+        ],
+    ),
+    "ray_impala": ("impala_cartpole_ray", ["train.total_timesteps=1024", "train.log_interval=512"]),
+}
+
+
+class WorkerProbe:
+    """Asks every worker what it runs, at the end of the run."""
+
+    def __init__(self):
+        self.end: list[dict] = []
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.names = run_info["ray"]["workers"]
+
+    @hookimpl
+    def rlgraph_on_train_end(self, summary):
+        self.end = ray.get([ray.get_actor(n).describe.remote() for n in self.names])
+
+
+@pytest.mark.parametrize("learner,workers", [("torch", "jax"), ("jax", "torch")], ids=["torch-learner", "jax-learner"])
+@pytest.mark.parametrize("executor", list(EXECUTORS))
+def test_jax_and_torch_on_either_side(ray_session, tmp_path, executor, learner, workers):
+    name, overrides = EXECUTORS[executor]
+    config = validate_config(
+        apply_overrides(
+            load_shipped_config(name),
+            QUIET + overrides + [f"train.backend={learner}", f"executor.worker_backend={workers}"],
+        )
+    )
+    assert config.train.executor == executor
+    pm = PluginManager()
+    probe = WorkerProbe()
+    pm.register(probe, "worker-probe")
+    summary = train(config, tmp_path, plugin_manager=pm)
+    assert summary["ended_by"] == "total_timesteps", summary
+    assert summary["worker_backend"] == workers and summary["updates"] > 0
+    assert probe.end and {d["backend"] for d in probe.end} == {workers}
+    # the workers took the learner's weights (numpy across backends): each acts with a published version
+    published = summary["weights_version_published"]
+    assert published > 0 and all(0 < d["weights_version"] <= published for d in probe.end), (published, probe.end)
