@@ -53,7 +53,9 @@ def test_apex_dqn_on_tf_static_with_two_workers(ray_session, tmp_path):
 
 
 class WorkerKiller:
-    """Kills worker 0 (as a crash Ray could restart) at the first metrics row."""
+    """Kills worker 0 (as a crash Ray could restart) at the first metrics row; at the second, waits
+    until its replacement is built (the run does not wait for it: a slow machine could otherwise
+    end the run before the replacement collected anything)."""
 
     def __init__(self):
         self.names, self.killed, self.replay_sizes = [], None, []
@@ -64,10 +66,20 @@ class WorkerKiller:
 
     @hookimpl
     def rlgraph_on_iteration(self, metrics):
+        import time
+
         self.replay_sizes.append(metrics["replay_size"])
         if self.killed is None:
             self.killed = self.names[0]
             ray.kill(ray.get_actor(self.killed), no_restart=False)
+        elif len(self.replay_sizes) == 2:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    ray.get(ray.get_actor(self.killed[: -len("-0")] + "-1").ready.remote())
+                    return
+                except (ValueError, ray.exceptions.RayError):
+                    time.sleep(0.1)
 
 
 class RestartedWorkerProbe:
@@ -113,3 +125,71 @@ def test_a_killed_apex_worker_is_restarted_and_replay_is_kept(ray_session, tmp_p
         probe.published[0], summary["worker_weights_versions"][0]
     )
     assert probe.published == sorted(probe.published)
+
+
+class BuildKiller:
+    """At the first metrics row: kill worker 0, then kill its replacement the moment it exists
+    (while it is still being built). Notes when the second replacement answered."""
+
+    def __init__(self):
+        self.tag, self.rows, self.killed_at, self.ready_at = None, [], None, None
+        self.thread, self.updates_at_kill = None, 0
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.tag = run_info["ray"]["tag"]
+
+    def _kill_the_replacement(self):
+        import time
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                replacement = ray.get_actor(f"rlgraph-{self.tag}-worker-0-1")
+            except ValueError:
+                time.sleep(0.01)
+                continue
+            ray.kill(replacement, no_restart=True)
+            break
+        while time.monotonic() < deadline:
+            try:
+                ray.get(ray.get_actor(f"rlgraph-{self.tag}-worker-0-2").ready.remote())
+                self.ready_at = time.monotonic()
+                return
+            except (ValueError, ray.exceptions.RayError):
+                time.sleep(0.05)
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        import threading
+        import time
+
+        self.rows.append((time.monotonic(), metrics["updates"], metrics["timesteps"]))
+        if self.killed_at is None and metrics["updates"] > 0:  # once learning runs
+            self.killed_at, self.updates_at_kill = time.monotonic(), metrics["updates"]
+            ray.kill(ray.get_actor(f"rlgraph-{self.tag}-worker-0-0"), no_restart=False)
+            self.thread = threading.Thread(target=self._kill_the_replacement, daemon=True)
+            self.thread.start()
+
+
+def test_a_worker_that_dies_while_being_built_is_one_more_restart_and_learning_goes_on(ray_session, tmp_path):
+    """Issue 19: replacements were awaited synchronously (the learner froze 6-7 s per restart) and one
+    that died while being built ended the run."""
+    pm = PluginManager()
+    killer = BuildKiller()
+    pm.register(killer, "build-killer")
+    raw = apply_overrides(
+        load_shipped_config("apex_cartpole"),
+        [*FAST, "agent.network.hidden=[16]", "train.total_timesteps=5000", "train.log_interval=250"],
+    )
+    summary = train(validate_config(raw), tmp_path, plugin_manager=pm)
+    killer.thread.join(timeout=60)
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 5000, summary
+    assert summary["worker_restarts"] == 2 and summary["samples_lost"] == 50  # a built-dead worker lost nothing
+    # While worker 0 was being replaced (twice), worker 1 collected and the learner learned: rows
+    # were logged with more updates (the replacement may not be built before the run ends).
+    ready_at = killer.ready_at if killer.ready_at is not None else float("inf")
+    during = [(u, t) for when, u, t in killer.rows if killer.killed_at < when < ready_at]
+    took = "not built before the end" if killer.ready_at is None else f"{killer.ready_at - killer.killed_at:.1f} s"
+    print(f"replacement: {took}; rows meanwhile (updates, steps): {during}")
+    assert during and during[-1][0] > killer.updates_at_kill

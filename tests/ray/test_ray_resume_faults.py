@@ -170,3 +170,19 @@ def test_a_ray_sync_run_resumes_its_learner_and_counters(ray_session, tmp_path):
     # two more rounds of the same number of updates each: the learner carried on from its checkpoint
     assert resumed["updates"] == summary["updates"] * 1536 // 1024
     assert [r["timesteps"] for r in rows(second)] == [1280, 1536]
+
+
+def test_a_local_dqn_checkpoint_is_refused_by_ray_apex_in_plain_words(tmp_path):
+    """Issue 19: resuming a local DQN checkpoint with ray_apex was refused with a message about the
+    learner's replay capacity ("claims 300 records, but the replay memory holds at most 1").
+    Refused before Ray starts (no Ray session needed)."""
+    local = [*SMALL, "agent.learning_starts=100", "env.num_envs=1", "train.log_interval=300"]
+    dqn = load_shipped_config("dqn_cartpole")
+    train(validate_config(apply_overrides(dqn, [*local, "train.total_timesteps=300"])), tmp_path / "local")
+    config = validate_config(apply_overrides(dqn, [*local, "train.executor=ray_apex", "train.total_timesteps=600"]))
+    with pytest.raises(CheckpointError) as info:
+        train(config, tmp_path / "apex", resume_dir=tmp_path / "local" / "checkpoint")
+    message = str(info.value)
+    assert "written by the 'local' executor and holds the agent's own replay memory" in message
+    assert "Resume it with --executor local" in message and "\n" not in message
+    assert not (tmp_path / "apex" / "summary.json").exists()

@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("ray")
 
 from rlgraph_core.checkpoint import read_attachment, read_meta  # noqa: E402
+from ray_procs import kill_all, ray_processes  # noqa: E402
 
 #: configs/apex_cartpole.yaml with one small worker, a run far longer than the test lets it go,
 #: a metrics row every 500 env steps, and the shards saved with every checkpoint.
@@ -72,17 +73,8 @@ def _rows(out: Path) -> list[dict]:
 
 
 def _ray_processes(ray_tmp: Path) -> list[int]:
-    """Pids of processes whose command line names this test's Ray temp dir (raylet, workers ...)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if str(ray_tmp) in cmdline:
-                found.append(int(entry.name))
-    return found
+    """Pids of the live processes of this test's private Ray session (renamed helpers included)."""
+    return sorted(ray_processes(ray_tmp))
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see that Ray's processes are gone")
@@ -156,17 +148,98 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_of_its_private_session(tmp_p
             assert proc.poll() is None, f"the run ended early with {proc.returncode}"
             assert time.time() < deadline, "timed out waiting for the run to log a row"
             time.sleep(0.2)
-        assert _ray_processes(ray_tmp), "the run's Ray processes are not found by their temp dir"
+        names = set(ray_processes(ray_tmp).values())
+        # the helpers that were orphaned (they rename themselves, so only the finder's environ/fd check sees them)
+        assert {"ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= names, names
     finally:
         proc.kill()  # SIGKILL: the driver runs no code
         proc.wait()
     deadline = time.time() + 30
     while _ray_processes(ray_tmp) and time.time() < deadline:
         time.sleep(0.5)
-    left = _ray_processes(ray_tmp)
-    for pid in left:  # never leave them behind, even when the test fails
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    assert left == [], "Ray processes outlived their driver"
+    left = ray_processes(ray_tmp)
+    kill_all(left)  # never leave them behind, even when the test fails
+    assert left == {}, f"Ray processes outlived their driver: {left}"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see that Ray's processes are gone")
+def test_sigterm_while_ray_starts_stops_the_run_cleanly(tmp_path, ray_tmp):
+    """Issue 19: a signal inside ray.init killed the driver without rlgraph's handling (no summary,
+    no message, Ray's helpers left to the watchdog)."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(ray_tmp),
+    )
+    try:
+        deadline = time.time() + 240
+        while not (ray_tmp / "ray").is_dir():  # ray.init has begun: its session folder appears first
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended early with {proc.returncode}:\n{proc.communicate()[0]}")
+            assert time.time() < deadline, "timed out waiting for ray.init to begin"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, output
+    assert "rlgraph-ray: SIGTERM while Ray and the run's actors were starting" in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "sigterm" and summary["timesteps"] == 0 and summary["exit_code"] == 143
+    meta, _ = read_meta(out / "checkpoint")  # a whole checkpoint, as for any stop
+    assert meta["ended_by"] == "sigterm"
+    assert not [p.name for p in out.iterdir() if "tmp" in p.name], "a half-written file was left"
+    deadline = time.time() + 15
+    while ray_processes(ray_tmp) and time.time() < deadline:
+        time.sleep(0.5)
+    left = ray_processes(ray_tmp)
+    kill_all(left)
+    assert left == {}, f"Ray processes outlived the stopped run: {left}"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find Ray's processes")
+def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_and_a_summary(tmp_path, ray_tmp):
+    """Issue 19: killing Ray's dashboard agent ended the driver within a second with only Ray's log
+    lines. Ray ends the driver from C++ (its raylet fate-shares with the agent), so the watchdog
+    says what died, writes summary.json and names the newest checkpoint, which --resume takes."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out), more=("train.checkpoint_interval=500",)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(ray_tmp),
+    )
+    try:
+        deadline = time.time() + 240
+        while not (out / "checkpoints").is_dir() or not _rows(out):  # a periodic checkpoint was written
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended early with {proc.returncode}:\n{proc.communicate()[0]}")
+            assert time.time() < deadline, "timed out waiting for a periodic checkpoint"
+            time.sleep(0.2)
+        agent = [pid for pid, name in ray_processes(ray_tmp).items() if name == "ray::DashboardAgent"]
+        assert len(agent) == 1
+        os.kill(agent[0], signal.SIGKILL)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.time() + 15  # the watchdog reports, then ends what is left
+    while ray_processes(ray_tmp) and time.time() < deadline:
+        time.sleep(0.5)
+    left = ray_processes(ray_tmp)
+    kill_all(left)
+    assert proc.returncode != 0
+    assert f"rlgraph-ray: the run failed: RayProcessDied: Ray's dashboard agent (pid {agent[0]})" in output, output
+    assert f"resume with: rlgraph train --resume {out.resolve()}" in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "error" and summary["died"] == "dashboard agent" and summary["exit_code"] == 1
+    meta, _ = read_meta(summary["checkpoint"])
+    assert meta["counters"]["timesteps"] == summary["timesteps"] > 0
+    assert left == {}, f"Ray processes outlived the run: {left}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,9 @@ class RayApexExecutor(RayExecutor):
 
     A worker that dies is restarted (up to ``max_worker_restarts``) and the fragment it was
     collecting is counted in ``samples_lost``; batches it had already inserted stay in replay.
+    The replacement is not awaited: the learner keeps learning from the shards and the live
+    workers keep collecting while it is placed and built (as RLlib carries on degraded); one that
+    dies while being built counts as another restart.
 
     Each shard snapshots its memory into ``<out>/replay_snapshots/shard-<k>`` every
     ``replay_snapshot_interval`` inserted records. A shard that dies (found by a failed sample
@@ -126,6 +130,7 @@ class RayApexExecutor(RayExecutor):
         self._learn_from = acfg.learning_starts + (0 if restored else learner.timesteps)
         staleness: list[float] = []
         parked: list[int] = []  # workers whose next fragment waits for the learner
+        starting: dict[Any, tuple[int, float]] = {}  # ready() of replacement workers -> (worker, since)
         while not recorder.done(stop):
             new_steps = 0
             ready, _ = ray.wait(list(collecting), num_returns=len(collecting), timeout=0)
@@ -134,12 +139,22 @@ class RayApexExecutor(RayExecutor):
                 try:
                     stats = ray.get(ref)
                 except WORKER_FAULTS as exc:
-                    self._restart_worker(i, exc, fragment)
-                else:
-                    new_steps += stats["steps"]
-                    self._note_worker(stats, recorder)
-                    self._note_inserts(stats)
+                    # not awaited: the learner goes on with the shards and the live workers
+                    starting[self._restart_worker(i, exc, fragment, wait=False)] = (i, time.monotonic())
+                    continue
+                new_steps += stats["steps"]
+                self._note_worker(stats, recorder)
+                self._note_inserts(stats)
                 parked.append(i)
+            for ref, (i, since) in list(starting.items()):
+                started = self._worker_started(i, ref, since)
+                if started is None:  # it died while being built: another restart
+                    del starting[ref]
+                    exc = RuntimeError(f"worker {i} died while it was being built")
+                    starting[self._restart_worker(i, exc, 0, wait=False)] = (i, time.monotonic())
+                elif started:
+                    del starting[ref]
+                    parked.append(i)
             recorder.add_env_steps(new_steps)  # before learning: learning_starts and the throttle read it
             if parked and (not settings.throttle or self._behind(start_updates) <= acfg.gradient_steps):
                 # Workers wait while a throttled learner is more than one update round behind them.
@@ -181,7 +196,7 @@ class RayApexExecutor(RayExecutor):
                     synced_at = learner.updates
             if new_steps == 0 and learned == 0:
                 # Nothing arrived and nothing to learn: wait for the next fragment or sample.
-                waiting = list(collecting) + list(sampling)
+                waiting = list(collecting) + list(sampling) + list(starting)
                 if waiting:
                     ray.wait(waiting, num_returns=1, timeout=0.5)
             if new_steps:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
+import time
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,12 +15,21 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rlgraph_core.agents.base import VersionedWeights
-from rlgraph_core.checkpoint import Attachments, Headers, read_attachment
+from rlgraph_core.checkpoint import Attachments, Headers, read_attachment, read_meta, resolve_checkpoint
 from rlgraph_core.errors import CheckpointError, ConfigError, PluginError, RLGraphError
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.recorder import RunRecorder
+from rlgraph_core.execution.stopping import StopRequest
 from rlgraph_core.memories.snapshot import memory_state_check
-from rlgraph_ray.cluster import actor_options, check_cpus, kill_all, ray_session, run_tag, wait_ready
+from rlgraph_ray.cluster import (
+    RayPlacementError,
+    actor_options,
+    check_cpus,
+    kill_all,
+    ray_session,
+    run_tag,
+    wait_ready,
+)
 
 #: What a dead or broken worker raises on the driver: killed (RayActorError), its env or agent
 #: raised (RayTaskError), or it did not answer in time (GetTimeoutError).
@@ -35,6 +47,26 @@ _SHARD_KEY = re.compile(r"^shard_(\d+)/(.+)$")
 
 class WorkerRestartsExceeded(RuntimeError):
     """More workers (or replay shards) died than ``executor.max_worker_restarts`` allows; the run stops."""
+
+
+def _stopped_at_start(reason: str) -> Callable[[RunRecorder, StopRequest], None]:
+    """A run loop that stops at once for ``reason`` (a signal that arrived while Ray was starting)."""
+
+    def loop(recorder: RunRecorder, stop: StopRequest) -> None:
+        stop.request(reason)
+
+    return loop
+
+
+def _leading_dim(zf: zipfile.ZipFile, member: str) -> int:
+    """The first dimension of ``.npy`` member ``member`` of an open npz, from its header only."""
+    from numpy.lib import format as npy_format
+
+    with zf.open(member) as f:
+        version = npy_format.read_magic(f)
+        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+        shape = read(f)[0]
+    return int(shape[0]) if shape else 0
 
 
 def _reason(exc: BaseException) -> str:
@@ -60,6 +92,7 @@ class RayExecutor(Executor):
     def run(self) -> dict:
         cfg, settings, parts = self.config, self.config.executor, self.assembly
         self._check_worker_backend()
+        self._refuse_agent_replay()
         eval_env = parts.make_eval_env()
         try:
             self.learner = parts.make_agent(
@@ -89,32 +122,48 @@ class RayExecutor(Executor):
         self._published_version: int | None = None
         self._worker_versions: list[int | None] = [None] * settings.num_workers
         self._resumed_at = self.learner.timesteps
-        with ray_session(settings.address, connect_timeout_s=settings.connect_timeout_s) as session:
-            self.session = session
-            try:
-                try:
-                    self._start_actors()
-                except BaseException:
-                    eval_env.close()
-                    raise
-                recorder.summary_extra = self._totals
-                if self.shards and getattr(settings, "save_replay", False):
-                    recorder.checkpoint_attachments = self._replay_attachments
-                info = {
-                    "ray": {
-                        "tag": self.tag,
-                        "workers": self.worker_names(),
-                        "shards": self.shard_names(),
-                        "where": session["where"],
-                        "gcs_address": session.get("gcs_address"),
-                        "own_cluster": session.get("own_cluster"),
-                        "worker_backend": self._worker_train("backend"),
-                        "worker_mode": self._worker_train("mode"),
-                    }
+        with contextlib.ExitStack() as stack:
+            # A Ctrl-C or SIGTERM while Ray and the actors start is held until they have started (a
+            # second Ctrl-C aborts at once); the run then stops as it would at its first step.
+            with StopRequest() as starting:
+                session = stack.enter_context(
+                    ray_session(
+                        settings.address,
+                        connect_timeout_s=settings.connect_timeout_s,
+                        run_dir=None if self.out_dir is None else str(Path(self.out_dir).resolve()),
+                    )
+                )
+                self.session = session
+                stack.callback(lambda: kill_all(self.workers + self.shards))
+                if starting.reason is None:
+                    try:
+                        self._start_actors()
+                    except BaseException:
+                        eval_env.close()
+                        raise
+            recorder.summary_extra = self._totals
+            if self.shards and getattr(settings, "save_replay", False):
+                recorder.checkpoint_attachments = self._replay_attachments
+            info = {
+                "ray": {
+                    "tag": self.tag,
+                    "workers": self.worker_names(),
+                    "shards": self.shard_names(),
+                    "where": session["where"],
+                    "gcs_address": session.get("gcs_address"),
+                    "own_cluster": session.get("own_cluster"),
+                    "worker_backend": self._worker_train("backend"),
+                    "worker_mode": self._worker_train("mode"),
                 }
-                return recorder.run(self._loop, run_info=info)
-            finally:
-                kill_all(self.workers + self.shards)
+            }
+            loop = self._loop
+            if starting.reason is not None:
+                print(
+                    f"rlgraph-ray: {starting.reason.upper()} while Ray and the run's actors were starting; nothing "
+                    f"was trained, so the run stops now (final checkpoint and summary.json, as for any stop)."
+                )
+                loop = _stopped_at_start(starting.reason)
+            return recorder.run(loop, run_info=info)
 
     # ------------------------------------------------------------------ subclass parts
     def _learner_envs(self) -> int:
@@ -159,6 +208,37 @@ class RayExecutor(Executor):
                 f"train.backend '{self.config.train.backend}'); it must be installed where the driver runs too."
             ) from None
 
+    def _refuse_agent_replay(self) -> None:
+        """Refuse to resume a checkpoint that holds the agent's own replay memory (a local run's).
+
+        The learner of a Ray executor has no replay memory (Ape-X keeps replay in its shards), so
+        such a checkpoint cannot be resumed here without dropping its replay; that is refused before
+        Ray starts, in one paragraph, instead of the loader's complaint about the learner's capacity.
+        Only the member names of ``state.npz`` are read.
+        """
+        if self.resume_dir is None:
+            return
+        try:
+            with zipfile.ZipFile(resolve_checkpoint(self.resume_dir) / "state.npz") as zf:
+                records = max((_leading_dim(zf, n) for n in zf.namelist() if n.startswith("memory/data/")), default=0)
+        except (OSError, ValueError, zipfile.BadZipFile, CheckpointError):
+            return  # a missing or corrupt checkpoint is reported by the load, naming the file
+        if records <= 1:  # a Ray learner's own placeholder memory (capacity 1), or nothing stored
+            return
+        try:
+            written_by = read_meta(self.resume_dir)[1]["train"]["executor"]
+        except (CheckpointError, KeyError, TypeError):
+            written_by = "another"
+        raise CheckpointError(
+            f"Checkpoint '{self.resume_dir}' was written by the '{written_by}' executor and holds the agent's own "
+            f"replay memory ({records} records); executor '{self.config.train.executor}' cannot resume it: its "
+            f"learner has no replay "
+            f"memory (ray_apex keeps replay in executor.num_replay_shards shards) and an agent's replay is not "
+            f"split into shards. Resume it with --executor {written_by}, or start a new "
+            f"'{self.config.train.executor}' run (a ray_apex checkpoint written with executor.save_replay=true "
+            f"resumes with its shards' replay)."
+        )
+
     def _worker_config(self) -> dict:
         """The run config a worker assembles: the driver's, with the worker backend and mode applied.
 
@@ -179,9 +259,12 @@ class RayExecutor(Executor):
         return f"rlgraph-{self.tag}-worker-{index}-{self._generation[index]}"
 
     def _worker_seed(self, index: int) -> int:
-        # a resumed run's workers do not replay the episodes the run started with
+        # Worker 0 gets train.seed, as the local executor's envs and agent do: ray_sync with one
+        # worker then learns exactly as the local executor (the same env stream, action samples and
+        # updates). A resumed run's workers do not replay the episodes the run started with, and a
+        # restarted worker does not replay its predecessor's.
         resumed_at = getattr(self, "_resumed_at", 0)
-        return self.config.train.seed + 1000 * (index + 1) + 100_000 * self._generation[index] + resumed_at
+        return self.config.train.seed + 1000 * index + 100_000 * self._generation[index] + resumed_at
 
     def _worker_options(self, index: int) -> dict:
         return actor_options(self._worker_name(index), self.config.executor.num_cpus_per_worker)
@@ -202,8 +285,12 @@ class RayExecutor(Executor):
         self.workers = [self._make_worker(i, self._worker_seed(i)) for i in range(settings.num_workers)]
         wait_ready(self.workers, settings.placement_timeout_s, "workers")
 
-    def _restart_worker(self, index: int, exc: BaseException, lost_samples: int) -> None:
+    def _restart_worker(self, index: int, exc: BaseException, lost_samples: int, wait: bool = True):
         """Replace a dead (or broken) worker, counting the restart and the samples it lost.
+
+        With ``wait`` the replacement is awaited here (placement and build, up to
+        ``executor.placement_timeout_s``); without it its ``ready()`` reference is returned and the
+        caller goes on (``ray_apex`` learns meanwhile) and checks it with :meth:`_worker_started`.
 
         Raises:
             WorkerRestartsExceeded: past ``executor.max_worker_restarts``.
@@ -225,7 +312,34 @@ class RayExecutor(Executor):
         kill_all([self.workers[index]])
         self._generation[index] += 1
         self.workers[index] = self._make_worker(index, self._worker_seed(index))
+        if not wait:
+            return self.workers[index].ready.remote()
         wait_ready([self.workers[index]], settings.placement_timeout_s, "restarted workers")
+        return None
+
+    def _worker_started(self, index: int, ref, since: float) -> bool | None:
+        """Whether replacement worker ``index`` (its ``ready()`` reference ``ref``, asked for at
+        ``since``, ``time.monotonic()``) is built: True, False while it is still starting, None when
+        it died while being built (a restart like any other: the caller restarts it again).
+
+        Raises:
+            RayPlacementError: not built within ``executor.placement_timeout_s``.
+        """
+        done, _ = ray.wait([ref], timeout=0)
+        if not done:
+            timeout = self.config.executor.placement_timeout_s
+            if time.monotonic() - since > timeout:
+                kill_all([self.workers[index]])
+                raise RayPlacementError(
+                    f"restarted worker {index} was not placed and built within executor.placement_timeout_s = "
+                    f"{timeout:g} s (the cluster has {ray.available_resources().get('CPU', 0):g} CPUs free)."
+                )
+            return False
+        try:
+            ray.get(ref)
+        except WORKER_FAULTS:
+            return None
+        return True
 
     # ------------------------------------------------------------------ replay shards
     def shard_names(self) -> list[str]:

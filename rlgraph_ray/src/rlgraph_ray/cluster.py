@@ -15,7 +15,7 @@ import ray
 
 from rlgraph_core.errors import RLGraphError
 from rlgraph_core.plugins.manager import DISABLE_ENV
-from rlgraph_ray.reaper import start_reaper, stop_reaper
+from rlgraph_ray.reaper import quiet_reaper, start_reaper, stop_reaper
 
 
 class RayConnectError(RLGraphError):
@@ -63,6 +63,29 @@ class RayPlacementError(RLGraphError):
 
 
 @contextlib.contextmanager
+def _signals_kept() -> Iterator[None]:
+    """Keep this process's SIGTERM handler while ``ray.init`` runs.
+
+    ``ray.init`` installs SIGTERM handlers of its own in the driver (``sys.exit``, then one that
+    kills the node's processes and exits 1), so a SIGTERM while Ray starts bypassed rlgraph's
+    stop request: no final checkpoint, no summary (issue 19). Ray offers no option for this, so
+    its private hook ``ray._private.utils.set_sigterm_handler`` is made a no-op for the call
+    (where a Ray version lacks it, nothing is changed). Ray's processes are still ended by the
+    run's ``ray.shutdown()`` and, after a hard kill, by the watchdog (:mod:`rlgraph_ray.reaper`).
+    """
+    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    original = getattr(utils, "set_sigterm_handler", None)
+    if original is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = original
+
+
+@contextlib.contextmanager
 def ray_session(
     address: str | None,
     *,
@@ -70,6 +93,7 @@ def ray_session(
     connect_timeout_s: float = 10.0,
     setting: str = "executor.address",
     timeout_setting: str = "executor.connect_timeout_s",
+    run_dir: str | None = None,
 ) -> Iterator[dict]:
     """Connect to Ray for the duration of a run; yields ``{"address", "where", "started", "own_cluster",
     "gcs_address", "cpus"}`` (``started``: this call connected, so it disconnects at the end;
@@ -84,25 +108,37 @@ def ray_session(
       disconnect at the end (the cluster keeps running). A ``host:port`` that does not accept a
       connection within ``connect_timeout_s`` raises :class:`RayConnectError` before Ray is asked
       (naming ``setting`` and ``timeout_setting``, where the address and the timeout came from).
+
+    ``run_dir``: the run's output folder, for the watchdog of a private Ray (:mod:`rlgraph_ray.reaper`).
     """
     started = own = False
     reaper = None
     if ray.is_initialized():
         where = "the Ray session already running in this process"
     elif address in (None, "local"):
-        ray.init(
-            address="local",
-            num_cpus=os.cpu_count() or 1,
-            include_dashboard=False,
-            log_to_driver=True,
-            configure_logging=False,
-        )
+        # The watchdog starts first: it ends the session's processes should this driver die while
+        # Ray starts (a second Ctrl-C, SIGKILL) as well as later.
+        reaper = start_reaper(run_dir)
+        try:
+            with _signals_kept():
+                ray.init(
+                    address="local",
+                    num_cpus=os.cpu_count() or 1,
+                    include_dashboard=False,
+                    log_to_driver=True,
+                    configure_logging=False,
+                )
+        except BaseException:
+            quiet_reaper(reaper)
+            with contextlib.suppress(Exception):
+                ray.shutdown()  # what Ray had started (the watchdog ends the rest when this process exits)
+            raise
         started = own = True
         where = "a private local Ray"
-        reaper = start_reaper()  # ends the session's processes should this driver be killed with SIGKILL
     else:
         probe_address(address, connect_timeout_s, setting, timeout_setting)
-        ray.init(address=address, log_to_driver=True, configure_logging=False)
+        with _signals_kept():
+            ray.init(address=address, log_to_driver=True, configure_logging=False)
         started = True
         where = f"the Ray cluster at {address}"
         if not quiet:

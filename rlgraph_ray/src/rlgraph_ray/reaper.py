@@ -11,33 +11,55 @@ pid and start time (so a reused pid is never touched), and, once the driver is g
 those still alive. It exits then, or when :func:`stop_reaper` ends it after a normal shutdown.
 Linux only (it reads ``/proc``); elsewhere it is not started.
 
+It also says what died when Ray ends the driver itself: a driver whose raylet is gone (the
+raylet fate-shares with its dashboard and runtime-env agents, so killing any of them ends it) is
+terminated by Ray's C++ core within a second, with ``_exit``, so no Python code of the run gets
+to write a final checkpoint. The watchdog checks Ray's own processes (GCS, raylet, agents,
+dashboard, monitors) every 50 ms; when one died while the driver lived and the driver died within
+10 s after, it writes one paragraph to the driver's stderr and ``summary.json`` into the run
+folder (``ended_by: error``, what died, the newest checkpoint, which ``--resume`` takes). A run
+so ended loses at most one checkpoint interval (``train.checkpoint_interval``).
+
 Hand-written: Ray offers no option to tie its processes' lives to the driver's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 
-__all__ = ["start_reaper", "stop_reaper"]
+__all__ = ["quiet_reaper", "start_reaper", "stop_reaper"]
 
 _SCRIPT = r"""
-import os, signal, sys, time
+import json, os, signal, sys, time
 
-driver, me = int(sys.argv[1]), os.getpid()
+driver, me, run_dir = int(sys.argv[1]), os.getpid(), sys.argv[2]
+CORE = (  # Ray's own processes of the session (workers are the executor's business), by command line;
+    # the agents are matched before they rename themselves and after (their arguments name the raylet)
+    ("ray::DashboardAgent", "dashboard agent"), ("dashboard/agent.py", "dashboard agent"),
+    ("ray::RuntimeEnvAgent", "runtime-env agent"), ("runtime_env/agent/", "runtime-env agent"),
+    ("dashboard/dashboard.py", "dashboard"), ("log_monitor.py", "log monitor"),
+    ("autoscaler/_private/monitor.py", "autoscaler monitor"),
+)
+
+def stat(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields  # [state, ppid, ... start time at 19]
 
 def table():
     procs = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        procs[int(name)] = (int(fields[1]), fields[19])  # ppid, start time
+        if name.isdigit():
+            fields = stat(name)
+            if fields is not None:
+                procs[int(name)] = (int(fields[1]), fields[19])  # ppid, start time
     return procs
 
 def descendants(procs):
@@ -52,19 +74,91 @@ def descendants(procs):
                 stack.append(child)
     return found
 
-def alive(pid):
+def core_name(pid):
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    if args[0].endswith("/raylet"):
+        return "raylet"
+    if args[0].endswith("/gcs_server"):
+        return "GCS server"
+    cmd = " ".join(args)
+    return next((name for key, name in CORE if key in cmd), None)
 
-seen = {}
-while alive(driver):
-    seen.update(descendants(table()))
-    time.sleep(1.0)
+def alive(pid):
+    fields = stat(pid)
+    return fields is not None and fields[0] not in "ZX"
+
+quiet = []  # SIGUSR1: Ray was shut down on purpose (a failed start), nothing to report
+signal.signal(signal.SIGUSR1, lambda *args: quiet.append(True))
+
+def gone(pid, started):
+    fields = stat(pid)
+    return fields is None or fields[0] in "ZX" or fields[19] != started
+
+def report(died):
+    # Ray ends its driver from C++ (no Python runs) once its raylet is gone: say what died and
+    # where the work is, as summary.json does for any run that ends with an error.
+    name, pid = died
+    checkpoint = meta = None
+    if run_dir:
+        try:
+            from rlgraph_core.checkpoint import latest_checkpoint, read_meta
+
+            checkpoint = latest_checkpoint(run_dir)
+            meta = read_meta(checkpoint)[0] if checkpoint is not None else None
+        except Exception:
+            checkpoint = meta = None
+    counters = (meta or {}).get("counters", {})
+    error = (
+        f"RayProcessDied: Ray's {name} (pid {pid}) of this run's private Ray session died, and Ray then ended "
+        f"the run's driver (pid {driver}) at once, from its C++ core, so no final checkpoint could be written"
+    )
+    where = (
+        f"The newest checkpoint is {checkpoint} ({counters.get('timesteps', '?')} env steps); resume with: "
+        f"rlgraph train --resume {run_dir}"
+        if checkpoint is not None
+        else "No checkpoint was written before it (train.checkpoint_interval)."
+    )
+    sys.stderr.write(f"rlgraph-ray: the run failed: {error}. {where}\n")
+    sys.stderr.flush()
+    if run_dir and os.path.isdir(run_dir):
+        summary = {
+            "ended_by": "error", "exit_code": 1, "error": error, "died": name,
+            "checkpoint": None if checkpoint is None else str(checkpoint),
+            "timesteps": counters.get("timesteps"), "updates": counters.get("updates"),
+            "written_by": "rlgraph-ray watchdog (the driver could not write it)",
+        }
+        tmp = os.path.join(run_dir, f".summary.json.{me}.tmp")
+        try:
+            with open(tmp, "w") as f:
+                json.dump(summary, f, indent=2)
+            os.replace(tmp, os.path.join(run_dir, "summary.json"))
+        except OSError:
+            pass
+
+seen, core, died, tick = {}, {}, None, 0
+while True:
+    if tick % 20 == 0:  # the whole process table once a second; Ray's own processes every 50 ms
+        for pid, started in descendants(table()).items():
+            if pid not in seen:
+                seen[pid] = started
+                name = core_name(pid)
+                if name is not None:
+                    core[pid] = (name, started)
+    for pid, (name, started) in list(core.items()):
+        if gone(pid, started):
+            del core[pid]
+            if died is None and alive(driver):
+                died = (name, pid, time.monotonic())  # it died while the driver lived: it was first
+    if not alive(driver):
+        break
+    tick += 1
+    time.sleep(0.05)
+if died is not None and not quiet and time.monotonic() - died[2] < 10:
+    report(died[:2])
 procs = table()
 for pid, started in seen.items():
     if pid in procs and procs[pid][1] == started:
@@ -75,18 +169,29 @@ for pid, started in seen.items():
 """
 
 
-def start_reaper() -> subprocess.Popen | None:
-    """Start the watchdog for this process's private Ray session (None where ``/proc`` is missing)."""
+def start_reaper(run_dir: str | None = None) -> subprocess.Popen | None:
+    """Start the watchdog for this process's private Ray session (None where ``/proc`` is missing).
+
+    ``run_dir``: the run's output folder, where it writes ``summary.json`` should Ray end the driver.
+    """
     if not os.path.isdir("/proc/self"):
         return None
     return subprocess.Popen(
-        [sys.executable, "-c", _SCRIPT, str(os.getpid())],
+        [sys.executable, "-c", _SCRIPT, str(os.getpid()), run_dir or ""],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=None,  # the driver's: where it reports what died
         start_new_session=True,
         close_fds=True,
     )
+
+
+def quiet_reaper(reaper: subprocess.Popen | None) -> None:
+    """Tell the watchdog that Ray's processes are being ended on purpose (a failed start): it still
+    ends what is left once this process exits, but reports nothing."""
+    if reaper is not None:
+        with contextlib.suppress(OSError):
+            reaper.send_signal(signal.SIGUSR1)
 
 
 def stop_reaper(reaper: subprocess.Popen | None) -> None:
