@@ -3,6 +3,7 @@ wrappers into EnvPool's arguments, and the errors (a missing package names its p
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import pytest
@@ -21,6 +22,13 @@ ATARI = [
 ]
 
 
+#: gymnasium's AtariPreprocessing (the atari_preprocessing wrapper) needs OpenCV: the torch
+#: session installs the atari extra; the core session has none of the env extras.
+needs_atari = pytest.mark.skipif(
+    importlib.util.find_spec("cv2") is None, reason="the atari extra (opencv-python-headless) is not installed"
+)
+
+
 @pytest.fixture(scope="module")
 def pm():
     return PluginManager(load_entry_points=False)
@@ -31,6 +39,7 @@ def _env(pm, **env) -> EnvConfig:
     return EnvConfig.model_validate({"vectorization": "envpool", **env})
 
 
+@needs_atari
 def test_atari_wrappers_become_envpool_arguments(pm):
     cfg = _env(pm, id="ALE/Pong-v5", kwargs={"frameskip": 1, "repeat_action_probability": 0.0}, wrappers=ATARI)
     assert envpool_id(cfg.id) == "Pong-v5" and envpool_id("HalfCheetah-v5") == "HalfCheetah-v5"
@@ -52,10 +61,18 @@ def test_atari_wrappers_become_envpool_arguments(pm):
     "env, expected",
     [
         ({"id": "ALE/Pong-v5"}, "needs the atari_preprocessing wrapper"),
-        ({"id": "ALE/Pong-v5", "kwargs": {"frameskip": 4}, "wrappers": ATARI}, "set frameskip: 1"),
-        ({"id": "ALE/Pong-v5", "wrappers": [*ATARI, {"type": "grayscale"}]}, "holds 'grayscale'"),
+        pytest.param(
+            {"id": "ALE/Pong-v5", "kwargs": {"frameskip": 4}, "wrappers": ATARI}, "set frameskip: 1", marks=needs_atari
+        ),
+        pytest.param(
+            {"id": "ALE/Pong-v5", "wrappers": [*ATARI, {"type": "grayscale"}]}, "holds 'grayscale'", marks=needs_atari
+        ),
         ({"id": "HalfCheetah-v5", "wrappers": [{"type": "frame_stack"}]}, "holds 'frame_stack'"),
-        ({"id": "ALE/Pong-v5", "wrappers": [*ATARI[:1], {"type": "clip_reward", "max_reward": 2.0}]}, "sign only"),
+        pytest.param(
+            {"id": "ALE/Pong-v5", "wrappers": [*ATARI[:1], {"type": "clip_reward", "max_reward": 2.0}]},
+            "sign only",
+            marks=needs_atari,
+        ),
     ],
 )
 def test_what_envpool_cannot_do_is_refused_in_one_paragraph(pm, env, expected):

@@ -108,7 +108,14 @@ def test_shipped_configs_validate_and_refuse_nan_or_inf_in_every_float_field(nam
     executor = raw.get("train", {}).get("executor", "local")
     if executor not in get_plugin_manager().names("executors"):
         pytest.skip(f"the config's executor '{executor}' is not installed here (tests/ray validates it)")
-    full = validate_config(raw).to_dict()
+    try:
+        full = validate_config(raw).to_dict()
+    except ConfigError as exc:
+        # the env extras (atari, minigrid, mujoco, box2d) are installed in the torch session, which runs
+        # this test too; the core session has none of them
+        if "needs the optional package" not in str(exc):
+            raise
+        pytest.skip(f"the config's env needs an extra that is not installed here: {str(exc)[:120]}")
     paths = [p for p in _float_paths(full) if not p.startswith("env.kwargs")]
     assert paths, "each shipped config has float fields (gamma, learning rate ...)"
     for path in paths:

@@ -188,6 +188,28 @@ class Assembly:
             return apply_wrappers(self.env_factory(), self.env_wrappers)
         return make_eval_env(self.config.env, render_mode, wrappers=self.env_wrappers)
 
+    def make_training_videos(self, out_dir: Path):
+        """``train.video_interval``'s recorder: an rgb_array eval env streaming to ``out_dir/videos``
+        (made here, in the application layer, so the run recorder never imports the integrations)."""
+        import gymnasium as gym
+
+        from rlgraph_core.integrations.video import TrainingVideos
+
+        config = self.config
+        try:
+            return TrainingVideos(
+                lambda: self.make_eval_env(render_mode="rgb_array"),
+                Path(out_dir) / "videos",
+                config.train.video_format,
+                seed=20_000 + config.train.seed,
+                env_id=config.env.id,
+            )
+        except gym.error.DependencyNotInstalled as exc:  # rendering needs the env's extras (pygame ...)
+            raise ConfigError(
+                f"train.video_interval needs rendering support for '{config.env.id}', which is not installed: "
+                f"{exc} (pip install 'rlgraph-core[render]' brings it for the classic-control envs)."
+            ) from None
+
     @property
     def hook(self):
         """The lifecycle hook relay (``hook.rlgraph_on_iteration(metrics=...)`` ...)."""

@@ -246,7 +246,7 @@ class RunRecorder:
         try:  # a callback that cannot run (e.g. nowhere to write) is a mistake: nothing has run yet
             self._notify("on_training_start")
             if tc.video_interval and self.out_dir is not None:
-                self.videos = _training_videos(self.assembly, self.out_dir, cfg)
+                self.videos = self.assembly.make_training_videos(self.out_dir)
         except BaseException:
             self.eval_env.close()
             for lg in self.loggers:
@@ -560,28 +560,6 @@ class RunRecorder:
             )
         self.assembly.hook.rlgraph_on_train_end(summary=summary)
         return summary
-
-
-def _training_videos(assembly, out_dir: Path, config):
-    """``train.video_interval``'s recorder: an rgb_array eval env streaming to ``out_dir/videos``."""
-    import gymnasium as gym
-
-    from rlgraph_core.errors import ConfigError
-    from rlgraph_core.integrations.video import TrainingVideos
-
-    try:
-        return TrainingVideos(
-            lambda: assembly.make_eval_env(render_mode="rgb_array"),
-            out_dir / "videos",
-            config.train.video_format,
-            seed=20_000 + config.train.seed,
-            env_id=config.env.id,
-        )
-    except gym.error.DependencyNotInstalled as exc:  # rendering needs the env's extras (pygame ...)
-        raise ConfigError(
-            f"train.video_interval needs rendering support for '{config.env.id}', which is not installed: {exc} "
-            f"(pip install 'rlgraph-core[render]' brings it for the classic-control envs)."
-        ) from None
 
 
 def _screen_loggers(assembly) -> list:
