@@ -132,8 +132,18 @@ class BuildKiller:
     (while it is still being built). Notes when the second replacement answered."""
 
     def __init__(self):
+        import threading
+
         self.tag, self.rows, self.killed_at, self.ready_at = None, [], None, None
         self.thread, self.updates_at_kill = None, 0
+        # Set when the run has ended: the thread must never call Ray after the module's session is
+        # shut down (any Ray call would start a new session in this process, breaking later modules).
+        self.stop = threading.Event()
+
+    def _polling(self, deadline: float) -> bool:
+        import time
+
+        return time.monotonic() < deadline and not self.stop.is_set() and ray.is_initialized()
 
     @hookimpl
     def rlgraph_on_train_start(self, run_info):
@@ -143,7 +153,7 @@ class BuildKiller:
         import time
 
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        while self._polling(deadline):
             try:
                 replacement = ray.get_actor(f"rlgraph-{self.tag}-worker-0-1")
             except ValueError:
@@ -151,9 +161,9 @@ class BuildKiller:
                 continue
             ray.kill(replacement, no_restart=True)
             break
-        while time.monotonic() < deadline:
+        while self._polling(deadline):
             try:
-                ray.get(ray.get_actor(f"rlgraph-{self.tag}-worker-0-2").ready.remote())
+                ray.get(ray.get_actor(f"rlgraph-{self.tag}-worker-0-2").ready.remote(), timeout=1)
                 self.ready_at = time.monotonic()
                 return
             except (ValueError, ray.exceptions.RayError):
@@ -182,8 +192,13 @@ def test_a_worker_that_dies_while_being_built_is_one_more_restart_and_learning_g
         load_shipped_config("apex_cartpole"),
         [*FAST, "agent.network.hidden=[16]", "train.total_timesteps=5000", "train.log_interval=250"],
     )
-    summary = train(validate_config(raw), tmp_path, plugin_manager=pm)
-    killer.thread.join(timeout=60)
+    try:
+        summary = train(validate_config(raw), tmp_path, plugin_manager=pm)
+    finally:
+        killer.stop.set()
+        if killer.thread is not None:
+            killer.thread.join(timeout=60)
+    assert not killer.thread.is_alive()
     assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 5000, summary
     assert summary["worker_restarts"] == 2 and summary["samples_lost"] == 50  # a built-dead worker lost nothing
     # While worker 0 was being replaced (twice), worker 1 collected and the learner learned: rows

@@ -74,6 +74,9 @@ def test_jax_and_torch_on_either_side(ray_session, tmp_path, executor, learner, 
     assert summary["ended_by"] == "total_timesteps", summary
     assert summary["worker_backend"] == workers and summary["updates"] > 0
     assert probe.end and {d["backend"] for d in probe.end} == {workers}
-    # the workers took the learner's weights (numpy across backends): each acts with a published version
+    # the workers took the learner's weights (numpy across backends). ray_impala hands a worker new
+    # weights when it returns a fragment, so in a 1,024-step run a worker that started late may not
+    # have had one yet (seen in CI: versions 6 and 0): at least one acts with a published version.
     published = summary["weights_version_published"]
-    assert published > 0 and all(0 < d["weights_version"] <= published for d in probe.end), (published, probe.end)
+    versions = [d["weights_version"] for d in probe.end]
+    assert published > 0 and max(versions) > 0 and all(0 <= v <= published for v in versions), (published, probe.end)
