@@ -190,7 +190,13 @@ def test_a_worker_that_dies_while_being_built_is_one_more_restart_and_learning_g
     pm.register(killer, "build-killer")
     raw = apply_overrides(
         load_shipped_config("apex_cartpole"),
-        [*FAST, "agent.network.hidden=[16]", "train.total_timesteps=5000", "train.log_interval=250"],
+        [
+            *FAST,
+            "agent.network.hidden=[16]",
+            "train.total_timesteps=5000",
+            "train.log_interval=250",
+            "executor.placement_timeout_s=300",
+        ],
     )
     try:
         summary = train(validate_config(raw), tmp_path, plugin_manager=pm)
