@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlgraph_core.errors import ConfigError
+from rlgraph_core.registration import entry_problem
 
 __all__ = [
     "EXTRAS",
@@ -267,14 +268,7 @@ BUILTIN_WRAPPERS: dict[str, tuple[Callable, type[WrapperSettings]]] = {
 
 def wrapper_entry_problem(obj: Any) -> str | None:
     """Why a registered wrapper entry is not a ``(factory, settings_model)`` pair (None: it is)."""
-    if not (isinstance(obj, tuple) and len(obj) == 2):
-        return "expected a (factory, settings_model) tuple"
-    factory, model = obj
-    if not callable(factory):
-        return f"the factory {factory!r} is not callable"
-    if not (isinstance(model, type) and issubclass(model, WrapperSettings)):
-        return f"the settings model {model!r} is not a subclass of rlgraph_core.wrappers.WrapperSettings"
-    return None
+    return entry_problem(obj, kind="wrapper", base=WrapperSettings, made_by="factory", plain=False)
 
 
 def apply_wrappers(env, wrappers: Sequence[Callable]):

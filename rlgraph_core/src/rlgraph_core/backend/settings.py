@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from rlgraph_core.registration import entry_problem
+
 __all__ = ["BackendSettings", "backend_entry", "backend_entry_problem"]
 
 
@@ -64,15 +66,4 @@ def backend_entry(obj: Any) -> tuple[Any, type[BackendSettings] | None]:
 
 def backend_entry_problem(obj: Any) -> str | None:
     """Why an ``rlgraph_backends`` entry does not fit the registration format (None: it fits)."""
-    if isinstance(obj, tuple):
-        if len(obj) != 2:
-            return "expected a backend factory or a (factory, settings_model) tuple"
-        factory, model = obj
-        if not callable(factory):
-            return f"the backend factory {factory!r} is not callable"
-        if not (isinstance(model, type) and issubclass(model, BackendSettings)):
-            return f"the settings model {model!r} is not a subclass of rlgraph_core.backend.settings.BackendSettings"
-        return None
-    if not callable(obj):
-        return f"the backend {obj!r} is neither a factory nor a (factory, settings_model) tuple"
-    return None
+    return entry_problem(obj, kind="backend", base=BackendSettings, made_by="factory")

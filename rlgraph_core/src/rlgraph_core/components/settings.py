@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, field_v
 from pydantic_core import core_schema
 
 from rlgraph_core.components.initializers import INITIALIZERS
+from rlgraph_core.registration import entry_problem
 
 __all__ = [
     "ComponentSettings",
@@ -189,17 +190,4 @@ def component_entry(obj: Any) -> tuple[Any, Optional[type[ComponentSettings]]]:
 
 def component_entry_problem(obj: Any) -> Optional[str]:
     """Why an ``rlgraph_components`` entry does not fit the registration format (None: it fits)."""
-    if isinstance(obj, tuple):
-        if len(obj) != 2:
-            return "expected a component class or a (component_class, settings_model) tuple"
-        cls, model = obj
-        if not callable(cls):
-            return f"the component class {cls!r} is not callable"
-        if not (isinstance(model, type) and issubclass(model, ComponentSettings)):
-            return (
-                f"the settings model {model!r} is not a subclass of rlgraph_core.components.settings.ComponentSettings"
-            )
-        return None
-    if not callable(obj):
-        return f"the component {obj!r} is neither a class nor a (component_class, settings_model) tuple"
-    return None
+    return entry_problem(obj, kind="component", base=ComponentSettings)

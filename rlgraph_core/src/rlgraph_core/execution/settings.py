@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from rlgraph_core.registration import entry_problem
+
 __all__ = ["ExecutorSettings", "LocalExecutorSettings", "executor_entry", "executor_entry_problem"]
 
 
@@ -43,15 +45,4 @@ def executor_entry(obj: Any) -> tuple[Any, type[ExecutorSettings]]:
 
 def executor_entry_problem(obj: Any) -> str | None:
     """Why an ``rlgraph_executors`` entry does not fit the registration format (None: it fits)."""
-    if isinstance(obj, tuple):
-        if len(obj) != 2:
-            return "expected an executor class or an (executor_class, settings_model) tuple"
-        cls, model = obj
-        if not callable(cls):
-            return f"the executor class {cls!r} is not callable"
-        if not (isinstance(model, type) and issubclass(model, ExecutorSettings)):
-            return f"the settings model {model!r} is not a subclass of rlgraph_core.execution.settings.ExecutorSettings"
-        return None
-    if not callable(obj):
-        return f"the executor {obj!r} is neither a class nor an (executor_class, settings_model) tuple"
-    return None
+    return entry_problem(obj, kind="executor", base=ExecutorSettings)

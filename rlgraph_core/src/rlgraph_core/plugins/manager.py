@@ -408,14 +408,9 @@ def _entry_problem(kind: str, obj: Any) -> str | None:
         return wrapper_entry_problem(obj)
     if kind == "memories":
         from rlgraph_core.memories.settings import MemorySettings
+        from rlgraph_core.registration import entry_problem
 
-        if not (isinstance(obj, tuple) and len(obj) == 2):
-            return "expected a (memory_class, settings_model) tuple"
-        cls, model = obj
-        if not callable(cls):
-            return f"the memory class {cls!r} is not callable"
-        if not (isinstance(model, type) and issubclass(model, MemorySettings)):
-            return f"the settings model {model!r} is not a subclass of rlgraph_core.memories.settings.MemorySettings"
+        return entry_problem(obj, kind="memory", base=MemorySettings, plain=False)
     return None
 
 
