@@ -13,26 +13,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "torch"))
 from cli_helpers import run_cli  # noqa: E402
+from tune_helpers import TINY as TINY_BASE  # noqa: E402
+from tune_helpers import TUNE_MARKS  # noqa: E402
 
-from rlgraph_core.plugins import get_plugin_manager  # noqa: E402
+pytestmark = TUNE_MARKS
 
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("ray.tune") is None, reason="ray[tune] is not installed"),
-    pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="ray[tune] is not installed"),
-    pytest.mark.skipif("torch" not in get_plugin_manager().names("backends"), reason="trials train on torch"),
-]
-
-TINY = [
-    "train.total_timesteps=1000",
-    "train.eval_interval=250",
-    "train.eval_episodes=1",
-    "train.log_interval=250",
-    "agent.network.hidden=[8]",
-    "agent.learning_starts=100",
-    "agent.train_freq=50",
-    "agent.memory.capacity=1000",
-    "env.num_envs=1",
-]
+TINY = ["train.total_timesteps=1000", *TINY_BASE]
 
 
 def test_asha_search_writes_a_best_config_that_trains(ray_session, tmp_path):

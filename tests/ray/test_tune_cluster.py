@@ -6,7 +6,6 @@ port fails at once, naming the flag."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import signal
@@ -21,26 +20,11 @@ ray = pytest.importorskip("ray")
 sys.path.insert(0, str(Path(__file__).parents[1] / "torch"))
 from cli_helpers import assert_user_error, run_cli  # noqa: E402
 from test_cluster import free_port  # noqa: E402
+from tune_helpers import TINY, TUNE_MARKS  # noqa: E402
 
 from rlgraph_core.checkpoint import latest_checkpoint, read_meta  # noqa: E402
-from rlgraph_core.plugins import get_plugin_manager  # noqa: E402
 
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("ray.tune") is None, reason="ray[tune] is not installed"),
-    pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="ray[tune] is not installed"),
-    pytest.mark.skipif("torch" not in get_plugin_manager().names("backends"), reason="trials train on torch"),
-]
-
-TINY = [
-    "train.eval_interval=250",
-    "train.eval_episodes=1",
-    "train.log_interval=250",
-    "agent.network.hidden=[8]",
-    "agent.learning_starts=100",
-    "agent.train_freq=50",
-    "agent.memory.capacity=1000",
-    "env.num_envs=1",
-]
+pytestmark = TUNE_MARKS
 
 
 def test_a_closed_address_fails_at_once_naming_the_flag(tmp_path):
