@@ -38,6 +38,16 @@ def fbatch(*shape) -> FloatBox:
     return FloatBox(shape=shape).with_batch_rank()
 
 
+def random_weights(test: ComponentTest, rng, scale: float, alpha: float | None = None) -> dict:
+    """Set normal random weights times ``scale`` (float32) on ``test``'s component and return them;
+    with ``alpha``, the SAC graph's temperature ``sac_loss/log_alpha`` is ``log(alpha)`` instead."""
+    weights = {k: (rng.standard_normal(v.shape) * scale).astype(np.float32) for k, v in test.get_weights().items()}
+    if alpha is not None:
+        weights["sac_loss/log_alpha"] = np.asarray(math.log(alpha), np.float32)
+    test.set_weights(weights)
+    return weights
+
+
 def _autodiff_params() -> list:
     return [p for p in backend_params() if getattr(available_backends()[p.values[0][0]], "supports_autodiff", True)]
 
@@ -68,6 +78,11 @@ def np_linear(x, weights, prefix):
     return x.astype(np.float64) @ weights[f"{prefix}/W"] + weights[f"{prefix}/b"]
 
 
+def np_q(x, weights, prefix: str, n_layers: int) -> np.ndarray:
+    """Reference Q-network (float64): ``prefix/out`` over a ReLU trunk ``prefix/trunk``; shape ``(batch,)``."""
+    return np_linear(np_relu_mlp(x, weights, f"{prefix}/trunk", n_layers), weights, f"{prefix}/out")[:, 0]
+
+
 def np_gaussian_log_prob(u, mean, log_std):
     """``sum_i log N(u_i; mean_i, exp(log_std_i))`` in float64."""
     u, mean, log_std = (np.asarray(v, np.float64) for v in (u, mean, log_std))
@@ -93,6 +108,14 @@ def np_squashed_log_prob(u, mean, log_std):
     u = np.asarray(u, np.float64)
     log_det = np.sum(-2.0 * (np.abs(u) + np.log1p(np.exp(-2.0 * np.abs(u))) - math.log(2.0)), axis=-1)
     return np_gaussian_log_prob(u, mean, log_std) - log_det
+
+
+def np_squashed_actor(h, weights, noise, prefix="actor"):
+    """Reference squashed-Gaussian actor head on trunk features ``h``: ``(tanh(u), log_prob, tanh(mean))``."""
+    mean = np_linear(h, weights, f"{prefix}/head/mean")
+    log_std = np.clip(np_linear(h, weights, f"{prefix}/head/log_std"), -20.0, 2.0)
+    u = mean + np.exp(log_std) * noise
+    return np.tanh(u), np_squashed_log_prob(u, mean, log_std), np.tanh(mean)
 
 
 def np_critic_loss(q1, q2, rewards, terminals, discounts, next_q1, next_q2, next_logp, weights, alpha):
@@ -136,8 +159,7 @@ def _squashed_head(backend, action_dim=2, features=5, bounds=(-20.0, 2.0)):
 def test_squashed_gaussian_sample_and_log_prob(backend):
     test = _squashed_head(backend, bounds=(-5.0, 1.0))
     rng = np.random.default_rng(1)
-    weights = {k: (rng.standard_normal(v.shape) * 0.8).astype(np.float32) for k, v in test.get_weights().items()}
-    test.set_weights(weights)
+    weights = random_weights(test, rng, 0.8)
     feats = rng.standard_normal((16, 5)).astype(np.float32)
     noise = rng.standard_normal((16, 2)).astype(np.float32)
     actions, logp = test.call("sample", feats, noise)
@@ -199,8 +221,7 @@ def test_squashed_gaussian_log_prob_gradient(grad_backend):
     """d logp / d noise through the reparameterised sample matches a float64 finite difference."""
     test = _squashed_head(grad_backend, action_dim=2, features=3)
     rng = np.random.default_rng(2)
-    weights = {k: (rng.standard_normal(v.shape) * 0.5).astype(np.float32) for k, v in test.get_weights().items()}
-    test.set_weights(weights)
+    weights = random_weights(test, rng, 0.5)
     feats = rng.standard_normal((4, 3)).astype(np.float32)
     noise = rng.standard_normal((4, 2)).astype(np.float32)
     _, grads = test.gradients(
@@ -249,8 +270,7 @@ def test_twin_q_forward(backend):
     assert q1.shape == (5,) and q2.shape == (5,)
     x = np.concatenate([obs, act], axis=1)
     for name, q in (("q1", q1), ("q2", q2)):
-        ref = np_linear(np_relu_mlp(x, weights, f"{name}/trunk", 2), weights, f"{name}/out")[:, 0]
-        np.testing.assert_allclose(q, ref, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(q, np_q(x, weights, name, 2), rtol=RTOL, atol=ATOL)
 
 
 def test_twin_q_same_seed_starts_identical():
@@ -315,15 +335,13 @@ def test_twin_q_with_an_image_encoder_matches_numpy(backend):
     ]
     assert weights["q1/trunk/dense_0/W"].shape == (5 + 2, 8)  # encoder features, then the action
     rng = np.random.default_rng(4)
-    weights = {k: (rng.standard_normal(v.shape) * 0.5).astype(np.float32) for k, v in weights.items()}
-    test.set_weights(weights)
+    weights = random_weights(test, rng, 0.5)
     obs, act = _images(rng, 5), rng.uniform(-1, 1, (5, 2)).astype(np.float32)
     q1, q2 = test.call("call", obs, act)
     x = np.concatenate([np_encoder(obs, weights, "encoder"), act], axis=1)
     assert np.abs(x[:, :5]).max() > 0  # the features are not all zero: the encoder is exercised
     for name, q in (("q1", q1), ("q2", q2)):
-        ref = np_linear(np_relu_mlp(x, weights, f"{name}/trunk", 1), weights, f"{name}/out")[:, 0]
-        np.testing.assert_allclose(q, ref, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(q, np_q(x, weights, name, 1), rtol=1e-4, atol=1e-4)
 
 
 def test_sac_graph_with_an_image_encoder_matches_numpy(backend):
@@ -341,9 +359,7 @@ def test_sac_graph_with_an_image_encoder_matches_numpy(backend):
     np.testing.assert_array_equal(weights["critic/encoder/conv_0/W"], weights["critic_target/encoder/conv_0/W"])
     assert weights["actor/encoder/conv_0/W"].shape == weights["critic/encoder/conv_0/W"].shape
     rng = np.random.default_rng(6)
-    weights = {k: (rng.standard_normal(v.shape) * 0.5).astype(np.float32) for k, v in weights.items()}
-    weights["sac_loss/log_alpha"] = np.asarray(math.log(0.3), np.float32)
-    test.set_weights(weights)
+    weights = random_weights(test, rng, 0.5, alpha=0.3)
     n = 5
     batch = {
         "obs": _images(rng, n),
@@ -355,50 +371,21 @@ def test_sac_graph_with_an_image_encoder_matches_numpy(backend):
         "weights": np.ones(n, np.float32),
         "next_noise": rng.standard_normal((n, 2)).astype(np.float32),
     }
-    loss, td = test.call("critic_loss", *batch.values())
 
     def actor(obs, noise):
         h = np_relu_mlp(np_encoder(obs, weights, "actor/encoder"), weights, "actor/trunk", 1)
-        mean = np_linear(h, weights, "actor/head/mean")
-        log_std = np.clip(np_linear(h, weights, "actor/head/log_std"), -20.0, 2.0)
-        u = mean + np.exp(log_std) * noise
-        return np.tanh(u), np_squashed_log_prob(u, mean, log_std), np.tanh(mean)
+        return np_squashed_actor(h, weights, noise)
 
     def q(critic, head, obs, act):
         x = np.concatenate([np_encoder(obs, weights, f"{critic}/encoder"), act], axis=1)
-        return np_linear(np_relu_mlp(x, weights, f"{critic}/{head}/trunk", 1), weights, f"{critic}/{head}/out")[:, 0]
+        return np_q(x, weights, f"{critic}/{head}", 1)
 
-    next_a, next_logp, _ = actor(batch["next_obs"], batch["next_noise"])
-    ref_loss, ref_td, _ = np_critic_loss(
-        q("critic", "q1", batch["obs"], batch["actions"]),
-        q("critic", "q2", batch["obs"], batch["actions"]),
-        batch["rewards"],
-        batch["terminals"],
-        batch["discounts"],
-        q("critic_target", "q1", batch["next_obs"], next_a),
-        q("critic_target", "q2", batch["next_obs"], next_a),
-        next_logp,
-        batch["weights"],
-        alpha=0.3,
-    )
-    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(td, ref_td, rtol=1e-4, atol=1e-4)
     noise = rng.standard_normal((n, 2)).astype(np.float32)
-    a_loss, logp = test.call("actor_loss", batch["obs"], noise)
-    a, ref_logp, greedy = actor(batch["obs"], noise)
-    q_pi = np.minimum(q("critic", "q1", batch["obs"], a), q("critic", "q2", batch["obs"], a))
-    np.testing.assert_allclose(logp, ref_logp, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(a_loss, np.mean(0.3 * ref_logp - q_pi), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(test.call("act", batch["obs"], noise), a, rtol=1e-5, atol=1e-5)
+    assert_graph_matches(test, batch, noise, actor, q, alpha=0.3)
+    greedy = actor(batch["obs"], noise)[2]
     np.testing.assert_allclose(test.call("greedy", batch["obs"]), greedy, rtol=1e-5, atol=1e-5)
-    test.call("sync_target")  # Polyak moves the target critic's encoder too
-    after = test.get_weights()["critic_target/encoder/dense_0/W"]
-    np.testing.assert_allclose(
-        after,
-        0.5 * weights["critic_target/encoder/dense_0/W"] + 0.5 * weights["critic/encoder/dense_0/W"],
-        rtol=1e-5,
-        atol=1e-6,
-    )
+    # Polyak moves the target critic's encoder too
+    assert_polyak_halfway(test, weights, "encoder/dense_0/W", rtol=1e-5, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- SAC losses
@@ -439,6 +426,12 @@ def critic_batch() -> dict[str, np.ndarray]:
     }
 
 
+#: Hand-made log-probabilities and twin Q-values of policy actions for the actor and temperature losses.
+LOGP = np.array([-1.0, 0.5, 2.0, -3.0], np.float32)
+Q1_PI = np.array([1.0, 2.0, -1.0, 0.0], np.float32)
+Q2_PI = np.array([1.5, 1.0, -2.0, 0.5], np.float32)
+
+
 def _loss_test(backend, alpha=0.2, ent_coef="auto", target_entropy="auto", action_dim=3):
     test = ComponentTest(SACLoss(action_dim, ent_coef=ent_coef, target_entropy=target_entropy), loss_spaces(), backend)
     if ent_coef == "auto":
@@ -466,9 +459,7 @@ def test_critic_loss_twin_min_target_with_entropy_term(backend):
 
 def test_actor_and_temperature_losses(backend):
     test = _loss_test(backend, alpha=0.5, action_dim=3)
-    logp = np.array([-1.0, 0.5, 2.0, -3.0], np.float32)
-    q1 = np.array([1.0, 2.0, -1.0, 0.0], np.float32)
-    q2 = np.array([1.5, 1.0, -2.0, 0.5], np.float32)
+    logp, q1, q2 = LOGP, Q1_PI, Q2_PI
     loss, logp_out = test.call("actor_loss", logp, q1, q2)
     np.testing.assert_allclose(loss, np.mean(0.5 * logp - np.minimum(q1, q2)), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(logp_out, logp)
@@ -482,13 +473,11 @@ def test_actor_and_temperature_losses(backend):
 def test_loss_gradients(grad_backend):
     """Temperature gets gradient only from loss 3; Q targets and next log-probs get none."""
     test = _loss_test(grad_backend, alpha=0.5, target_entropy=-1.5)
-    logp = np.array([-1.0, 0.5, 2.0, -3.0], np.float32)
+    logp, q1, q2 = LOGP, Q1_PI, Q2_PI
     _, grads = test.gradients("temperature_loss", logp, wrt_inputs=["log_probs"])
     np.testing.assert_allclose(grads["log_alpha"], -np.mean(logp - 1.5), rtol=1e-5)
     np.testing.assert_allclose(grads["input:log_probs"], 0.0)
 
-    q1 = np.array([1.0, 2.0, -1.0, 0.0], np.float32)
-    q2 = np.array([1.5, 1.0, -2.0, 0.5], np.float32)
     _, grads = test.gradients("actor_loss", logp, q1, q2, wrt_inputs=["log_probs", "q1_pi", "q2_pi"])
     np.testing.assert_allclose(grads["log_alpha"], 0.0)  # alpha is a constant in the actor loss
     np.testing.assert_allclose(grads["input:log_probs"], np.full(4, 0.5 / 4), rtol=1e-5)
@@ -513,7 +502,7 @@ def test_fixed_temperature_is_not_trainable(backend):
     assert test.component.variables(trainable_only=True) == {}
     np.testing.assert_allclose(test.get_weights()["log_alpha"], math.log(0.05), rtol=1e-6)
     # 'auto' is -action_dim (3 here); a float is used as given: both through the temperature loss
-    logp = np.array([-1.0, 0.5, 2.0, -3.0], np.float32)
+    logp = LOGP
     t_loss, alpha = test.call("temperature_loss", logp)
     np.testing.assert_allclose(t_loss, -np.mean(math.log(0.05) * (logp - 3.0)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(alpha, 0.05, rtol=1e-6)
@@ -560,6 +549,45 @@ def graph_spaces(obs_dim, act_dim: int) -> dict:
     }
 
 
+def assert_graph_matches(test: ComponentTest, batch: dict, noise, actor, q, alpha: float) -> None:
+    """A SAC graph's critic loss and TD errors on ``batch``, and its actor loss, log-probabilities
+    and actions for ``noise``, against numpy: ``actor(obs, noise)`` is the reference policy
+    ``(actions, log_prob, greedy actions)``, ``q(critic, head, obs, actions)`` the reference of
+    the Q-head ``critic/head`` (``critic`` the online or ``critic_target`` the target critic)."""
+    loss, td = test.call("critic_loss", *batch.values())
+    next_a, next_logp, _ = actor(batch["next_obs"], batch["next_noise"])
+    ref_loss, ref_td, _ = np_critic_loss(
+        q("critic", "q1", batch["obs"], batch["actions"]),
+        q("critic", "q2", batch["obs"], batch["actions"]),
+        batch["rewards"],
+        batch["terminals"],
+        batch["discounts"],
+        q("critic_target", "q1", batch["next_obs"], next_a),
+        q("critic_target", "q2", batch["next_obs"], next_a),
+        next_logp,
+        batch["weights"],
+        alpha=alpha,
+    )
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(td, ref_td, rtol=1e-4, atol=1e-4)
+    a_loss, logp = test.call("actor_loss", batch["obs"], noise)
+    a, ref_logp, _ = actor(batch["obs"], noise)
+    q_pi = np.minimum(q("critic", "q1", batch["obs"], a), q("critic", "q2", batch["obs"], a))
+    np.testing.assert_allclose(logp, ref_logp, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(a_loss, np.mean(alpha * ref_logp - q_pi), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(test.call("act", batch["obs"], noise), a, rtol=1e-5, atol=1e-5)
+
+
+def assert_polyak_halfway(test: ComponentTest, weights: dict, key: str, **tolerance) -> None:
+    """After ``sync_target`` with tau 0.5, ``critic_target/<key>`` lies halfway between its value in
+    ``weights`` and ``critic/<key>``: target <- 0.5 target + 0.5 online."""
+    test.call("sync_target")
+    after = test.get_weights()[f"critic_target/{key}"]
+    np.testing.assert_allclose(
+        after, 0.5 * weights[f"critic_target/{key}"] + 0.5 * weights[f"critic/{key}"], **tolerance
+    )
+
+
 def test_sac_graph_critic_target_and_actor_loss_match_numpy(backend):
     """The whole wiring: next actions from the actor, target twin-Q min, entropy term, masks."""
     cfg = SACConfig(actor_network={"hidden": [8, 8]}, critic_network={"hidden": [8, 6]}, tau=0.5)
@@ -574,9 +602,7 @@ def test_sac_graph_critic_target_and_actor_loss_match_numpy(backend):
         if k.startswith("critic/")
     )
     rng = np.random.default_rng(5)
-    weights = {k: (rng.standard_normal(v.shape) * 0.5).astype(np.float32) for k, v in weights.items()}
-    weights["sac_loss/log_alpha"] = np.asarray(math.log(0.3), np.float32)
-    test.set_weights(weights)
+    weights = random_weights(test, rng, 0.5, alpha=0.3)
     n = 6
     batch = {
         "obs": rng.standard_normal((n, 3)),
@@ -589,52 +615,16 @@ def test_sac_graph_critic_target_and_actor_loss_match_numpy(backend):
         "next_noise": rng.standard_normal((n, 2)),
     }
     batch = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in batch.items()}
-    loss, td = test.call("critic_loss", *batch.values())
 
     def actor(obs, noise):
-        h = np_relu_mlp(obs, weights, "actor/trunk", 2)
-        mean = np_linear(h, weights, "actor/head/mean")
-        log_std = np.clip(np_linear(h, weights, "actor/head/log_std"), -20.0, 2.0)
-        u = mean + np.exp(log_std) * noise
-        return np.tanh(u), np_squashed_log_prob(u, mean, log_std)
+        return np_squashed_actor(np_relu_mlp(obs, weights, "actor/trunk", 2), weights, noise)
 
-    def q(prefix, obs, act):
-        x = np.concatenate([obs, act], axis=1)
-        return np_linear(np_relu_mlp(x, weights, f"{prefix}/trunk", 2), weights, f"{prefix}/out")[:, 0]
-
-    next_a, next_logp = actor(batch["next_obs"], batch["next_noise"])
-    ref_loss, ref_td, _ = np_critic_loss(
-        q("critic/q1", batch["obs"], batch["actions"]),
-        q("critic/q2", batch["obs"], batch["actions"]),
-        batch["rewards"],
-        batch["terminals"],
-        batch["discounts"],
-        q("critic_target/q1", batch["next_obs"], next_a),
-        q("critic_target/q2", batch["next_obs"], next_a),
-        next_logp,
-        batch["weights"],
-        alpha=0.3,
-    )
-    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(td, ref_td, rtol=1e-4, atol=1e-4)
+    def q(critic, head, obs, act):
+        return np_q(np.concatenate([obs, act], axis=1), weights, f"{critic}/{head}", 2)
 
     noise = rng.standard_normal((n, 2)).astype(np.float32)
-    a_loss, logp = test.call("actor_loss", batch["obs"], noise)
-    a, ref_logp = actor(batch["obs"], noise)
-    ref_actor = np.mean(0.3 * ref_logp - np.minimum(q("critic/q1", batch["obs"], a), q("critic/q2", batch["obs"], a)))
-    np.testing.assert_allclose(logp, ref_logp, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(a_loss, ref_actor, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(test.call("act", batch["obs"], noise), a, rtol=1e-5, atol=1e-5)
-
-    # Polyak: target <- 0.5 target + 0.5 online
-    test.call("sync_target")
-    after = test.get_weights()
-    key = "critic/q2/out/W"
-    np.testing.assert_allclose(
-        after[key.replace("critic/", "critic_target/")],
-        0.5 * weights[key.replace("critic/", "critic_target/")] + 0.5 * weights[key],
-        rtol=1e-6,
-    )
+    assert_graph_matches(test, batch, noise, actor, q, alpha=0.3)
+    assert_polyak_halfway(test, weights, "q2/out/W", rtol=1e-6)
 
 
 # --------------------------------------------------------------------------- config
