@@ -1,8 +1,8 @@
-"""The tf train step against numpy versions of torch's optimizer and clipping formulas.
+"""The tf train step's own behaviour: clipping, optimizer state checks, XLA compilation and its fallback.
 
-The numpy reference below is written from the PyTorch documentation of ``torch.optim.Adam``,
-``RMSprop`` and ``SGD`` (no weight decay, no amsgrad/centered/nesterov) and of
-``torch.nn.utils.clip_grad_norm_``, in float64. The tf step must follow it step by step.
+The update formulas (against numpy versions of torch's optimizers and clipping), settable
+learning rates and optimizer-state round trips are checked by the core's conformance suite,
+which tests/tf/test_tf_conformance.py runs on tf in both modes; this module reuses its data.
 """
 
 import warnings
@@ -11,135 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-RTOL, ATOL = 2e-5, 1e-6
-
-rng = np.random.default_rng(3)
-XS = rng.standard_normal((16, 3)).astype(np.float32)
-YS = rng.standard_normal((16, 2)).astype(np.float32)
-W0 = rng.standard_normal((3, 2)).astype(np.float32)
-B0 = rng.standard_normal(2).astype(np.float32)
-
-
-def np_loss_and_grads(w, b, x, y):
-    """``mean((x w + b - y)^2)`` and its gradients w.r.t. ``w`` and ``b``."""
-    err = x @ w + b - y
-    g = 2.0 * err / err.size
-    return float(np.mean(err**2)), [x.T @ g, g.sum(0)]
-
-
-def np_clip(grads, max_norm):
-    """torch.nn.utils.clip_grad_norm_: scale by min(1, max_norm / (norm + 1e-6))."""
-    if max_norm is None:
-        return grads
-    total = np.sqrt(sum(float(np.sum(g**2)) for g in grads))
-    coef = min(1.0, max_norm / (total + 1e-6))
-    return [g * coef for g in grads]
-
-
-class NumpyTorchOptimizer:
-    """torch.optim update rules in numpy (float64)."""
-
-    def __init__(self, spec, params):
-        self.spec = spec
-        self.t = 0
-        self.state = [dict(m=np.zeros_like(p), v=np.zeros_like(p), buf=np.zeros_like(p)) for p in params]
-
-    def step(self, params, grads):
-        s = self.spec
-        lr = s["learning_rate"]
-        self.t += 1
-        out = []
-        for p, g, st in zip(params, grads, self.state):
-            if s["type"] == "adam":
-                b1, b2 = s["betas"]
-                st["m"] = b1 * st["m"] + (1 - b1) * g
-                st["v"] = b2 * st["v"] + (1 - b2) * g * g
-                denom = np.sqrt(st["v"]) / np.sqrt(1 - b2**self.t) + s["eps"]
-                p = p - lr / (1 - b1**self.t) * st["m"] / denom
-            elif s["type"] == "rmsprop":
-                st["v"] = s["alpha"] * st["v"] + (1 - s["alpha"]) * g * g
-                avg = np.sqrt(st["v"]) + s["eps"]
-                if s["momentum"] > 0:
-                    st["buf"] = s["momentum"] * st["buf"] + g / avg
-                    p = p - lr * st["buf"]
-                else:
-                    p = p - lr * g / avg
-            else:
-                if s["momentum"] > 0:
-                    st["buf"] = s["momentum"] * st["buf"] + g if self.t > 1 else g.copy()
-                    p = p - lr * st["buf"]
-                else:
-                    p = p - lr * g
-            out.append(p)
-        return out
-
-
-def spec(kind, **kw):
-    base = {
-        "type": kind,
-        "learning_rate": 0.05,
-        "max_grad_norm": None,
-        "eps": 1e-8,
-        "betas": (0.9, 0.999),
-        "alpha": 0.99,
-        "momentum": 0.0,
-    }
-    base.update(kw)
-    return base
-
-
-SPECS = {
-    "adam": spec("adam"),
-    "adam-betas-eps": spec("adam", betas=(0.8, 0.95), eps=1e-3, learning_rate=0.1),
-    "rmsprop": spec("rmsprop", alpha=0.9, eps=1e-3),
-    "rmsprop-momentum": spec("rmsprop", momentum=0.9, learning_rate=0.01),
-    "sgd": spec("sgd"),
-    "sgd-momentum": spec("sgd", momentum=0.9),
-}
-
-
-def make_step(backend, opt_spec, counter=None):
-    w = backend.variable("w", W0)
-    b = backend.variable("b", B0)
-    ops = backend.ops
-
-    def loss_fn(x, y):
-        if counter is not None:
-            counter.append(1)
-        err = ops.dense(x, w, b) - y
-        return ops.reduce_mean(ops.square(err)), ops.abs(err)
-
-    return backend.train_step(loss_fn, [w, b], opt_spec), w, b
-
-
-# Every spec with and without clipping eagerly; in static mode (one XLA compile per case, the
-# same update code) every spec once, with clipping.
-FORMULA_CASES = [
-    pytest.param("eager", name, clip, id=f"eager-{name}-{'clip' if clip else 'noclip'}")
-    for name in SPECS
-    for clip in (None, 0.5)
-]
-FORMULA_CASES += [pytest.param("static", name, 0.5, id=f"static-{name}-clip") for name in SPECS]
-
-
-@pytest.mark.parametrize("mode,name,clip", FORMULA_CASES)
-def test_steps_match_torch_formulas(mode, name, clip):
-    from rlgraph_tf import TFBackend
-
-    backend = TFBackend(mode=mode, device="cpu")
-    opt_spec = dict(SPECS[name], max_grad_norm=clip)
-    step, w, b = make_step(backend, opt_spec)
-    ref = NumpyTorchOptimizer(opt_spec, [W0.astype(np.float64), B0.astype(np.float64)])
-    params = [W0.astype(np.float64), B0.astype(np.float64)]
-    for k in range(5):
-        x, y = XS[k : k + 8], YS[k : k + 8]
-        loss_ref, grads = np_loss_and_grads(params[0], params[1], x, y)
-        params = ref.step(params, np_clip(grads, clip))
-        loss, td = step(backend.to_tensor(x), backend.to_tensor(y))
-        np.testing.assert_allclose(backend.to_numpy(loss), loss_ref, rtol=RTOL)
-        assert backend.to_numpy(td).shape == (8, 2)
-        np.testing.assert_allclose(backend.to_numpy(w), params[0], rtol=RTOL, atol=ATOL)
-        np.testing.assert_allclose(backend.to_numpy(b), params[1], rtol=RTOL, atol=ATOL)
+from rlgraph_core.testing.conformance import B0, SPECS, W0, XS, YS, make_step, spec
+from rlgraph_core.testing.conformance import OPT_RTOL as RTOL
 
 
 def test_clipping_actually_clips(backend):
@@ -149,24 +22,6 @@ def test_clipping_actually_clips(backend):
     step(backend.to_tensor(XS), backend.to_tensor(YS))
     after = np.concatenate([backend.to_numpy(w).ravel(), backend.to_numpy(b).ravel()])
     assert np.linalg.norm(after - before) == pytest.approx(1e-3, rel=1e-3)
-
-
-def test_learning_rate_is_settable(backend):
-    """Each SGD step moves the weights by exactly the learning rate in force times the gradient."""
-    step, w, b = make_step(backend, spec("sgd", learning_rate=0.1))
-    assert step.learning_rate == pytest.approx(0.1)
-    for lr in (0.1, 0.0, 0.2):
-        if lr != 0.1:
-            step.learning_rate = lr
-        before = [backend.to_numpy(w).astype(np.float64), backend.to_numpy(b).astype(np.float64)]
-        _, grads = np_loss_and_grads(*before, XS, YS)
-        step(backend.to_tensor(XS), backend.to_tensor(YS))
-        np.testing.assert_allclose(
-            backend.to_numpy(w), before[0] - lr * grads[0], rtol=RTOL, atol=ATOL, err_msg=f"lr={lr}"
-        )
-        np.testing.assert_allclose(
-            backend.to_numpy(b), before[1] - lr * grads[1], rtol=RTOL, atol=ATOL, err_msg=f"lr={lr}"
-        )
 
 
 @pytest.mark.parametrize(
