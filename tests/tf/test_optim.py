@@ -24,37 +24,14 @@ def test_clipping_actually_clips(backend):
     assert np.linalg.norm(after - before) == pytest.approx(1e-3, rel=1e-3)
 
 
-@pytest.mark.parametrize(
-    "mode,name", [("eager", "adam"), ("eager", "rmsprop-momentum"), ("eager", "sgd-momentum"), ("static", "adam")]
-)
-def test_state_roundtrip(mode, name):
-    """Optimizer state moved (as numpy) into a fresh step continues exactly like the original."""
-    from rlgraph_tf import TFBackend
-
-    backend = TFBackend(mode=mode, device="cpu")
-    a, wa, ba = make_step(backend, SPECS[name])
-    for k in range(3):
-        a(backend.to_tensor(XS[k : k + 8]), backend.to_tensor(YS[k : k + 8]))
-    state = a.get_state()
-    assert all(isinstance(v, np.ndarray) for v in state.values())
-    expected_slots = {
-        "adam": {"step", "exp_avg", "exp_avg_sq"},
-        "rmsprop-momentum": {"step", "square_avg", "momentum_buffer"},
-        "sgd-momentum": {"momentum_buffer"},
-    }[name]
-    assert {k.split("/", 1)[1] for k in state} == expected_slots  # torch's state key names
-    if "0/step" in state:
-        assert float(state["0/step"]) == 3.0
-
-    c, wc, bc = make_step(backend, SPECS[name])
-    backend.assign_numpy(wc, backend.to_numpy(wa))
-    backend.assign_numpy(bc, backend.to_numpy(ba))
-    c.set_state(state)
-    for s in (a, c):
-        s(backend.to_tensor(XS[8:]), backend.to_tensor(YS[8:]))
-    np.testing.assert_allclose(backend.to_numpy(wc), backend.to_numpy(wa), rtol=1e-6, atol=1e-7)
-    with pytest.raises(ValueError):
-        c.set_state({"0/not_a_slot": np.zeros(2)})
+@pytest.mark.parametrize("name", ["adam", "rmsprop-momentum", "sgd-momentum"])
+def test_unknown_state_slot_is_a_value_error(backend, name):
+    """The conformance suite's state round trip accepts a ValueError or a KeyError for a slot the
+    optimizer does not have; tf raises a ValueError that names the key."""
+    step, _, _ = make_step(backend, SPECS[name])
+    step(backend.to_tensor(XS[:8]), backend.to_tensor(YS[:8]))
+    with pytest.raises(ValueError, match="'0/not_a_slot'"):
+        step.set_state({"0/not_a_slot": np.zeros(2)})
 
 
 def test_unknown_optimizer_type(backend):
