@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from rlgraph_core.checkpoint import read_attachment, read_meta  # noqa: E402
+from rlgraph_core.checkpoint import latest_checkpoint, read_attachment, read_meta  # noqa: E402
 from ray_procs import kill_all, ray_processes  # noqa: E402
 
 #: configs/apex_cartpole.yaml with one small worker, a run far longer than the test lets it go,
@@ -203,29 +203,34 @@ def test_sigterm_while_ray_starts_stops_the_run_cleanly(tmp_path, ray_tmp):
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find Ray's processes")
-def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_and_a_summary(tmp_path, ray_tmp):
+def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_a_summary_and_its_work_saved(tmp_path, ray_tmp):
     """Issue 19: killing Ray's dashboard agent ended the driver within a second with only Ray's log
     lines. Ray ends the driver from C++ (its raylet fate-shares with the agent), so the watchdog
-    says what died, writes summary.json and names the newest checkpoint, which --resume takes."""
+    says what died, writes summary.json and moves the driver's in-memory snapshot of the learner
+    into the run folder as its newest checkpoint: no periodic checkpoint is due here, yet the work
+    up to the kill is saved, and --resume carries on from it."""
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out), more=("train.checkpoint_interval=500",)),
+        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out), more=("train.checkpoint_interval=1000000",)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=_env(ray_tmp),
     )
     try:
-        deadline = time.time() + 240
-        while not (out / "checkpoints").is_dir() or not _rows(out):  # a periodic checkpoint was written
+        deadline = time.time() + 300
+        while not [r for r in _rows(out) if r["timesteps"] >= 1000]:  # the learner has been learning a while
             if proc.poll() is not None:
                 pytest.fail(f"the run ended early with {proc.returncode}:\n{proc.communicate()[0]}")
-            assert time.time() < deadline, "timed out waiting for a periodic checkpoint"
+            assert time.time() < deadline, "timed out waiting for a metrics row at 1000 env steps"
             time.sleep(0.2)
+        logged = _rows(out)[-1]["timesteps"]
+        time.sleep(5)  # the snapshot is refreshed at most once a second, after a learner round
+        assert not (out / "checkpoints").exists() and not (out / "checkpoint").exists()  # nothing periodic
         agent = [pid for pid, name in ray_processes(ray_tmp).items() if name == "ray::DashboardAgent"]
         assert len(agent) == 1
         os.kill(agent[0], signal.SIGKILL)
-        output, _ = proc.communicate(timeout=120)
+        output, _ = proc.communicate(timeout=240)  # the driver may live until the GCS marks the node dead
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -240,6 +245,28 @@ def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_and_a_summary(
     assert f"resume with: rlgraph train --resume {out.resolve()}" in output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ended_by"] == "error" and summary["died"] == "dashboard agent" and summary["exit_code"] == 1
+    assert summary["checkpoint"] is not None, output
+    assert f"The newest checkpoint is {summary['checkpoint']}" in output
     meta, _ = read_meta(summary["checkpoint"])
-    assert meta["counters"]["timesteps"] == summary["timesteps"] > 0
+    assert meta["counters"]["timesteps"] == summary["timesteps"] >= logged >= 1000  # seen 5 s before the kill
+    assert summary["checkpoint_from_snapshot"] is True
+    assert Path(summary["checkpoint"]).parent == (out / "checkpoints").resolve()
+    assert latest_checkpoint(out) == Path(summary["checkpoint"])
+    snapshots = [
+        p for root in ("/dev/shm", tempfile.gettempdir()) for p in Path(root).glob(f"rlgraph-snapshot-{proc.pid}-*")
+    ]
+    assert snapshots == [], "the in-memory snapshot outlived the run"
     assert left == {}, f"Ray processes outlived the run: {left}"
+
+    target = summary["timesteps"] + 500
+    resumed = subprocess.run(
+        _cli("--resume", str(out), more=(f"train.total_timesteps={target}",)),
+        capture_output=True,
+        text=True,
+        env=_env(ray_tmp),
+        timeout=400,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "rlgraph: resuming" in resumed.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= target

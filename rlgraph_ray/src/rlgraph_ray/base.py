@@ -142,6 +142,8 @@ class RayExecutor(Executor):
                         eval_env.close()
                         raise
             recorder.summary_extra = self._totals
+            if session.get("snapshot") is not None:
+                recorder.snapshot_path = Path(session["snapshot"])
             if self.shards and getattr(settings, "save_replay", False):
                 recorder.checkpoint_attachments = self._replay_attachments
             info = {
