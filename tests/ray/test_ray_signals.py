@@ -72,6 +72,11 @@ def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
+def _snapshots(pid: int) -> list[Path]:
+    """The in-memory snapshot folders of the driver ``pid`` (rlgraph_ray.cluster.snapshot_folder) still there."""
+    return [p for root in ("/dev/shm", tempfile.gettempdir()) for p in Path(root).glob(f"rlgraph-snapshot-{pid}-*")]
+
+
 def _ray_processes(ray_tmp: Path) -> list[int]:
     """Pids of the live processes of this test's private Ray session (renamed helpers included)."""
     return sorted(ray_processes(ray_tmp))
@@ -113,6 +118,7 @@ def test_sigterm_stops_a_ray_apex_run_cleanly_and_resume_carries_on(tmp_path, ra
     assert stored > 0 and info["shards"] == 1
     time.sleep(2)  # the private Ray's processes exit with the driver
     assert _ray_processes(ray_tmp) == [], "Ray processes outlived the stopped run"
+    assert _snapshots(proc.pid) == [], "the in-memory snapshot outlived the run (a normal end removes it)"
 
     target = stopped_at + 1000
     resumed = subprocess.run(
@@ -151,6 +157,7 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_of_its_private_session(tmp_p
         names = set(ray_processes(ray_tmp).values())
         # the helpers that were orphaned (they rename themselves, so only the finder's environ/fd check sees them)
         assert {"ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= names, names
+        assert _snapshots(proc.pid), "the driver keeps no in-memory snapshot"
     finally:
         proc.kill()  # SIGKILL: the driver runs no code
         proc.wait()
@@ -160,6 +167,7 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_of_its_private_session(tmp_p
     left = ray_processes(ray_tmp)
     kill_all(left)  # never leave them behind, even when the test fails
     assert left == {}, f"Ray processes outlived their driver: {left}"
+    assert _snapshots(proc.pid) == [], "the driver's in-memory snapshot outlived it (the watchdog removes it)"
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see that Ray's processes are gone")
@@ -252,10 +260,7 @@ def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_a_summary_and_
     assert summary["checkpoint_from_snapshot"] is True
     assert Path(summary["checkpoint"]).parent == (out / "checkpoints").resolve()
     assert latest_checkpoint(out) == Path(summary["checkpoint"])
-    snapshots = [
-        p for root in ("/dev/shm", tempfile.gettempdir()) for p in Path(root).glob(f"rlgraph-snapshot-{proc.pid}-*")
-    ]
-    assert snapshots == [], "the in-memory snapshot outlived the run"
+    assert _snapshots(proc.pid) == [], "the in-memory snapshot outlived the run"
     assert left == {}, f"Ray processes outlived the run: {left}"
 
     target = summary["timesteps"] + 500

@@ -122,7 +122,8 @@ def report(died):
     # where the work is, as summary.json does for any run that ends with an error.
     name, pid = died
     checkpoint = meta = None
-    adopted, problem = False, None
+    adopted = had_snapshot = False
+    problem = None
     if run_dir:
         warnings.simplefilter("ignore")  # a snapshot interrupted mid-save is recovered: no warning needed
         try:
@@ -131,7 +132,8 @@ def report(died):
             checkpoint = latest_checkpoint(run_dir)
             meta = read_meta(checkpoint)[0] if checkpoint is not None else None
             source = os.path.join(snapshot, "checkpoint") if snapshot else None
-            if source is not None and os.path.isdir(snapshot) and os.listdir(snapshot):  # one was written
+            had_snapshot = source is not None and os.path.isdir(snapshot) and bool(os.listdir(snapshot))
+            if had_snapshot:
                 newest = read_meta(source)[0]
                 steps = lambda m: ((m or {}).get("counters") or {}).get("timesteps", -1)
                 if meta is None or steps(newest) > steps(meta):
@@ -144,13 +146,15 @@ def report(died):
         f"RayProcessDied: Ray's {name} (pid {pid}) of this run's private Ray session died, and Ray then ended "
         f"the run's driver (pid {driver}) at once, from its C++ core, so no final checkpoint could be written"
     )
-    kind = (
-        "the learner's in-memory snapshot, taken at most about a second before, now in the run folder; the replay "
-        "shards died with Ray and are not in it, so a resumed run starts them empty"
-        if adopted
-        else "the newest periodic one; the driver's in-memory snapshot was not newer"
-        + (f" or could not be used ({problem})" if problem else "")
-    )
+    if adopted:
+        kind = (
+            "the learner's in-memory snapshot, refreshed about once a second, now in the run folder; the replay "
+            "shards died with Ray and are not in it, so a resumed run starts them empty"
+        )
+    elif problem:
+        kind = f"a periodic one; the driver's in-memory snapshot could not be used ({problem})"
+    else:
+        kind = "a periodic one" + ("; the driver's in-memory snapshot was not newer" if had_snapshot else "")
     where = (
         f"The newest checkpoint is {checkpoint} ({counters.get('timesteps', '?')} env steps; {kind}); resume with: "
         f"rlgraph train --resume {run_dir}"
