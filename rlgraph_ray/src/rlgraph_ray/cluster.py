@@ -5,6 +5,7 @@ placement with a timeout, and actor names a run (or a test) can find.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -23,6 +24,24 @@ from rlgraph_ray.reaper import quiet_reaper, start_reaper, stop_reaper
 
 class RayConnectError(RLGraphError):
     """``executor.address`` names a cluster that cannot be reached."""
+
+
+class RayProcessDied(RLGraphError):
+    """One of Ray's own processes of the run's private Ray session died (its raylet, GCS, an agent ...)."""
+
+
+def ray_process_death(session: dict) -> tuple[str, int] | None:
+    """``(what, pid)`` of the first of Ray's own processes that the watchdog saw die while this
+    driver lived (:mod:`rlgraph_ray.reaper`), or None (none died, or no private Ray with a run folder)."""
+    snapshot = session.get("snapshot")
+    if snapshot is None:
+        return None
+    try:
+        with open(Path(snapshot).parent / "ray-died.json") as f:
+            found = json.load(f)
+        return str(found["name"]), int(found["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _host_port(address: str) -> tuple[str, int] | None:

@@ -30,6 +30,11 @@ checkpoint's name (never unpickling), and names it. The replay shards died with 
 snapshot holds none, so a resumed run starts them empty. Whatever ended the driver, the
 watchdog then removes the snapshot folder (after a normal end the driver has removed it).
 
+When one of Ray's processes dies while the driver lives, the watchdog also leaves a note
+(``ray-died.json`` in the snapshot folder): a driver that Ray does not end at once, and whose run
+then fails (its actors can no longer be placed ...), names what died in its own error
+(:class:`rlgraph_ray.cluster.RayProcessDied`), with its own final checkpoint.
+
 The window is wide because the driver does not always end at once: measured here 0.39 s on a
 quiet machine, but in CI (2 loaded cores) the driver lived on until the GCS had marked the node
 dead by missed health checks (Ray's defaults: 5 checks 3 s apart after a start-up delay), which
@@ -180,6 +185,17 @@ def report(died):
         except OSError:
             pass
 
+def note(name, pid):
+    # For a driver that Ray does not end at once: it names what died when its run fails (rlgraph_ray.cluster).
+    if snapshot and os.path.isdir(snapshot):
+        tmp = os.path.join(snapshot, f".ray-died.{me}.tmp")
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"name": name, "pid": pid}, f)
+            os.replace(tmp, os.path.join(snapshot, "ray-died.json"))
+        except OSError:
+            pass
+
 seen, core, died, tick = {}, {}, None, 0
 while True:
     if tick % 20 == 0:  # the whole process table once a second; Ray's own processes every 50 ms
@@ -194,6 +210,7 @@ while True:
             del core[pid]
             if died is None and alive(driver):
                 died = (name, pid, time.monotonic())  # it died while the driver lived: it was first
+                note(name, pid)
     if not alive(driver):
         break
     tick += 1
