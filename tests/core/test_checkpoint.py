@@ -659,6 +659,38 @@ def test_latest_checkpoint_without_a_usable_latest_link_takes_the_highest_comple
     assert checkpoint.latest_checkpoint(run) == store / "step-40"
 
 
+def test_adopt_checkpoint_copies_a_snapshot_into_the_run_as_its_newest_and_refuses_a_corrupt_one(tmp_path):
+    """What the Ray watchdog does with the driver's RAM snapshot once Ray ended the driver."""
+    agent = make_numpy_agent(seed=0)
+    play(agent, 50)
+    run = tmp_path / "run"
+    checkpoint.save_periodic(agent, run, 20, {"config": {"n": 20}})
+    snapshot = tmp_path / "shm" / "checkpoint"
+    checkpoint.save_checkpoint(agent, snapshot, {"config": {"n": 50}})
+    adopted = checkpoint.adopt_checkpoint(snapshot, run)
+    assert adopted == run / "checkpoints" / f"step-{agent.timesteps}"
+    assert checkpoint.latest_checkpoint(run) == adopted
+    assert os.readlink(run / "checkpoints" / "latest") == adopted.name
+    assert (run / "checkpoints" / "step-20").is_dir()  # older periodic ones are kept
+    fresh = make_numpy_agent(seed=5)
+    fresh.load(checkpoint.latest_checkpoint(run))
+    assert_same_weights(fresh.get_weights(), agent.get_weights())
+    assert fresh.timesteps == agent.timesteps and len(fresh.memory) == len(agent.memory)
+    assert checkpoint.adopt_checkpoint(snapshot, run).name == f"step-{agent.timesteps}.1"  # never overwrites
+
+    folder = checkpoint.resolve_checkpoint(snapshot)
+    data = bytearray((folder / "weights.npz").read_bytes())
+    data[len(data) // 3] ^= 0xFF  # a flipped bit inside the array data: only the CRC sees it
+    (folder / "weights.npz").write_bytes(bytes(data))
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    with pytest.raises(CheckpointError, match="weights.npz"):
+        checkpoint.adopt_checkpoint(snapshot, run)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before  # nothing half-copied is left
+    (folder / "weights.npz").unlink()
+    with pytest.raises(CheckpointError, match="lacks 'weights.npz'"):
+        checkpoint.adopt_checkpoint(snapshot, run)
+
+
 def test_periodic_keep_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="keep"):
         checkpoint.save_periodic(make_numpy_agent(), tmp_path, 1, {}, keep=0)

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from rlgraph_core.checkpoint import read_attachment, read_meta  # noqa: E402
+from rlgraph_core.checkpoint import latest_checkpoint, read_attachment, read_meta  # noqa: E402
 from ray_procs import kill_all, ray_processes  # noqa: E402
 
 #: configs/apex_cartpole.yaml with one small worker, a run far longer than the test lets it go,
@@ -72,6 +72,11 @@ def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
+def _snapshots(pid: int) -> list[Path]:
+    """The in-memory snapshot folders of the driver ``pid`` (rlgraph_ray.cluster.snapshot_folder) still there."""
+    return [p for root in ("/dev/shm", tempfile.gettempdir()) for p in Path(root).glob(f"rlgraph-snapshot-{pid}-*")]
+
+
 def _ray_processes(ray_tmp: Path) -> list[int]:
     """Pids of the live processes of this test's private Ray session (renamed helpers included)."""
     return sorted(ray_processes(ray_tmp))
@@ -113,6 +118,7 @@ def test_sigterm_stops_a_ray_apex_run_cleanly_and_resume_carries_on(tmp_path, ra
     assert stored > 0 and info["shards"] == 1
     time.sleep(2)  # the private Ray's processes exit with the driver
     assert _ray_processes(ray_tmp) == [], "Ray processes outlived the stopped run"
+    assert _snapshots(proc.pid) == [], "the in-memory snapshot outlived the run (a normal end removes it)"
 
     target = stopped_at + 1000
     resumed = subprocess.run(
@@ -151,6 +157,7 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_of_its_private_session(tmp_p
         names = set(ray_processes(ray_tmp).values())
         # the helpers that were orphaned (they rename themselves, so only the finder's environ/fd check sees them)
         assert {"ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= names, names
+        assert _snapshots(proc.pid), "the driver keeps no in-memory snapshot"
     finally:
         proc.kill()  # SIGKILL: the driver runs no code
         proc.wait()
@@ -160,6 +167,7 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_of_its_private_session(tmp_p
     left = ray_processes(ray_tmp)
     kill_all(left)  # never leave them behind, even when the test fails
     assert left == {}, f"Ray processes outlived their driver: {left}"
+    assert _snapshots(proc.pid) == [], "the driver's in-memory snapshot outlived it (the watchdog removes it)"
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see that Ray's processes are gone")
@@ -203,29 +211,34 @@ def test_sigterm_while_ray_starts_stops_the_run_cleanly(tmp_path, ray_tmp):
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find Ray's processes")
-def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_and_a_summary(tmp_path, ray_tmp):
+def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_a_summary_and_its_work_saved(tmp_path, ray_tmp):
     """Issue 19: killing Ray's dashboard agent ended the driver within a second with only Ray's log
     lines. Ray ends the driver from C++ (its raylet fate-shares with the agent), so the watchdog
-    says what died, writes summary.json and names the newest checkpoint, which --resume takes."""
+    says what died, writes summary.json and moves the driver's in-memory snapshot of the learner
+    into the run folder as its newest checkpoint: no periodic checkpoint is due here, yet the work
+    up to the kill is saved, and --resume carries on from it."""
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out), more=("train.checkpoint_interval=500",)),
+        _cli("apex_cartpole", "--executor", "ray_apex", "--out", str(out), more=("train.checkpoint_interval=1000000",)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=_env(ray_tmp),
     )
     try:
-        deadline = time.time() + 240
-        while not (out / "checkpoints").is_dir() or not _rows(out):  # a periodic checkpoint was written
+        deadline = time.time() + 300
+        while not [r for r in _rows(out) if r["timesteps"] >= 1000]:  # the learner has been learning a while
             if proc.poll() is not None:
                 pytest.fail(f"the run ended early with {proc.returncode}:\n{proc.communicate()[0]}")
-            assert time.time() < deadline, "timed out waiting for a periodic checkpoint"
+            assert time.time() < deadline, "timed out waiting for a metrics row at 1000 env steps"
             time.sleep(0.2)
+        logged = _rows(out)[-1]["timesteps"]
+        time.sleep(5)  # the snapshot is refreshed at most once a second, after a learner round
+        assert not (out / "checkpoints").exists() and not (out / "checkpoint").exists()  # nothing periodic
         agent = [pid for pid, name in ray_processes(ray_tmp).items() if name == "ray::DashboardAgent"]
         assert len(agent) == 1
         os.kill(agent[0], signal.SIGKILL)
-        output, _ = proc.communicate(timeout=120)
+        output, _ = proc.communicate(timeout=400)  # the driver may live on until actors cannot be placed (120 s)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -236,10 +249,53 @@ def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_and_a_summary(
     left = ray_processes(ray_tmp)
     kill_all(left)
     assert proc.returncode != 0
-    assert f"rlgraph-ray: the run failed: RayProcessDied: Ray's dashboard agent (pid {agent[0]})" in output, output
-    assert f"resume with: rlgraph train --resume {out.resolve()}" in output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["ended_by"] == "error" and summary["died"] == "dashboard agent" and summary["exit_code"] == 1
+    assert summary["ended_by"] == "error" and summary["exit_code"] == 1, output
+    died = f"RayProcessDied: Ray's dashboard agent (pid {agent[0]})"
+    if "watchdog" in summary.get("written_by", ""):  # Ray ended the driver from C++ at once (the usual case)
+        assert f"rlgraph-ray: the run failed: {died}" in output, output
+        assert f"resume with: rlgraph train --resume {out.resolve()}" in output
+        assert summary["died"] == "dashboard agent" and summary["checkpoint_from_snapshot"] is True, output
+        assert f"The newest checkpoint is {summary['checkpoint']}" in output
+        assert Path(summary["checkpoint"]).parent == (out / "checkpoints").resolve()
+    else:  # the driver lived on until its actors could not be placed, and wrote its own final checkpoint
+        assert f"rlgraph: the run failed: {died}" in output and summary["error"].startswith(died), output
+        assert Path(summary["checkpoint"]) == out / "checkpoint"
     meta, _ = read_meta(summary["checkpoint"])
-    assert meta["counters"]["timesteps"] == summary["timesteps"] > 0
+    assert meta["counters"]["timesteps"] == summary["timesteps"] >= logged >= 1000  # seen 5 s before the kill
+    assert latest_checkpoint(out) == Path(summary["checkpoint"])
+    assert _snapshots(proc.pid) == [], "the in-memory snapshot outlived the run"
     assert left == {}, f"Ray processes outlived the run: {left}"
+
+    target = summary["timesteps"] + 500
+    resumed = subprocess.run(
+        _cli("--resume", str(out), more=(f"train.total_timesteps={target}",)),
+        capture_output=True,
+        text=True,
+        env=_env(ray_tmp),
+        timeout=400,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "rlgraph: resuming" in resumed.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= target
+
+
+def test_a_run_that_fails_after_a_ray_process_died_names_what_died(tmp_path):
+    """The other way issue 19's kill ends: Ray lets the driver live on, and its run fails later with
+    an error of its own (actors cannot be placed); that error then names what died first."""
+    from rlgraph_ray.base import _naming_ray_deaths
+    from rlgraph_ray.cluster import RayProcessDied, RayPlacementError
+
+    def loop(recorder, stop):
+        raise RayPlacementError("1 of 1 restarted replay shards were not placed (the cluster has 0 CPUs)")
+
+    session = {"snapshot": str(tmp_path / "checkpoint")}
+    with pytest.raises(RayPlacementError):  # no Ray process died: the error is the loop's own
+        _naming_ray_deaths(loop, session)(None, None)
+    (tmp_path / "ray-died.json").write_text(json.dumps({"name": "dashboard agent", "pid": 4242}))
+    with pytest.raises(RayProcessDied, match=r"Ray's dashboard agent \(pid 4242\) .*RayPlacementError: 1 of 1") as info:
+        _naming_ray_deaths(loop, session)(None, None)
+    assert isinstance(info.value.__cause__, RayPlacementError)
+    with pytest.raises(RayPlacementError):  # no run folder, no snapshot folder: nothing to read
+        _naming_ray_deaths(loop, {"snapshot": None})(None, None)

@@ -484,6 +484,85 @@ def save_periodic(
     return path
 
 
+def adopt_checkpoint(source: str | os.PathLike, run_dir: str | os.PathLike) -> Path:
+    """Copy the complete checkpoint ``source`` into ``run_dir`` as its newest periodic checkpoint; return it.
+
+    For a checkpoint kept outside the run folder (e.g. a snapshot on a RAM-backed path) whose
+    writer can no longer put it there itself. The files are copied into a temporary folder of
+    ``run_dir/checkpoints`` (each fsynced) and checked there before the folder gets a
+    checkpoint's name: ``meta.json`` and ``config.json`` must parse and carry training counters,
+    and every array file (weights, state, attachments) must be an npz whose arrays match the
+    manifest by their headers and whose CRCs hold (nothing is unpickled, no array is loaded
+    into memory whole). It is then renamed to ``step-<its env steps>`` (``.1``, ``.2`` ... if
+    that is taken) and ``checkpoints/latest`` is switched to it, which is what
+    :func:`latest_checkpoint` and ``--resume`` read. Older periodic checkpoints are kept.
+
+    Raises:
+        CheckpointError: ``source`` is missing, incomplete or corrupt (nothing is left in ``run_dir``).
+    """
+    shown = Path(source)
+    folder = resolve_checkpoint(shown)
+    store = Path(run_dir) / PERIODIC_DIR
+    store.mkdir(parents=True, exist_ok=True)
+    link = store / LATEST
+    _clean_temporaries(store, link)
+    tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=store))
+    try:
+        for entry in sorted(_listdir(folder)):
+            src = folder / entry
+            if src.is_symlink() or not src.is_file():
+                raise CheckpointError(
+                    f"Checkpoint '{shown}' holds '{entry}', which is not a plain file; a checkpoint folder holds "
+                    f"only its files (meta.json, config.json, *.npz). Nothing was copied."
+                )
+            with open(src, "rb") as f_in:
+                _write_file(tmp / entry, lambda f, f_in=f_in: shutil.copyfileobj(f_in, f))
+        _fsync_dir(tmp)
+        meta = _verify_files(tmp, shown)
+        step = meta["counters"]["timesteps"]
+        name, k = f"step-{step}", 0
+        while os.path.lexists(store / name):
+            k += 1
+            name = f"step-{step}.{k}"
+        os.rename(tmp, store / name)
+        _fsync_dir(store)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if not link.is_dir() or link.is_symlink():
+        _switch_link(link, store / name)
+    return store / name
+
+
+def _verify_files(folder: Path, shown: Path) -> dict:
+    """Check the checkpoint files in ``folder`` without loading them (see :func:`adopt_checkpoint`); its meta."""
+    meta, _ = _read_meta_at(folder, shown)
+    problem = _counters_problem(meta)
+    if problem:
+        raise CheckpointError(f"Checkpoint '{shown}' cannot be resumed from: {problem}; corrupt checkpoint.")
+    attached = meta.get("attachments") or {}
+    if not isinstance(attached, dict):
+        raise CheckpointError(f"Checkpoint '{shown}' has 'attachments' in meta.json that are not a mapping; corrupt.")
+    manifests = {"weights": meta.get("weights"), "state": meta.get("state") or {}}
+    for key, entry in attached.items():
+        manifests[key] = entry.get("arrays") if isinstance(entry, dict) else None
+    for key, manifest in manifests.items():
+        path = folder / f"{key}.npz"
+        if key == "state" and not manifest and not path.exists():
+            continue  # older checkpoints without state arrays lack the file
+        if not path.is_file():
+            raise CheckpointError(f"Checkpoint '{shown}' lacks '{key}.npz', which its meta.json lists; incomplete.")
+        _read_npz(path, shown / f"{key}.npz", manifest, lambda headers: None, skip=lambda name: True)
+        try:
+            with zipfile.ZipFile(path) as zf:
+                bad = zf.testzip()
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
+            bad = f"unreadable ({exc})"
+        if bad is not None:
+            raise CheckpointError(f"Checkpoint file '{shown / f'{key}.npz'}' is corrupt: member {bad} fails its CRC.")
+    return meta
+
+
 def _periodic_folders(store: Path) -> list[Path]:
     """The ``step-*`` folders of ``store``, newest (highest step, then highest suffix) first."""
     found = []

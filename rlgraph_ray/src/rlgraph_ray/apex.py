@@ -194,6 +194,8 @@ class RayApexExecutor(RayExecutor):
                 if learner.updates - synced_at >= settings.weight_sync_interval:
                     box = self._weights_box()
                     synced_at = learner.updates
+            if learned and not new_steps:
+                recorder.refresh_snapshot()  # a throttled learner catching up: step() below is not called
             if new_steps == 0 and learned == 0:
                 # Nothing arrived and nothing to learn: wait for the next fragment or sample.
                 waiting = list(collecting) + list(sampling) + list(starting)

@@ -23,9 +23,11 @@ from rlgraph_core.execution.stopping import StopRequest
 from rlgraph_core.memories.snapshot import memory_state_check
 from rlgraph_ray.cluster import (
     RayPlacementError,
+    RayProcessDied,
     actor_options,
     check_cpus,
     kill_all,
+    ray_process_death,
     ray_session,
     run_tag,
     wait_ready,
@@ -56,6 +58,31 @@ def _stopped_at_start(reason: str) -> Callable[[RunRecorder, StopRequest], None]
         stop.request(reason)
 
     return loop
+
+
+def _naming_ray_deaths(
+    loop: Callable[[RunRecorder, StopRequest], None], session: dict
+) -> Callable[[RunRecorder, StopRequest], None]:
+    """``loop``, whose error, if one of Ray's own processes died first, says so (:class:`RayProcessDied`).
+
+    Ray does not always end a driver whose raylet is gone at once: it may live on until actors
+    can no longer be placed and fail with an error of its own (e.g. ``RayPlacementError`` on a
+    cluster of 0 CPUs), which would not say what died.
+    """
+
+    def named(recorder: RunRecorder, stop: StopRequest) -> None:
+        try:
+            loop(recorder, stop)
+        except Exception as exc:
+            died = ray_process_death(session)
+            if died is None:
+                raise
+            raise RayProcessDied(
+                f"Ray's {died[0]} (pid {died[1]}) of this run's private Ray session died, and the run could not go on "
+                f"without it ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    return named
 
 
 def _leading_dim(zf: zipfile.ZipFile, member: str) -> int:
@@ -142,6 +169,8 @@ class RayExecutor(Executor):
                         eval_env.close()
                         raise
             recorder.summary_extra = self._totals
+            if session.get("snapshot") is not None:
+                recorder.snapshot_path = Path(session["snapshot"])
             if self.shards and getattr(settings, "save_replay", False):
                 recorder.checkpoint_attachments = self._replay_attachments
             info = {
@@ -156,7 +185,7 @@ class RayExecutor(Executor):
                     "worker_mode": self._worker_train("mode"),
                 }
             }
-            loop = self._loop
+            loop = _naming_ray_deaths(self._loop, session)
             if starting.reason is not None:
                 print(
                     f"rlgraph-ray: {starting.reason.upper()} while Ray and the run's actors were starting; nothing "

@@ -5,10 +5,14 @@ placement with a timeout, and actor names a run (or a test) can find.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import socket
+import tempfile
 import uuid
 import warnings
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import ray
@@ -20,6 +24,24 @@ from rlgraph_ray.reaper import quiet_reaper, start_reaper, stop_reaper
 
 class RayConnectError(RLGraphError):
     """``executor.address`` names a cluster that cannot be reached."""
+
+
+class RayProcessDied(RLGraphError):
+    """One of Ray's own processes of the run's private Ray session died (its raylet, GCS, an agent ...)."""
+
+
+def ray_process_death(session: dict) -> tuple[str, int] | None:
+    """``(what, pid)`` of the first of Ray's own processes that the watchdog saw die while this
+    driver lived (:mod:`rlgraph_ray.reaper`), or None (none died, or no private Ray with a run folder)."""
+    snapshot = session.get("snapshot")
+    if snapshot is None:
+        return None
+    try:
+        with open(Path(snapshot).parent / "ray-died.json") as f:
+            found = json.load(f)
+        return str(found["name"]), int(found["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -110,15 +132,21 @@ def ray_session(
       (naming ``setting`` and ``timeout_setting``, where the address and the timeout came from).
 
     ``run_dir``: the run's output folder, for the watchdog of a private Ray (:mod:`rlgraph_ray.reaper`).
+    With it and a private Ray, the dict's ``snapshot`` is a checkpoint path on a RAM-backed folder
+    (:func:`snapshot_folder`) for the executor to keep a recent checkpoint of its learner at: the
+    watchdog moves it into ``run_dir`` should Ray end the driver, and it is removed when the
+    session ends. Otherwise ``snapshot`` is None.
     """
     started = own = False
-    reaper = None
+    reaper = snapshot = None
     if ray.is_initialized():
         where = "the Ray session already running in this process"
     elif address in (None, "local"):
         # The watchdog starts first: it ends the session's processes should this driver die while
         # Ray starts (a second Ctrl-C, SIGKILL) as well as later.
-        reaper = start_reaper(run_dir)
+        if run_dir is not None:
+            snapshot = snapshot_folder()
+        reaper = start_reaper(run_dir, None if snapshot is None else str(snapshot))
         try:
             with _signals_kept():
                 ray.init(
@@ -132,6 +160,8 @@ def ray_session(
             quiet_reaper(reaper)
             with contextlib.suppress(Exception):
                 ray.shutdown()  # what Ray had started (the watchdog ends the rest when this process exits)
+            if snapshot is not None:
+                shutil.rmtree(snapshot, ignore_errors=True)
             raise
         started = own = True
         where = "a private local Ray"
@@ -151,11 +181,21 @@ def ray_session(
             "own_cluster": own,
             "gcs_address": ray.get_runtime_context().gcs_address,
             "cpus": ray.cluster_resources().get("CPU", 0),
+            "snapshot": None if snapshot is None else str(snapshot / "checkpoint"),
         }
     finally:
         if started:
             ray.shutdown()
+        if snapshot is not None:  # before the watchdog stops: it removes the folder should this process die first
+            shutil.rmtree(snapshot, ignore_errors=True)
         stop_reaper(reaper)
+
+
+def snapshot_folder() -> Path:
+    """A new empty folder for a run's in-memory snapshot: under ``/dev/shm`` where that is a writable
+    RAM-backed folder, else under the system's temp folder; named ``rlgraph-snapshot-<pid>-<random>``."""
+    root = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK) else None
+    return Path(tempfile.mkdtemp(prefix=f"rlgraph-snapshot-{os.getpid()}-", dir=root))
 
 
 def check_cpus(requested: float, what: str) -> None:

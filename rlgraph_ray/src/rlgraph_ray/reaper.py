@@ -17,8 +17,23 @@ terminated by Ray's C++ core within a second, with ``_exit``, so no Python code 
 to write a final checkpoint. The watchdog checks Ray's own processes (GCS, raylet, agents,
 dashboard, monitors) every 50 ms; when one died while the driver lived and the driver died within
 ``REPORT_WINDOW_S`` after, it writes one paragraph to the driver's stderr and ``summary.json`` into the run
-folder (``ended_by: error``, what died, the newest checkpoint, which ``--resume`` takes). A run
-so ended loses at most one checkpoint interval (``train.checkpoint_interval``).
+folder (``ended_by: error``, what died, the newest checkpoint, which ``--resume`` takes).
+
+So that such a run loses (about) no work, the driver keeps a recent complete checkpoint of its
+learner outside the run folder, on a RAM-backed path (``/dev/shm/rlgraph-snapshot-<pid>-*``, see
+:func:`rlgraph_ray.cluster.snapshot_folder`), rewritten atomically at most once a second after a
+learner round (:attr:`rlgraph_core.execution.recorder.RunRecorder.snapshot_path`). When Ray ended
+the driver, the watchdog copies that snapshot into the run folder as its newest periodic
+checkpoint (``checkpoints/step-<env steps>``, ``latest`` switched to it) with
+:func:`rlgraph_core.checkpoint.adopt_checkpoint`, which checks every file before the copy gets a
+checkpoint's name (never unpickling), and names it. The replay shards died with Ray: the
+snapshot holds none, so a resumed run starts them empty. Whatever ended the driver, the
+watchdog then removes the snapshot folder (after a normal end the driver has removed it).
+
+When one of Ray's processes dies while the driver lives, the watchdog also leaves a note
+(``ray-died.json`` in the snapshot folder): a driver that Ray does not end at once, and whose run
+then fails (its actors can no longer be placed ...), names what died in its own error
+(:class:`rlgraph_ray.cluster.RayProcessDied`), with its own final checkpoint.
 
 The window is wide because the driver does not always end at once: measured here 0.39 s on a
 quiet machine, but in CI (2 loaded cores) the driver lived on until the GCS had marked the node
@@ -43,9 +58,9 @@ REPORT_WINDOW_S = 180.0
 """A Ray process death is blamed for the driver's end when the driver ends within this many seconds."""
 
 _SCRIPT = r"""
-import json, os, signal, sys, time
+import json, os, shutil, signal, sys, time, warnings
 
-driver, me, run_dir, window = int(sys.argv[1]), os.getpid(), sys.argv[2], float(sys.argv[3])
+driver, me, run_dir, window, snapshot = int(sys.argv[1]), os.getpid(), sys.argv[2], float(sys.argv[3]), sys.argv[4]
 CORE = (  # Ray's own processes of the session (workers are the executor's business), by command line;
     # the agents are matched before they rename themselves and after (their arguments name the raylet)
     ("ray::DashboardAgent", "dashboard agent"), ("dashboard/agent.py", "dashboard agent"),
@@ -112,24 +127,45 @@ def report(died):
     # where the work is, as summary.json does for any run that ends with an error.
     name, pid = died
     checkpoint = meta = None
+    adopted = had_snapshot = False
+    problem = None
     if run_dir:
+        warnings.simplefilter("ignore")  # a snapshot interrupted mid-save is recovered: no warning needed
         try:
-            from rlgraph_core.checkpoint import latest_checkpoint, read_meta
+            from rlgraph_core.checkpoint import adopt_checkpoint, latest_checkpoint, read_meta
 
             checkpoint = latest_checkpoint(run_dir)
             meta = read_meta(checkpoint)[0] if checkpoint is not None else None
-        except Exception:
-            checkpoint = meta = None
+            source = os.path.join(snapshot, "checkpoint") if snapshot else None
+            had_snapshot = source is not None and os.path.isdir(snapshot) and bool(os.listdir(snapshot))
+            if had_snapshot:
+                newest = read_meta(source)[0]
+                steps = lambda m: ((m or {}).get("counters") or {}).get("timesteps", -1)
+                if meta is None or steps(newest) > steps(meta):
+                    checkpoint = adopt_checkpoint(source, run_dir)  # checked before it gets a checkpoint's name
+                    meta, adopted = read_meta(checkpoint)[0], True
+        except Exception as exc:
+            problem = f"{type(exc).__name__}: {exc}"
     counters = (meta or {}).get("counters", {})
     error = (
         f"RayProcessDied: Ray's {name} (pid {pid}) of this run's private Ray session died, and Ray then ended "
         f"the run's driver (pid {driver}) at once, from its C++ core, so no final checkpoint could be written"
     )
+    if adopted:
+        kind = (
+            "the learner's in-memory snapshot, refreshed about once a second, now in the run folder; the replay "
+            "shards died with Ray and are not in it, so a resumed run starts them empty"
+        )
+    elif problem:
+        kind = f"a periodic one; the driver's in-memory snapshot could not be used ({problem})"
+    else:
+        kind = "a periodic one" + ("; the driver's in-memory snapshot was not newer" if had_snapshot else "")
     where = (
-        f"The newest checkpoint is {checkpoint} ({counters.get('timesteps', '?')} env steps); resume with: "
+        f"The newest checkpoint is {checkpoint} ({counters.get('timesteps', '?')} env steps; {kind}); resume with: "
         f"rlgraph train --resume {run_dir}"
         if checkpoint is not None
-        else "No checkpoint was written before it (train.checkpoint_interval)."
+        else "No checkpoint was written before it (train.checkpoint_interval)"
+        + (f"; the driver's in-memory snapshot could not be used ({problem})." if problem else ".")
     )
     sys.stderr.write(f"rlgraph-ray: the run failed: {error}. {where}\n")
     sys.stderr.flush()
@@ -137,6 +173,7 @@ def report(died):
         summary = {
             "ended_by": "error", "exit_code": 1, "error": error, "died": name,
             "checkpoint": None if checkpoint is None else str(checkpoint),
+            "checkpoint_from_snapshot": adopted,
             "timesteps": counters.get("timesteps"), "updates": counters.get("updates"),
             "written_by": "rlgraph-ray watchdog (the driver could not write it)",
         }
@@ -145,6 +182,17 @@ def report(died):
             with open(tmp, "w") as f:
                 json.dump(summary, f, indent=2)
             os.replace(tmp, os.path.join(run_dir, "summary.json"))
+        except OSError:
+            pass
+
+def note(name, pid):
+    # For a driver that Ray does not end at once: it names what died when its run fails (rlgraph_ray.cluster).
+    if snapshot and os.path.isdir(snapshot):
+        tmp = os.path.join(snapshot, f".ray-died.{me}.tmp")
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"name": name, "pid": pid}, f)
+            os.replace(tmp, os.path.join(snapshot, "ray-died.json"))
         except OSError:
             pass
 
@@ -162,12 +210,15 @@ while True:
             del core[pid]
             if died is None and alive(driver):
                 died = (name, pid, time.monotonic())  # it died while the driver lived: it was first
+                note(name, pid)
     if not alive(driver):
         break
     tick += 1
     time.sleep(0.05)
 if died is not None and not quiet and time.monotonic() - died[2] < window:
     report(died[:2])
+if snapshot:  # in RAM: it must not outlive the run, whatever ended it
+    shutil.rmtree(snapshot, ignore_errors=True)
 procs = table()
 for pid, started in seen.items():
     if pid in procs and procs[pid][1] == started:
@@ -178,15 +229,17 @@ for pid, started in seen.items():
 """
 
 
-def start_reaper(run_dir: str | None = None) -> subprocess.Popen | None:
+def start_reaper(run_dir: str | None = None, snapshot: str | None = None) -> subprocess.Popen | None:
     """Start the watchdog for this process's private Ray session (None where ``/proc`` is missing).
 
     ``run_dir``: the run's output folder, where it writes ``summary.json`` should Ray end the driver.
+    ``snapshot``: the folder whose ``checkpoint`` the driver keeps refreshed; moved into ``run_dir``
+    as its newest checkpoint should Ray end the driver, and removed once the driver is gone.
     """
     if not os.path.isdir("/proc/self"):
         return None
     return subprocess.Popen(
-        [sys.executable, "-c", _SCRIPT, str(os.getpid()), run_dir or "", str(REPORT_WINDOW_S)],
+        [sys.executable, "-c", _SCRIPT, str(os.getpid()), run_dir or "", str(REPORT_WINDOW_S), snapshot or ""],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=None,  # the driver's: where it reports what died

@@ -12,6 +12,9 @@ the user:
 * periodic checkpoints every ``train.checkpoint_interval`` env steps (default: every evaluation),
   the newest ``train.keep_checkpoints`` kept, with the executor's attachments if it sets
   :attr:`RunRecorder.checkpoint_attachments` (e.g. ``ray_apex``'s replay shards);
+* if an executor sets :attr:`RunRecorder.snapshot_path` (a path outside the run folder, e.g. on
+  a RAM disk), a complete checkpoint of the agent there, refreshed at most once a second, for a
+  watchdog to move into the run folder should the process be ended without running any code;
 * every ``train.video_interval`` env steps, one greedy episode streamed to
   ``videos/step_<env steps>.mp4`` (:class:`~rlgraph_core.integrations.video.TrainingVideos`),
   by the process that owns the output folder only;
@@ -165,6 +168,15 @@ class RunRecorder:
         #: returning ``{name: (arrays, info)}`` (a distributed executor's replay shards), or None.
         #: If it raises, the checkpoint is written without them (with a warning).
         self.checkpoint_attachments: Callable[[], Attachments] | None = None
+        #: a checkpoint path outside the run folder that :meth:`step` keeps refreshed (without the
+        #: attachments), at most once per :attr:`snapshot_interval_s` and only after the agent
+        #: changed; for an executor whose driver can be ended without running any code (a cluster
+        #: runtime's ``_exit``), so that a watchdog can move it into the run folder. None: off.
+        self.snapshot_path: Path | None = None
+        #: the least wall time between two snapshots (seconds)
+        self.snapshot_interval_s = 1.0
+        self._snapshot_key: tuple[int, int] | None = None
+        self._snapshot_at = -math.inf
         self.recent_returns: deque[float] = deque(maxlen=20)
         self.recent_lengths: deque[int] = deque(maxlen=20)
         self.loggers: list = []
@@ -386,6 +398,7 @@ class RunRecorder:
                     attachments=self._attachments(),
                 )
                 self._notify("on_checkpoint", Path(path))
+        self.refresh_snapshot()
         if self.videos is not None and now_steps >= self._next_video:
             while self._next_video <= now_steps:
                 self._next_video += tc.video_interval
@@ -396,6 +409,40 @@ class RunRecorder:
         if not (log_now or evaluation is not None):
             return None
         return self.log_row(evaluation, extra_metrics() if extra_metrics is not None else None)
+
+    def refresh_snapshot(self) -> None:
+        """Rewrite :attr:`snapshot_path` (atomically, with :func:`save_checkpoint`) if it is due.
+
+        :meth:`step` calls it; an executor whose learner also learns between env-step batches (a
+        throttled ``ray_apex`` learner catching up) calls it after such learning too. A no-op
+        without a snapshot path, within :attr:`snapshot_interval_s` of the last refresh, or when
+        neither the env steps nor the updates moved since.
+
+        Measured for ``configs/apex_cartpole.yaml`` (torch, CPU) on ``/dev/shm``: 1.1 MB (weights,
+        target network, Adam slots, counters; the learner holds no replay), 7 ms a refresh (median;
+        p90 8 ms) on a 2-core machine at load 4.4, where one learner update took 3.4 ms and one
+        round of 128 updates ~440 ms. At most one refresh a second is thus at most ~0.7 % of the
+        learner's time. A failed write (the RAM disk full) warns once and turns the snapshot off;
+        the run goes on.
+        """
+        if self.snapshot_path is None:
+            return
+        key = (self.timesteps, self.agent.updates)
+        now = time.monotonic()
+        if key == self._snapshot_key or now - self._snapshot_at < self.snapshot_interval_s:
+            return
+        self._snapshot_key, self._snapshot_at = key, now
+        try:
+            save_checkpoint(self.agent, self.snapshot_path, self.checkpoint_extra())
+        except (OSError, DiskFullError) as exc:
+            warnings.warn(
+                f"rlgraph: the in-memory snapshot '{self.snapshot_path}' could not be written ({type(exc).__name__}: "
+                f"{exc}); it is turned off for this run, so a run ended without running any code loses the work "
+                f"since its last periodic checkpoint (train.checkpoint_interval).",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self.snapshot_path = None
 
     def check_loss(self) -> None:
         """Raise :class:`~rlgraph_core.errors.NonFiniteError` if the agent's last loss is NaN or infinite.
