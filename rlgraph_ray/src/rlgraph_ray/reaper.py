@@ -98,6 +98,8 @@ def descendants(procs):
                 stack.append(child)
     return found
 
+FOLLOWERS = ("GCS server", "raylet")  # end when another of Ray's processes does; blamed last, raylet last of all
+
 def core_name(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -122,7 +124,7 @@ def gone(pid, started):
     fields = stat(pid)
     return fields is None or fields[0] in "ZX" or fields[19] != started
 
-def report(died):
+def report(died, with_it=()):
     # Ray ends its driver from C++ (no Python runs) once its raylet is gone: say what died and
     # where the work is, as summary.json does for any run that ends with an error.
     name, pid = died
@@ -148,8 +150,10 @@ def report(died):
             problem = f"{type(exc).__name__}: {exc}"
     counters = (meta or {}).get("counters", {})
     error = (
-        f"RayProcessDied: Ray's {name} (pid {pid}) of this run's private Ray session died, and Ray then ended "
-        f"the run's driver (pid {driver}) at once, from its C++ core, so no final checkpoint could be written"
+        f"RayProcessDied: Ray's {name} (pid {pid}) of this run's private Ray session died"
+        + "".join(f", and with it its {other} (pid {other_pid})" for other, other_pid in with_it)
+        + ", and Ray then ended "
+        f"the run's driver (pid {driver}) at once, from its C++ core, before the driver could write a final checkpoint"
     )
     if adopted:
         kind = (
@@ -205,18 +209,21 @@ while True:
                 name = core_name(pid)
                 if name is not None:
                     core[pid] = (name, started)
-    for pid, (name, started) in list(core.items()):
-        if gone(pid, started):
-            del core[pid]
-            if died is None and alive(driver):
-                died = (name, pid, time.monotonic())  # it died while the driver lived: it was first
-                note(name, pid)
+    ended = [(name, pid) for pid, (name, started) in list(core.items()) if gone(pid, started)]
+    for _, pid in ended:
+        del core[pid]
+    if ended and died is None and alive(driver):  # it died while the driver lived: it was first
+        # Several seen gone in one tick: the raylet fate-shares with its agents and follows the GCS,
+        # so it is blamed only when nothing else went with it (seen in CI: agent and raylet together).
+        ended.sort(key=lambda item: FOLLOWERS.index(item[0]) + 1 if item[0] in FOLLOWERS else 0)
+        died = (*ended[0], time.monotonic(), ended[1:])
+        note(*ended[0])
     if not alive(driver):
         break
     tick += 1
     time.sleep(0.05)
 if died is not None and not quiet and time.monotonic() - died[2] < window:
-    report(died[:2])
+    report(died[:2], died[3])
 if snapshot:  # in RAM: it must not outlive the run, whatever ended it
     shutil.rmtree(snapshot, ignore_errors=True)
 procs = table()
