@@ -148,7 +148,9 @@ def probe_overrides(cfg: ZooConfig, raw: dict, steps: int) -> tuple[int, list[st
 def probe(cfg: ZooConfig, steps: int) -> dict:
     """Train ``cfg`` for a few env steps in this process (nothing written); its speed here.
 
-    The agent is built before the clock starts, so the estimate is of training alone.
+    Where the executor takes a prebuilt agent, it is built before the clock starts, so the estimate
+    is of training alone. A distributed executor builds its own (and starts Ray) inside the probe,
+    and its workers' CPU time is not this process's: its CPU estimate errs short, its wall one long.
     """
     from rlgraph_core.assemble import assemble
     from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config
@@ -159,11 +161,13 @@ def probe(cfg: ZooConfig, steps: int) -> dict:
     steps, sets = probe_overrides(cfg, raw, steps)
     config = validate_config(apply_overrides(raw, [*sets, "train.progress_bar=false", "train.loggers=[]"]))
     assembly = assemble(config, get_plugin_manager())
-    env = assembly.make_eval_env()
-    agent = assembly.make_agent(env.observation_space, env.action_space, num_envs=config.env.num_envs)
-    env.close()
+    kwargs = {}
+    if getattr(assembly.executor_class, "accepts_agent", False):  # as the facade does; Ray's build their own
+        env = assembly.make_eval_env()
+        kwargs["agent"] = assembly.make_agent(env.observation_space, env.action_space, num_envs=config.env.num_envs)
+        env.close()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    summary = run_training(config, None, assembly=assembly, executor_kwargs={"agent": agent})
+    summary = run_training(config, None, assembly=assembly, executor_kwargs=kwargs)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     steps_done = int(summary["timesteps"])
     return {
