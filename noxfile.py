@@ -239,11 +239,13 @@ def ray(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def horovod(session: nox.Session) -> None:
-    """Core + both backends + rlgraph-horovod; Horovod itself is built by ``rlgraph_horovod.install``
-    (minutes on an empty cache; seconds when its wheel cache, outside the clone, has the wheel;
-    it prints the cache hit or miss and the build time), then the executor's tests under
-    ``horovodrun -np 2 --gloo``. The installer drives pip, so pip is installed into this uv venv."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_horovod")
+    """Core + both backends + the jax plugin + rlgraph-horovod; Horovod itself is built by
+    ``rlgraph_horovod.install`` (minutes on an empty cache; seconds when its wheel cache, outside the
+    clone, has the wheel; it prints the cache hit or miss and the build time), then the executor's
+    tests under ``horovodrun -np 2 --gloo``. The jax plugin is there so a backend that Horovod has no
+    module of its own for is run under the launcher too. The installer drives pip, so pip is
+    installed into this uv venv."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax", "./rlgraph_horovod")
     session.install("-c", LOCK, "pip", "setuptools", "wheel")
     session.run("python", "-m", "rlgraph_horovod.install", env=ENV)
     _pytest(session, "tests/horovod", env={"RLGRAPH_REQUIRE_HOROVOD": "1"})

@@ -11,8 +11,15 @@ import os
 import pytest
 
 
+def _horovod_installed() -> bool:
+    """Whether the real Horovod package imports. pytest puts ``tests/`` on ``sys.path`` (it holds a
+    conftest), so this folder itself is found as a namespace package ``horovod``, with no origin."""
+    spec = importlib.util.find_spec("horovod")
+    return spec is not None and spec.origin is not None
+
+
 def pytest_collection_modifyitems(config, items):
-    if importlib.util.find_spec("horovod") is not None:
+    if _horovod_installed():
         return
     if os.environ.get("RLGRAPH_REQUIRE_HOROVOD") == "1":
         raise pytest.UsageError(

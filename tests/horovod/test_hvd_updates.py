@@ -1,5 +1,6 @@
 """Two Horovod ranks learning from different batches keep identical weights, equal to one
-process learning from both batches at once (the mean gradient), on torch and tf, eager and static.
+process learning from both batches at once (the mean gradient), on torch, tf and jax (when
+installed), eager and static.
 
 Each rank starts from different initial weights (its own seed), so identical final weights also
 prove rank 0's state was broadcast. The reference is a single process without Horovod: DQN's
@@ -24,6 +25,8 @@ K = 3
 CASES = {
     "torch": {"eager": ("dqn", "ppo"), "static": ("dqn",)},
     "tf": {"eager": ("dqn", "ppo"), "static": ("dqn", "ppo")},
+    # Horovod has no jax module: its buffers go through the first importable one (NEUTRAL_ORDER).
+    "jax": {"eager": ("dqn",), "static": ("dqn",)},
 }
 
 
@@ -36,7 +39,7 @@ def _load(path):
 
 @pytest.mark.parametrize("backend", sorted(CASES))
 def test_two_ranks_stay_identical_and_match_the_averaged_update(backend, tmp_path):
-    pytest.importorskip({"torch": "torch", "tf": "tensorflow"}[backend])
+    pytest.importorskip({"torch": "torch", "tf": "tensorflow", "jax": "jax"}[backend])
     spec = ",".join(f"{mode}:{'+'.join(algos)}" for mode, algos in CASES[backend].items())
     proc = run_horovod(
         sys.executable, str(HERE / "hvd_update_worker.py"), backend, spec, str(K), str(tmp_path), timeout=420

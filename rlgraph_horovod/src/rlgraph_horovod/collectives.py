@@ -6,6 +6,12 @@ vectors). Horovod reduces framework tensors, so each adapter wraps one Horovod f
 TensorFlow ones. The adapter is chosen from the backend *object* (the module its tensors come
 from), so any backend built on those frameworks works, and core never names one.
 
+A backend whose tensors come from a framework Horovod has no module for (JAX, or any other
+plugin's) still trains under Horovod: only numpy crosses the adapter, so any Horovod framework
+module that imports can reduce its buffers. :data:`NEUTRAL_ORDER` says which is tried first and
+why; elastic mode then runs under that module's ``elastic.run`` as well, which resets only
+Horovod itself (shutdown and init), never framework state, so it serves such backends too.
+
 Without a launcher (plain ``rlgraph train``) :class:`SingleProcess` stands in: one rank, every
 collective is the identity, and Horovod is not imported.
 """
@@ -136,6 +142,13 @@ class HorovodTensorFlow(_HorovodModule):
 #: Adapter per framework, keyed by the top-level module of the backend's tensor type.
 ADAPTERS: dict[str, Callable[[], Collectives]] = {"torch": HorovodTorch, "tensorflow": HorovodTensorFlow}
 
+#: The adapters tried, in this order, for a backend whose tensor framework has no entry in
+#: :data:`ADAPTERS`; the first whose Horovod module imports is used. ``horovod.torch`` comes first
+#: because ``torch.from_numpy`` wraps the numpy buffer without a copy (``tf.convert_to_tensor``
+#: copies it) and importing torch is lighter and quicker than importing TensorFlow, which also
+#: starts its own thread pools in the process. Either reduces the same float32 buffers exactly.
+NEUTRAL_ORDER: tuple[str, ...] = ("torch", "tensorflow")
+
 
 class HorovodSetupError(RuntimeError):
     """Horovod cannot serve this backend (not installed, or built without its framework)."""
@@ -147,26 +160,46 @@ def tensor_framework(backend) -> str:
     return type(probe).__module__.split(".")[0]
 
 
+_INSTALL_HINT = (
+    "Build and install Horovod for this interpreter's frameworks with `python -m rlgraph_horovod.install` "
+    "(it rebuilds when torch or TensorFlow was added after the last build)."
+)
+
+
 def collectives_for(backend) -> Collectives:
     """The collectives for ``backend``: Horovod's module for its framework under a launcher,
-    :class:`SingleProcess` otherwise."""
+    :class:`SingleProcess` otherwise.
+
+    A backend built on a framework in :data:`ADAPTERS` gets that framework's Horovod module; any
+    other backend gets the first module of :data:`NEUTRAL_ORDER` that imports.
+
+    Raises:
+        HorovodSetupError: the Horovod module needed cannot be imported (none of them, for a
+            backend outside :data:`ADAPTERS`).
+    """
     if not under_launcher():
         return SingleProcess()
     framework = tensor_framework(backend)
     factory = ADAPTERS.get(framework)
-    if factory is None:
-        raise HorovodSetupError(
-            f"The backend {type(backend).__name__} makes {framework} tensors, which Horovod cannot reduce; "
-            f"the horovod executor supports backends built on {sorted(ADAPTERS)} (train.backend torch or tf)."
-        )
-    try:
-        return factory()
-    except ImportError as exc:
-        raise HorovodSetupError(
-            f"Horovod's {framework} support cannot be imported ({exc}). Build and install Horovod for this "
-            f"interpreter's frameworks with `python -m rlgraph_horovod.install` (it rebuilds when torch or "
-            f"TensorFlow was added after the last build)."
-        ) from None
+    if factory is not None:
+        try:
+            return factory()
+        except ImportError as exc:
+            raise HorovodSetupError(
+                f"Horovod's {framework} support cannot be imported ({exc}). {_INSTALL_HINT}"
+            ) from None
+    failures = []
+    for name in NEUTRAL_ORDER:
+        try:
+            return ADAPTERS[name]()
+        except ImportError as exc:
+            failures.append(f"{ADAPTERS[name].framework}: {exc}")
+    raise HorovodSetupError(
+        f"The backend {type(backend).__name__} makes {framework} tensors, for which Horovod has no module of its "
+        f"own; the horovod executor then reduces its numpy gradient buffers through any Horovod framework module "
+        f"that imports ({', '.join(ADAPTERS[n].framework for n in NEUTRAL_ORDER)}), but none did "
+        f"({'; '.join(failures)}). Install torch (or TensorFlow) next to this backend, then: {_INSTALL_HINT}"
+    )
 
 
 class TimedAllreduce:
