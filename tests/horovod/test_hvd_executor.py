@@ -188,8 +188,11 @@ def test_ppo_reaches_475_on_cartpole_with_two_ranks(tmp_path):
 
 @pytest.mark.learning
 def test_dqn_reaches_475_on_cartpole_with_two_ranks(tmp_path):
-    """The shipped DQN config (128 gradient steps every 256 env steps, counted over both ranks):
-    each round's 128 allreduces average the two ranks' replay batches."""
+    """The shipped DQN config with the data-parallel rule that keeps samples per env step: two ranks
+    average two batches per gradient step, so a round of 256 env steps (counted over both ranks)
+    takes 64 gradient steps, not the config's 128, and syncs the target once per round as the
+    config does. Each allreduce averages the two ranks' replay batches. Half the allreduces: this
+    test took 260 s with 128 (CI, 2 cores), most of it in gloo's allreduce."""
     out = tmp_path / "dqn475"
     cmd = rlgraph_train(
         str(CONFIGS / "dqn_cartpole.yaml"),
@@ -199,6 +202,10 @@ def test_dqn_reaches_475_on_cartpole_with_two_ranks(tmp_path):
         str(out),
         "--set",
         "train.total_timesteps=60000",
+        "--set",
+        "agent.gradient_steps=64",
+        "--set",
+        "agent.target_update_interval=64",
     )
     proc = run_horovod(*cmd, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
