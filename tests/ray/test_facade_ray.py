@@ -38,3 +38,30 @@ def test_facade_learns_twice_with_ray_sync(ray_session, tmp_path, monkeypatch):
     assert algo.timesteps == 256 and algo.updates > first_updates
     assert algo.predict(obs).shape == before.shape
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("executor", ["ray_apex", "ray_impala"])
+def test_facade_learns_without_an_output_folder(executor, ray_session, tmp_path, monkeypatch):
+    """Without ``out=`` a distributed run writes nothing: ray_apex's shard snapshots (which need a
+    folder for restarts) live in a temporary one, removed when the run ends. Before, ray_apex
+    failed at start with a TypeError from ``Path(None)``."""
+    import tempfile
+
+    from rlgraph_core.testing.executor_suite import CASES
+
+    case = CASES[executor]
+    monkeypatch.chdir(tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where a temporary folder would be left
+    algo = rl.make(
+        case["algo"],
+        env="CartPole-v1",
+        executor={"type": executor, **case["executor_settings"]},
+        train={"loggers": [], "eval_interval": 256, "eval_episodes": 1},
+        **case["overrides"],
+    )
+    algo.learn(256)
+    assert algo.timesteps >= 256 and algo.updates > 0 and algo.last_summary["checkpoint"] is None
+    assert list(scratch.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -150,6 +151,8 @@ class RayExecutor(Executor):
         self._worker_versions: list[int | None] = [None] * settings.num_workers
         self._resumed_at = self.learner.timesteps
         with contextlib.ExitStack() as stack:
+            if self.out_dir is None:  # no run folder (the Python API's default): shard snapshots in a temp one
+                self._replay_scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rlgraph-replay-")))
             # A Ctrl-C or SIGTERM while Ray and the actors start is held until they have started (a
             # second Ctrl-C aborts at once); the run then stops as it would at its first step.
             with StopRequest() as starting:
@@ -385,12 +388,19 @@ class RayExecutor(Executor):
         version, and a restarted shard given the version folder would write its snapshots beside
         it, where the next restart does not look (issue 19).
         """
-        return str(Path(self.out_dir).resolve() / SNAPSHOT_DIR / f"shard-{index}")
+        return str(self._snapshot_root() / f"shard-{index}")
+
+    def _snapshot_root(self) -> Path:
+        """Where the shards' snapshots live: the run folder's ``replay_snapshots``, or, for a run
+        without an output folder, a temporary folder removed when the run ends."""
+        if self.out_dir is None:
+            return self._replay_scratch
+        return Path(self.out_dir).resolve() / SNAPSHOT_DIR
 
     def _start_shards(self, count: int) -> None:
         """Start ``count`` shards (old snapshots in the run folder are removed first), empty or, on
         ``--resume`` with ``save_replay``, with the checkpoint's records (before any worker starts)."""
-        shutil.rmtree(Path(self.out_dir) / SNAPSHOT_DIR, ignore_errors=True)
+        shutil.rmtree(self._snapshot_root(), ignore_errors=True)
         self._shard_generation = [0] * count
         self.shards = [self._make_shard(k, restore=False) for k in range(count)]
         wait_ready(self.shards, self.config.executor.placement_timeout_s, "replay shards")
