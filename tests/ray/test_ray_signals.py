@@ -248,7 +248,8 @@ def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_a_summary_and_
         time.sleep(0.5)
     left = ray_processes(ray_tmp)
     kill_all(left)
-    assert proc.returncode != 0
+    assert proc.returncode != 0, output
+    assert (out / "summary.json").is_file(), f"exit {proc.returncode}, no summary.json; the run said:\n{output[-4000:]}"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ended_by"] == "error" and summary["exit_code"] == 1, output
     died = f"RayProcessDied: Ray's dashboard agent (pid {agent[0]})"

@@ -212,13 +212,17 @@ while True:
     ended = [(name, pid) for pid, (name, started) in list(core.items()) if gone(pid, started)]
     for _, pid in ended:
         del core[pid]
-    if ended and died is None and alive(driver):  # it died while the driver lived: it was first
+    driver_alive = alive(driver)
+    if ended and died is None:
+        # It died while the driver lived, or in the same 50 ms as the driver: Ray's C++ core can end
+        # the driver that fast after its raylet goes, whereas a killed driver leaves Ray's processes
+        # alive (they are what this watchdog ends), so the Ray process is taken to have gone first.
         # Several seen gone in one tick: the raylet fate-shares with its agents and follows the GCS,
         # so it is blamed only when nothing else went with it (seen in CI: agent and raylet together).
         ended.sort(key=lambda item: FOLLOWERS.index(item[0]) + 1 if item[0] in FOLLOWERS else 0)
         died = (*ended[0], time.monotonic(), ended[1:])
         note(*ended[0])
-    if not alive(driver):
+    if not driver_alive:
         break
     tick += 1
     time.sleep(0.05)
