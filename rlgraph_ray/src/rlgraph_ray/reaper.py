@@ -98,7 +98,11 @@ def descendants(procs):
                 stack.append(child)
     return found
 
-FOLLOWERS = ("GCS server", "raylet")  # end when another of Ray's processes does; blamed last, raylet last of all
+# Who is blamed when several are seen gone in one tick, first to last: an agent's death takes the raylet
+# with it (they fate-share), and the raylet's takes the agents, the dashboard, the monitors and the
+# driver within milliseconds, so the leaves come first and the raylet last (seen here: all of them
+# gone within one tick after a kill of the dashboard agent).
+BLAME_ORDER = ("dashboard agent", "runtime-env agent", "dashboard", "autoscaler monitor", "log monitor", "GCS server", "raylet")
 
 def core_name(pid):
     try:
@@ -151,7 +155,7 @@ def report(died, with_it=()):
     counters = (meta or {}).get("counters", {})
     error = (
         f"RayProcessDied: Ray's {name} (pid {pid}) of this run's private Ray session died"
-        + "".join(f", and with it its {other} (pid {other_pid})" for other, other_pid in with_it)
+        + (", and with it its " + ", ".join(f"{other} (pid {other_pid})" for other, other_pid in with_it) if with_it else "")
         + ", and Ray then ended "
         f"the run's driver (pid {driver}) at once, from its C++ core, before the driver could write a final checkpoint"
     )
@@ -217,9 +221,7 @@ while True:
         # It died while the driver lived, or in the same 50 ms as the driver: Ray's C++ core can end
         # the driver that fast after its raylet goes, whereas a killed driver leaves Ray's processes
         # alive (they are what this watchdog ends), so the Ray process is taken to have gone first.
-        # Several seen gone in one tick: the raylet fate-shares with its agents and follows the GCS,
-        # so it is blamed only when nothing else went with it (seen in CI: agent and raylet together).
-        ended.sort(key=lambda item: FOLLOWERS.index(item[0]) + 1 if item[0] in FOLLOWERS else 0)
+        ended.sort(key=lambda item: BLAME_ORDER.index(item[0]) if item[0] in BLAME_ORDER else -1)
         died = (*ended[0], time.monotonic(), ended[1:])
         note(*ended[0])
     if not driver_alive:
