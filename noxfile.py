@@ -69,8 +69,9 @@ ENV = {
     # jax only writes compiles slower than 1 s by default; the tests' many small ones add up
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
 }
-#: How many of the slowest tests each session prints.
-DURATIONS = "15"
+#: How many of the slowest tests each session prints (``RLGRAPH_TEST_DURATIONS=0``: every test
+#: over a second, for finding what to make cheaper).
+DURATIONS = os.environ.get("RLGRAPH_TEST_DURATIONS", "15")
 #: pytest-xdist workers for the sessions whose tests are independent processes' worth of work
 #: (learning runs use one thread each): one per core, at most 4. ``RLGRAPH_TEST_WORKERS=0``
 #: runs them in one process. The Ray and Horovod sessions stay serial: each test there already
