@@ -232,13 +232,13 @@ def main() -> None:
             base = results["local"]
             print(f"\n{agent.upper()} ({CASES[agent][0]}), {args.steps} env steps per run; window: see the docstring\n")
             print(
-                "| executor | workers | startup s | window env steps | env steps/s | frames/s | vs local "
+                "| agent | executor | workers | startup s | window env steps | env steps/s | frames/s | vs local "
                 "| updates/s | vs local | CPU s | env steps/CPU-s | vs local |"
             )
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for executor, m in results.items():
                 print(
-                    f"| {executor} | {'-' if executor == 'local' else WORKERS} | {m['startup_s']:.1f} "
+                    f"| {agent.upper()} | {executor} | {'-' if executor == 'local' else WORKERS} | {m['startup_s']:.1f} "
                     f"| {m['window_steps']} | {m['steps_per_s']:.1f} | {m['frames_per_s']:.0f} "
                     f"| {ratio(m['steps_per_s'], base['steps_per_s'])} | {m['updates_per_s']:.2f} "
                     f"| {ratio(m['updates_per_s'], base['updates_per_s'])} | {m['cpu_s']:.1f} "
