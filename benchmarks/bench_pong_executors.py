@@ -210,12 +210,22 @@ def main() -> None:
     cpus = max(os.cpu_count() or 1, WORKERS + 1)
     ray_tmp = tempfile.mkdtemp(prefix="rlgraph-bench-ray-")
     t = time.perf_counter()
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, _temp_dir=ray_tmp, configure_logging=False)
+    for attempt in (1, 2, 3):  # on a loaded machine the raylet can miss Ray's fixed 30 s start-up wait
+        try:
+            ray.init(
+                address="local", num_cpus=cpus, include_dashboard=False, _temp_dir=ray_tmp, configure_logging=False
+            )
+            break
+        except Exception as exc:
+            ray.shutdown()
+            if attempt == 3:
+                raise
+            print(f"Ray did not start ({type(exc).__name__}: {exc}); trying again")
     print(f"private Ray session with {cpus} CPUs started in {time.perf_counter() - t:.1f} s")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     print(
-        f"ALE/Pong-v5, {args.steps} env steps per run, backend {args.backend or 'config'}, "
-        f"mode {args.mode or 'config'}, seed {args.seed}, {WORKERS} Ray workers",
+        f"ALE/Pong-v5, {args.steps} env steps per run, backend {args.backend or 'torch (the configs)'}, "
+        f"mode {args.mode or 'static (the configs)'}, seed {args.seed}, {WORKERS} Ray workers",
         flush=True,
     )
     try:
