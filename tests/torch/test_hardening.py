@@ -76,21 +76,24 @@ def test_a_string_reward_stops_the_run_naming_env_step_and_field(tmp_path):
     assert all_finite(out / "checkpoint") and read_meta(out / "checkpoint")[0]["counters"]["timesteps"] < 450
 
 
-def test_a_nan_loss_stops_the_run_and_no_checkpoint_holds_nan_weights(tmp_path):
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_a_nan_loss_stops_the_run_and_no_checkpoint_holds_nan_weights(tmp_path, mode):
     """Issue 19: NaN observations trained to the end with exit 0; every checkpoint held all-NaN weights.
 
     Here the observation check is switched off (``env.allow_nonfinite_obs``), so the NaN reaches
     the loss: the train step refuses that update before applying it (NonFiniteError), the run
     stops with ``ended_by: error``, and every checkpoint -- the final one included, which now
-    holds the last finite weights -- is finite.
+    holds the last finite weights -- is finite. Static mode: the check runs inside the compiled
+    update round (DQN's fused loop), which then names the step of the round.
     """
     out = tmp_path / "run"
-    result = run("train", "--out", str(out), *SMALL, "--set", "env.id=poison_env:PoisonCartPole",
+    result = run("train", "--out", str(out), *SMALL, "--set", f"train.mode={mode}", "--set", "env.id=poison_env:PoisonCartPole",
                  "--set", "env.kwargs={bad: obs_nan, after: 400}", "--set", "env.allow_nonfinite_obs=true")  # fmt: skip
     assert result.returncode == 1, result.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["ended_by"] == "error" and summary["error"].startswith("NonFiniteError: The loss is nan"), summary
-    assert "the update was not applied" in summary["error"] and "env step" in summary["error"]
+    start = "NonFiniteError: The loss is nan" if mode == "eager" else "NonFiniteError: At step 1 of 2 of a fused"
+    assert summary["ended_by"] == "error" and summary["error"].startswith(start), summary["error"]
+    assert "not applied" in summary["error"] and "env step" in summary["error"]
     assert not summary.get("checkpoint_refused")  # the weights never became NaN
     assert summary["checkpoint"] == str(out / "checkpoint")
     for folder in [*sorted((out / "checkpoints").glob("step-*")), out / "checkpoint_best", out / "checkpoint"]:
