@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlgraph_core.checkpoint import latest_checkpoint, read_meta
+from rlgraph_core.checkpoint import read_meta
 from rlgraph_core.plugins import get_plugin_manager
 
 pytestmark = pytest.mark.skipif("torch" not in get_plugin_manager().names("backends"), reason="needs rlgraph-torch")
@@ -76,25 +76,29 @@ def test_a_string_reward_stops_the_run_naming_env_step_and_field(tmp_path):
     assert all_finite(out / "checkpoint") and read_meta(out / "checkpoint")[0]["counters"]["timesteps"] < 450
 
 
-def test_a_nan_loss_stops_the_run_and_no_checkpoint_holds_nan_weights(tmp_path):
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_a_nan_loss_stops_the_run_and_no_checkpoint_holds_nan_weights(tmp_path, mode):
     """Issue 19: NaN observations trained to the end with exit 0; every checkpoint held all-NaN weights.
 
     Here the observation check is switched off (``env.allow_nonfinite_obs``), so the NaN reaches
-    the loss: the run must stop with ``ended_by: error``, write no final checkpoint, and leave the
-    newest finite periodic checkpoint the newest, named in the summary.
+    the loss: the train step refuses that update before applying it (NonFiniteError), the run
+    stops with ``ended_by: error``, and every checkpoint -- the final one included, which now
+    holds the last finite weights -- is finite. Static mode: the check runs inside the compiled
+    update round (DQN's fused loop), which then names the step of the round.
     """
     out = tmp_path / "run"
-    result = run("train", "--out", str(out), *SMALL, "--set", "env.id=poison_env:PoisonCartPole",
+    result = run("train", "--out", str(out), *SMALL, "--set", f"train.mode={mode}", "--set", "env.id=poison_env:PoisonCartPole",
                  "--set", "env.kwargs={bad: obs_nan, after: 400}", "--set", "env.allow_nonfinite_obs=true")  # fmt: skip
     assert result.returncode == 1, result.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["ended_by"] == "error" and "The loss became nan" in summary["error"]
-    assert "NaN or infinite" in summary["checkpoint_refused"]
-    assert not (out / "checkpoint").exists()
-    newest = latest_checkpoint(out)
-    assert newest is not None and summary["checkpoint"] == str(newest)
-    for folder in [*sorted((out / "checkpoints").glob("step-*")), out / "checkpoint_best"]:
+    start = "NonFiniteError: The loss is nan" if mode == "eager" else "NonFiniteError: At step 1 of 2 of a fused"
+    assert summary["ended_by"] == "error" and summary["error"].startswith(start), summary["error"]
+    assert "not applied" in summary["error"] and "env step" in summary["error"]
+    assert not summary.get("checkpoint_refused")  # the weights never became NaN
+    assert summary["checkpoint"] == str(out / "checkpoint")
+    for folder in [*sorted((out / "checkpoints").glob("step-*")), out / "checkpoint_best", out / "checkpoint"]:
         assert all_finite(folder), folder
+    assert read_meta(out / "checkpoint")[0]["counters"]["timesteps"] >= 400
 
 
 def test_a_network_too_large_for_memory_is_refused_even_by_dry_run(tmp_path):

@@ -13,7 +13,7 @@ from rlgraph_core.backend import Backend, FusedLoop
 from rlgraph_core.errors import ConfigError
 from rlgraph_tf.loop import TFFusedLoop
 from rlgraph_tf.ops import TFOps
-from rlgraph_tf.optim import CompiledFunction, TFTrainStep
+from rlgraph_tf.optim import CompiledFunction, TFTrainStep, new_guard
 
 _DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
 _INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
@@ -203,7 +203,18 @@ class TFBackend(Backend):
                 jit_compile=self.jit_compile,
                 device=self._tf_device,
                 pin_device=self._pin,
+                guard=self.loop_guard,
             )
+
+    @property
+    def loop_guard(self) -> tf.Variable:
+        """The fused loops' non-finite guard ``[ok, loss, norm]``, shared by this backend's train
+        steps (their inline update reads and writes it; see :class:`~rlgraph_tf.loop.TFFusedLoop`)."""
+        guard = getattr(self, "_loop_guard", None)
+        if guard is None:
+            with self._scope():
+                guard = self._loop_guard = new_guard(self._tf_device)
+        return guard
 
     @property
     def fuses_loops(self) -> bool:
@@ -216,7 +227,9 @@ class TFBackend(Backend):
         Eager mode: the contract's Python loop."""
         if self.mode != "static":
             return super().fused_loop(body)
-        return TFFusedLoop(body, jit_compile=self.jit_compile, device=self._tf_device if self._pin else None)
+        return TFFusedLoop(
+            body, jit_compile=self.jit_compile, device=self._tf_device if self._pin else None, guard=self.loop_guard
+        )
 
     def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
         """``(loss, [gradient per variable])`` as numpy; traced with ``tf.function`` in static mode.

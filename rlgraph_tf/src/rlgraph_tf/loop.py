@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from rlgraph_tf.optim import CompiledFunction
+from rlgraph_tf.optim import CompiledFunction, new_guard, raise_non_finite
 
 
 def _as_tensor(x: Any) -> tf.Tensor:
@@ -51,10 +51,25 @@ class TFFusedLoop:
         jit_compile: try XLA first for each new signature (after one XLA failure, later
             signatures start as plain graphs).
         device: TensorFlow device string to run under, or None for TF's default placement.
+        guard: the backend's non-finite guard ``[ok, loss, norm]`` (a ``tf.Variable``) that its
+            train steps' inline updates read and write; None: a new one (a body without steps).
+
+    Non-finite updates: the guard is reset before each call; a train step's inline update
+    clears ``ok`` on the first non-finite loss or gradient and applies nothing while it is clear,
+    so that step and every later one leave the variables and optimizer state as they were. The
+    program also stacks ``ok`` after every step (one more output, not shown to the caller); one
+    read of the guard after the call decides whether to raise NonFiniteError naming the step.
     """
 
-    def __init__(self, body: Callable[..., Sequence[Any]], jit_compile: bool, device: str | None = None):
+    def __init__(
+        self,
+        body: Callable[..., Sequence[Any]],
+        jit_compile: bool,
+        device: str | None = None,
+        guard: tf.Variable | None = None,
+    ):
         self.body = body
+        self.guard = new_guard(device or "/CPU:0") if guard is None else guard
         self.jit_compile = bool(jit_compile)
         self.device = device
         self._programs: dict[tuple, CompiledFunction] = {}
@@ -77,9 +92,14 @@ class TFFusedLoop:
             program = self._programs.get(key)
             if program is None:
                 program = self._programs[key] = self._program(xs, consts)
-            outputs = program(*xs, *consts)
+            self.guard.assign([1.0, 0.0, 0.0])  # reset: no step of this round has failed yet
+            *outputs, ok = program(*xs, *consts)
             if not program.jit_compile:
                 self.jit_compile = False  # XLA refused this body: do not retry it per signature
+            guard = self.guard.numpy()  # one host read per round, after the program
+            if guard[0] < 0.5:
+                flags = ok.numpy()
+                raise_non_finite(guard[1:], int((flags < 0.5).argmax()) + 1, int(flags.shape[0]))
         return tuple(outputs)
 
     def _output_specs(self, xs: Sequence[tf.Tensor], consts: Sequence[tf.Tensor]) -> list[tf.TensorSpec]:
@@ -108,9 +128,11 @@ class TFFusedLoop:
 
             def step(k, *arrays):
                 outputs = tuple(body(*(x[k] for x in per_step), *constants))
+                outputs = (*outputs, self.guard.read_value()[0])  # the guard's ok after this step
                 return (k + 1, *(a.write(k, tf.stop_gradient(o)) for a, o in zip(arrays, outputs)))
 
-            arrays = [tf.TensorArray(s.dtype, size=steps, element_shape=s.shape) for s in out_specs]
+            specs = [*out_specs, tf.TensorSpec([], tf.float32)]
+            arrays = [tf.TensorArray(s.dtype, size=steps, element_shape=s.shape) for s in specs]
             _, *arrays = tf.while_loop(
                 lambda k, *_: k < steps, step, (tf.constant(0, tf.int32), *arrays), parallel_iterations=1
             )

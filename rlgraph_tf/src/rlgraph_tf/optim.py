@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from rlgraph_core.backend import TrainStep
+from rlgraph_core.backend import TrainStep, describe_non_finite, non_finite_update_error
 
 #: ``torch.nn.utils.clip_grad_norm_`` adds this to the norm before dividing.
 CLIP_EPS = 1e-6
@@ -30,12 +30,34 @@ SLOTS = {
 }
 
 
-def clip_by_global_norm(grads: Sequence[Any], max_norm: float | None) -> list[Any]:
+def global_norm(grads: Sequence[Any]) -> Any:
+    """The global L2 norm of ``grads`` (None entries skipped; 0 for none), float32; NaN or inf when
+    any gradient value is (the finiteness check of an update reads it)."""
+    present = [g for g in grads if g is not None]
+    if not present:
+        return tf.constant(0.0, tf.float32)
+    return tf.norm(tf.stack([tf.norm(tf.reshape(g, [-1])) for g in present]))
+
+
+def new_guard(device: str = "/CPU:0") -> tf.Variable:
+    """A fused loop's non-finite guard ``[ok, loss, norm]`` (float32), reset to ``[1, 0, 0]``."""
+    with tf.device(device):
+        return tf.Variable([1.0, 0.0, 0.0], dtype=tf.float32, trainable=False, name="fused_loop/guard")
+
+
+def raise_non_finite(health: Any, step: int | None = None, steps: int | None = None) -> None:
+    """Raise the NonFiniteError for ``health = [loss, gradient norm]`` (numpy or an eager tensor)."""
+    loss, norm = (float(v) for v in np.asarray(health).reshape(-1)[:2])
+    raise non_finite_update_error(describe_non_finite(loss, norm), step, steps)
+
+
+def clip_by_global_norm(grads: Sequence[Any], max_norm: float | None, total: Any = None) -> list[Any]:
     """Scale ``grads`` so their global L2 norm is at most ``max_norm`` (torch's formula).
 
     ``coef = min(1, max_norm / (norm + 1e-6))``; every gradient is multiplied by ``coef`` (which is
     exactly 1 when no clipping is needed). ``None`` entries (variables the loss does not touch)
-    stay ``None``; ``max_norm=None`` returns the gradients unchanged.
+    stay ``None``; ``max_norm=None`` returns the gradients unchanged. ``total``: the global norm
+    where the caller has it already (:func:`global_norm`).
     """
     grads = list(grads)
     if max_norm is None:
@@ -43,8 +65,8 @@ def clip_by_global_norm(grads: Sequence[Any], max_norm: float | None) -> list[An
     present = [g for g in grads if g is not None]
     if not present:
         return grads
-    norms = tf.stack([tf.norm(tf.reshape(g, [-1])) for g in present])
-    total = tf.norm(norms)
+    if total is None:
+        total = global_norm(present)
     coef = tf.minimum(tf.constant(max_norm, tf.float32) / (total + CLIP_EPS), 1.0)
     return [None if g is None else g * coef for g in grads]
 
@@ -98,10 +120,18 @@ class TorchStyleOptimizer:
                 for name in self.slot_names
             }
 
-    def apply(self, grads: Sequence[Any]) -> None:
-        """Apply one update with ``grads`` (aligned with the variables; ``None`` = skip)."""
-        self.step.assign_add(1)
-        t = tf.cast(self.step, tf.float64)
+    def apply(self, grads: Sequence[Any], ok: Any = None) -> None:
+        """Apply one update with ``grads`` (aligned with the variables; ``None`` = skip).
+
+        ``ok``: a boolean scalar tensor; where it is False every variable, slot and the step count
+        keep their old values (``tf.where``: the update is computed and discarded, no branch)."""
+
+        def put(var, new):
+            var.assign(new if ok is None else tf.where(ok, new, var))
+
+        step_new = self.step + 1
+        put(self.step, step_new)
+        t = tf.cast(step_new, tf.float64)
         lr64 = self.lr
         if self.kind == "adam":
             b1, b2 = self.betas
@@ -113,10 +143,10 @@ class TorchStyleOptimizer:
                 m, v = self.slots["exp_avg"][i], self.slots["exp_avg_sq"][i]
                 m_new = m + (1.0 - b1) * (g - m)
                 v_new = v * b2 + (1.0 - b2) * (g * g)
-                m.assign(m_new)
-                v.assign(v_new)
                 denom = tf.sqrt(v_new) / bc2_sqrt + self.eps
-                p.assign_sub(step_size * (m_new / denom))
+                put(p, p - step_size * (m_new / denom))
+                put(m, m_new)
+                put(v, v_new)
             return
         lr = tf.cast(lr64, tf.float32)
         if self.kind == "rmsprop":
@@ -125,15 +155,15 @@ class TorchStyleOptimizer:
                     continue
                 s = self.slots["square_avg"][i]
                 s_new = s * self.alpha + (1.0 - self.alpha) * (g * g)
-                s.assign(s_new)
+                put(s, s_new)
                 denom = tf.sqrt(s_new) + self.eps
                 if self.momentum > 0:
                     buf = self.slots["momentum_buffer"][i]
                     buf_new = buf * self.momentum + g / denom
-                    buf.assign(buf_new)
-                    p.assign_sub(lr * buf_new)
+                    put(buf, buf_new)
+                    put(p, p - lr * buf_new)
                 else:
-                    p.assign_sub(lr * (g / denom))
+                    put(p, p - lr * (g / denom))
             return
         for i, (p, g) in enumerate(zip(self.variables, grads)):  # sgd
             if g is None:
@@ -141,10 +171,10 @@ class TorchStyleOptimizer:
             if self.momentum > 0:
                 buf = self.slots["momentum_buffer"][i]
                 buf_new = buf * self.momentum + g
-                buf.assign(buf_new)
-                p.assign_sub(lr * buf_new)
+                put(buf, buf_new)
+                put(p, p - lr * buf_new)
             else:
-                p.assign_sub(lr * g)
+                put(p, p - lr * g)
 
     def get_state(self) -> dict[str, np.ndarray]:
         """Slots and step count as numpy, keyed ``"<variable index>/<slot>"`` like torch's state."""
@@ -307,6 +337,14 @@ class TFTrainStep(TrainStep):
         jit_compile: in static mode, try XLA first (falls back with a warning).
         device: TensorFlow device string for the optimizer slots.
         pin_device: run every step under ``tf.device(device)`` (needed only when TF sees a GPU).
+        guard: the backend's fused-loop guard (see :func:`new_guard`), read and written by
+            :meth:`inline` inside a loop; None: a guard of the step's own.
+
+    A non-finite loss or gradient (global norm) is never applied (issue 19): the update graph, in
+    both modes, computes ``health = [loss, norm]`` and assigns every variable, slot and the step
+    count its old value where it is not finite; the step returns ``health`` and the Python call
+    raises :class:`~rlgraph_core.errors.NonFiniteError` after it. Inside a fused loop the guard
+    carries a failure to every later step of the round (the loop raises after it).
     """
 
     def __init__(
@@ -318,8 +356,10 @@ class TFTrainStep(TrainStep):
         jit_compile: bool = True,
         device: str = "/CPU:0",
         pin_device: bool = False,
+        guard: tf.Variable | None = None,
     ):
         self.loss_fn = loss_fn
+        self._guard = new_guard(device) if guard is None else guard
         self.variables = list(variables)
         self._trainable = [isinstance(v, tf.Variable) and bool(v.trainable) for v in self.variables]
         self._watched = [v for v, t in zip(self.variables, self._trainable) if t]
@@ -335,7 +375,7 @@ class TFTrainStep(TrainStep):
         self._device = device if pin_device else None
         self._apply_fns: dict[tuple[bool, ...], Callable] = {}
         if static:
-            self._update = self._clip_and_apply
+            self._update = self._guarded_apply
             self._step = CompiledFunction(self._eager_step, jit_compile, "train step", self._device)
             self._compute = CompiledFunction(
                 self._flat_loss_and_grads, jit_compile, "gradient computation", self._device
@@ -347,7 +387,7 @@ class TFTrainStep(TrainStep):
             # ops per variable, traced once (the gradients' shapes never change). Dispatched
             # through CompiledFunction's concrete-function cache: PPO's update, 1.4 ms with
             # tf.function's general dispatch, 0.85 ms so (loaded machine).
-            self._update = CompiledFunction(self._clip_and_apply, False, "gradient update")
+            self._update = CompiledFunction(self._guarded_apply, False, "gradient update")
             self._step = self._eager_step
             self._compute = self._flat_loss_and_grads
 
@@ -366,17 +406,41 @@ class TFTrainStep(TrainStep):
         return outputs, [next(watched_grads) if t else None for t in self._trainable]
 
     def _clip_and_apply(self, grads):
+        """Clip ``grads`` and update, unconditionally (apply_gradients: the contract checked the
+        flat buffer before)."""
         self.optimizer.apply(clip_by_global_norm(grads, self.max_grad_norm))
 
+    def _guarded_apply(self, grads, loss):
+        """Clip ``grads`` and update only if ``loss`` and the gradients' global norm are finite;
+        return ``health = [loss, norm]`` (the fused step's update)."""
+        return self._guarded(grads, loss, in_loop=False)
+
+    def _guarded(self, grads, loss, in_loop):
+        """:meth:`_guarded_apply`; ``in_loop`` also only if no earlier step of the fused loop
+        failed (the guard), and a failure is recorded in the guard."""
+        norm = global_norm(grads)
+        health = tf.stack([tf.reshape(tf.cast(loss, tf.float32), []), norm])
+        ok = tf.reduce_all(tf.math.is_finite(health))
+        if in_loop:
+            guard = self._guard.read_value()
+            healthy = guard[0] > 0.5
+            first = tf.logical_and(healthy, tf.logical_not(ok))
+            ok = tf.logical_and(ok, healthy)
+            flag = tf.reshape(tf.cast(ok, tf.float32), [1])
+            self._guard.assign(tf.concat([flag, tf.where(first, health, guard[1:])], 0))
+        self.optimizer.apply(clip_by_global_norm(grads, self.max_grad_norm, norm), ok)
+        return health
+
     def _eager_step(self, *inputs):
+        """The fused step's body: ``(*outputs, health)`` (traced whole in static mode)."""
         outputs, grads = self._loss_and_grads(inputs)
-        self._update(grads)
-        return tuple(None if o is None else tf.stop_gradient(o) for o in outputs)
+        health = self._update(grads, tf.stop_gradient(outputs[0]))
+        return (*(None if o is None else tf.stop_gradient(o) for o in outputs), health)
 
     def _traceable_step(self, *inputs):
         """The whole update as plain ops (no ``tf.function`` of its own): for a loop body."""
         outputs, grads = self._loss_and_grads(inputs)
-        self._clip_and_apply(grads)
+        self._guarded(grads, tf.stop_gradient(outputs[0]), in_loop=True)
         return tuple(None if o is None else tf.stop_gradient(o) for o in outputs)
 
     def inline(self, *inputs):
@@ -385,7 +449,9 @@ class TFTrainStep(TrainStep):
         While a loop is being traced this adds the step's ops (forward, backward, clipping,
         optimizer update on the ``tf.Variable`` s, the learning rate read from the optimizer's
         variable) to the loop's program, which compiles them with the rest of the body. Called
-        eagerly (eager mode, or outside a loop) it is the step itself. A gradient hook is not
+        eagerly (eager mode, or outside a loop) it is the step itself (raising NonFiniteError for a non-finite
+        update); traced, a non-finite step applies nothing and clears the loop's guard, and the
+        loop raises after the round. A gradient hook is not
         run here: it is numpy code and cannot be traced (the contract's inline is the step
         without a hook).
         """
@@ -407,8 +473,13 @@ class TFTrainStep(TrainStep):
     def _fused_step(self, *inputs):
         if self._device is not None and not self.compiled:
             with tf.device(self._device):
-                return self._step(*inputs)
-        return self._step(*inputs)
+                *outputs, health = self._step(*inputs)
+        else:
+            *outputs, health = self._step(*inputs)
+        health = health.numpy()  # one host read per step: the update graph already decided
+        if not np.isfinite(health).all():
+            raise_non_finite(health)
+        return tuple(outputs)
 
     def _flat_loss_and_grads(self, *inputs):
         """``(outputs, flat)``: the gradient half of the step (traced as a whole in static mode)."""

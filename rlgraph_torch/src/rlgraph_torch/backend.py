@@ -12,7 +12,7 @@ from rlgraph_core.backend import Backend
 from rlgraph_core.errors import ConfigError
 from rlgraph_torch.fused_loop import TorchFusedLoop
 from rlgraph_torch.ops import TorchOps
-from rlgraph_torch.optim import TorchTrainStep, _call_compiled_or_eager, _grads_or_none, _try_compile
+from rlgraph_torch.optim import TorchTrainStep, _call_compiled_or_eager, _grads_or_none, _try_compile, new_guard
 
 _NP_TO_TORCH = {
     np.dtype("float64"): torch.float32,
@@ -171,7 +171,16 @@ class TorchBackend(Backend):
         torch.set_num_threads(int(num_threads))
 
     def train_step(self, loss_fn, variables, optimizer):
-        return TorchTrainStep(loss_fn, variables, optimizer, compile_mode=self.mode == "static")
+        return TorchTrainStep(loss_fn, variables, optimizer, compile_mode=self.mode == "static", guard=self.loop_guard)
+
+    @property
+    def loop_guard(self) -> torch.Tensor:
+        """The fused loops' non-finite guard ``[ok, loss, norm]``, shared by this backend's train
+        steps (their :meth:`~rlgraph_torch.optim.TorchTrainStep.inline` reads and writes it)."""
+        guard = getattr(self, "_loop_guard", None)
+        if guard is None:
+            guard = self._loop_guard = new_guard(self.device)
+        return guard
 
     @property
     def fuses_loops(self) -> bool:

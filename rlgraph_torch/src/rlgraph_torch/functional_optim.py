@@ -15,13 +15,25 @@ from collections.abc import Sequence
 import torch
 
 
-def clip_by_global_norm(grads: list[torch.Tensor], max_norm: float) -> list[torch.Tensor]:
+def global_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The global L2 norm of ``grads`` as a 0-d float32 tensor (0 for no gradients); NaN or inf
+    when any gradient value is (the finiteness check of an update reads it)."""
+    if not grads:
+        return torch.zeros((), dtype=torch.float32)
+    norms = torch._foreach_norm(list(grads), 2.0)
+    return torch.linalg.vector_norm(torch.stack(norms), 2.0).float()
+
+
+def clip_by_global_norm(
+    grads: list[torch.Tensor], max_norm: float, total: torch.Tensor | None = None
+) -> list[torch.Tensor]:
     """``grads`` scaled by ``min(1, max_norm / (global norm + 1e-6))``: the formula of
-    ``torch.nn.utils.clip_grad_norm_``, with no Python branch on the norm."""
+    ``torch.nn.utils.clip_grad_norm_``, with no Python branch on the norm. ``total``: the global
+    norm where the caller has it already (:func:`global_norm`)."""
     if not grads:
         return grads
-    norms = torch._foreach_norm(grads, 2.0)
-    total = torch.linalg.vector_norm(torch.stack(norms), 2.0)
+    if total is None:
+        total = global_norm(grads)
     scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
     return list(torch._foreach_mul(grads, scale))
 
@@ -73,6 +85,10 @@ class FunctionalOptimizer:
             self._rmsprop(indices, params, grads)
         else:
             self._sgd(indices, params, grads)
+
+    def state_of(self, indices: Sequence[int]) -> list[torch.Tensor]:
+        """Every tensor :meth:`update` changes for ``indices``: the parameters and all their slots."""
+        return [self.params[i] for i in indices] + [t for name in self.slots for t in self._slot(name, indices)]
 
     def _slot(self, name: str, indices: Sequence[int]) -> list[torch.Tensor]:
         return [self.slots[name][i] for i in indices]

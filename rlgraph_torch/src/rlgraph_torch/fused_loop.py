@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from rlgraph_core.backend import PythonLoop
-from rlgraph_torch.optim import _call_compiled_or_eager, _try_compile, traced_autograd
+from rlgraph_torch.optim import _call_compiled_or_eager, _raise_non_finite, _try_compile, traced_autograd
 
 
 class TorchFusedLoop(PythonLoop):
@@ -35,6 +35,13 @@ class TorchFusedLoop(PythonLoop):
     :class:`~rlgraph_core.backend.PythonLoop`; what differs is the body it calls: compiled, with
     ``torch.autograd.grad`` traced (set once around the whole loop), and the eager body from the
     first call that fails to compile on (with a warning).
+
+    Non-finite updates: the backend's ``loop_guard`` (``[ok, loss, norm]``) is reset before the
+    round; a train step's inline update clears ``ok`` on the first non-finite loss or gradient and
+    applies nothing while it is clear, so that step and every later one of the round leave the
+    variables and optimizer state as they were. Each step also returns ``ok`` (one more output,
+    not shown to the caller), and after the round one read of the guard decides whether to raise
+    NonFiniteError naming the first bad step.
 
     Args:
         backend: the torch backend (its ops stack the outputs).
@@ -49,8 +56,9 @@ class TorchFusedLoop(PythonLoop):
         self.compiled = self._compiled is not self._iteration
 
     def _iteration(self, *args):
-        """One step of the loop: the body, its outputs detached."""
-        return tuple(torch.as_tensor(o).detach() for o in self._body(*args))
+        """One step of the loop: the body, its outputs detached, and the guard's ``ok`` after it."""
+        outputs = tuple(torch.as_tensor(o).detach() for o in self._body(*args))
+        return (*outputs, self.backend.loop_guard[0].clone())
 
     def _step(self, *args):
         """One step through the compiled body (the eager one once compiling has failed)."""
@@ -69,5 +77,13 @@ class TorchFusedLoop(PythonLoop):
 
     def __call__(self, per_step: Sequence[Any], constants: Sequence[Any] = ()) -> tuple[Any, ...]:
         """Run the body for every leading index of ``per_step``; outputs stacked ``[K, ...]``."""
+        guard = self.backend.loop_guard
+        guard.fill_(0.0)[0] = 1.0  # reset: no step of this round has failed yet
         with traced_autograd():
-            return super().__call__(per_step, constants)
+            *outputs, ok = super().__call__(per_step, constants)
+        # The guard carries a failure from step to step: the train steps' inline update applies
+        # nothing once it is cleared. One host sync per round, after the loop.
+        if float(guard[0]) < 0.5:
+            flags = ok.cpu().numpy()
+            _raise_non_finite(guard[1:], int((flags < 0.5).argmax()) + 1, int(flags.shape[0]))
+        return tuple(outputs)

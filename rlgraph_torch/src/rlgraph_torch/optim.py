@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlgraph_core.backend import TrainStep
-from rlgraph_torch.functional_optim import FunctionalOptimizer, clip_by_global_norm
+from rlgraph_core.backend import TrainStep, describe_non_finite, non_finite_update_error
+from rlgraph_torch.functional_optim import FunctionalOptimizer, clip_by_global_norm, global_norm
 
 
 def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.Optimizer:
@@ -48,20 +48,38 @@ class TorchTrainStep(TrainStep):
     recompiling. :meth:`compute_gradients` runs the forward compiled in static mode
     (``_compiled_loss``) and backward eagerly; :meth:`apply_gradients` runs the update eagerly.
 
+    A non-finite loss or gradient (global norm) is never applied (issue 19). Eager mode checks
+    both before ``optimizer.step()`` and raises. Static mode computes ``health = [loss, norm]``
+    inside the compiled program and keeps the old value of every parameter and slot the update
+    touched where it is not finite (``torch.where``: no branch, no recompile); the wrapper raises
+    after the call. :meth:`inline` (a fused loop's body) also ANDs in the loop's carried ``guard``
+    (``[ok, loss, norm]`` of the first bad step, see :class:`~rlgraph_torch.fused_loop.TorchFusedLoop`),
+    so once a step of the round failed no later one applies.
+
     Args:
         loss_fn: ``loss_fn(*inputs) -> (loss, *aux)`` in torch tensors.
         params: the tensors to optimise (those with ``requires_grad`` False are never updated).
         spec: the validated optimizer spec dict (see ``Backend.train_step``).
         compile_mode: static mode: compile with ``torch.compile``.
+        guard: the backend's fused-loop guard (a float32 tensor ``[ok, loss, norm]``), read and
+            written by :meth:`inline` in static mode; None: a guard of the step's own.
     """
 
-    def __init__(self, loss_fn: Callable, params: Sequence[torch.Tensor], spec: dict, compile_mode: bool):
+    def __init__(
+        self,
+        loss_fn: Callable,
+        params: Sequence[torch.Tensor],
+        spec: dict,
+        compile_mode: bool,
+        guard: torch.Tensor | None = None,
+    ):
         self.params = list(params)
         self.loss_fn = loss_fn
         self.max_grad_norm = spec.get("max_grad_norm")
         self._sizes = [p.numel() for p in self.params]
         self._shapes = [tuple(p.shape) for p in self.params]
         self._device = self.params[0].device if self.params else torch.device("cpu")
+        self._guard = new_guard(self._device) if guard is None else guard
         #: which parameters the last compute_gradients reached (apply_gradients skips the rest)
         self._reached = [p.requires_grad for p in self.params]
         self._static = compile_mode
@@ -98,31 +116,74 @@ class TorchTrainStep(TrainStep):
         self.optimizer.zero_grad(set_to_none=True)
         outputs[0].backward()
         if self.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
+            norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
+        else:
+            grads = [p.grad for p in self.params if p.grad is not None]
+            norm = global_norm(grads) if grads else torch.zeros((), device=self._device)
+        health = torch.stack([outputs[0].detach().float().reshape(()), norm.detach().float().reshape(())])
+        if not bool(torch.isfinite(health).all()):  # before the optimizer moves anything
+            self.optimizer.zero_grad(set_to_none=True)
+            _raise_non_finite(health)
         self.optimizer.step()
         return tuple(o.detach() for o in outputs)
 
-    def _traced_step(self, *inputs):
-        """Static mode's fused step as plain traceable code (what is compiled, and :meth:`inline`)."""
+    def _traced_step(self, *inputs, in_loop: bool = False):
+        """Static mode's fused step as plain traceable code (what is compiled, and :meth:`inline`).
+
+        Returns ``(*outputs, health)`` (``health = [loss, gradient norm]``, checked by the caller)
+        or, ``in_loop``, the outputs alone (the loop's guard records a failure)."""
         assert self.functional is not None
         outputs = self.loss_fn(*inputs)
         grads = _grads_or_none(outputs[0], self.params)
         with torch.no_grad():
-            self._update([i for i, g in enumerate(grads) if g is not None], [g for g in grads if g is not None])
-        return tuple(o.detach() for o in outputs)
+            health = self._guarded_update(outputs[0], grads, self._guard if in_loop else None)
+        detached = tuple(o.detach() for o in outputs)
+        return detached if in_loop else (*detached, health)
+
+    def _guarded_update(self, loss: torch.Tensor, grads: list, guard: torch.Tensor | None) -> torch.Tensor:
+        """Clip and apply ``grads`` (None: not reached) unless the loss or their global norm is
+        non-finite (or ``guard`` says an earlier step of the loop was); return ``[loss, norm]``.
+
+        Traceable: the update always runs and ``torch.where`` then puts back the old value of
+        every tensor it touched where it must not apply (a few elementwise ops, no branch)."""
+        assert self.functional is not None
+        indices = [i for i, g in enumerate(grads) if g is not None]
+        present = [g for g in grads if g is not None]
+        loss = loss.detach().float().reshape(())
+        norm = global_norm(present).to(loss.device) if present else torch.zeros_like(loss)
+        health = torch.stack([loss, norm])
+        ok = torch.isfinite(health).all()
+        if guard is not None:
+            healthy = guard[0] > 0.5
+            first = healthy & ~ok  # this step is the round's first bad one: record what it saw
+            ok = ok & healthy
+            guard.copy_(torch.cat([ok.float().reshape(1), torch.where(first, health, guard[1:])]))
+        if not indices:
+            return health
+        if self.max_grad_norm is not None:
+            present = clip_by_global_norm(present, float(self.max_grad_norm), norm)
+        touched = self.functional.state_of(indices)
+        before = [t.clone() for t in touched]
+        self.functional.update(indices, present)
+        for t, old in zip(touched, before):
+            t.copy_(torch.where(ok, t, old))
+        return health
 
     def _update(self, indices: list[int], grads: list[torch.Tensor]) -> None:
-        """Clip ``grads`` by global norm and apply the functional update (static mode)."""
+        """Clip ``grads`` by global norm and apply the functional update (static mode's
+        apply_gradients: the contract checked the flat buffer before)."""
         assert self.functional is not None
         if self.max_grad_norm is not None:
             grads = clip_by_global_norm(grads, float(self.max_grad_norm))
         self.functional.update(indices, grads)
 
     def inline(self, *inputs):
-        """The uncompiled fused step (static mode), for tracing inside a fused loop's body."""
+        """The uncompiled fused step (static mode), for tracing inside a fused loop's body: it
+        raises nothing; a non-finite step leaves everything unchanged and clears the loop's guard
+        (the loop raises after the round)."""
         if not self._static:
             return self._fused_step(*inputs)
-        return self._traced_step(*inputs)
+        return self._traced_step(*inputs, in_loop=True)
 
     def _forward(self, *inputs):
         """The loss outputs; through the compiled loss in static mode (eager if it cannot compile)."""
@@ -141,15 +202,21 @@ class TorchTrainStep(TrainStep):
         return outputs
 
     def _fused_step(self, *inputs):
-        eager = self._traced_step if self._static else self._eager_step
+        if not self._static:
+            return self._eager_step(*inputs)
+        eager = self._traced_step
         if self._step is eager:
-            return eager(*inputs)
-        outputs, compiled_ok = _call_compiled_or_eager(self._step, eager, inputs, "the train step")
-        if not compiled_ok:
-            self._step = eager
-            self._compiled_loss = self.loss_fn  # what failed to compile once is not tried again
-            self.compiled = False
-        return outputs
+            outputs = eager(*inputs)
+        else:
+            outputs, compiled_ok = _call_compiled_or_eager(self._step, eager, inputs, "the train step")
+            if not compiled_ok:
+                self._step = eager
+                self._compiled_loss = self.loss_fn  # what failed to compile once is not tried again
+                self.compiled = False
+        *outputs, health = outputs
+        if not bool(torch.isfinite(health).all()):
+            _raise_non_finite(health)
+        return tuple(outputs)
 
     def compute_gradients(self, *inputs) -> tuple[tuple[torch.Tensor, ...], np.ndarray]:
         """Forward (compiled in static mode) and backward; ``(outputs, flat float32 gradients)``."""
@@ -231,6 +298,17 @@ class TorchTrainStep(TrainStep):
                 )
             p = self.params[int(i)]
             self.optimizer.state.setdefault(p, {})[key] = torch.as_tensor(value, device=p.device).clone()
+
+
+def new_guard(device: torch.device | str) -> torch.Tensor:
+    """A fused loop's guard in its reset state: ``[ok = 1, loss = 0, norm = 0]`` (float32)."""
+    return torch.tensor([1.0, 0.0, 0.0], dtype=torch.float32, device=device)
+
+
+def _raise_non_finite(health: torch.Tensor, step: int | None = None, steps: int | None = None) -> None:
+    """Raise the NonFiniteError for ``health = [loss, gradient norm]`` (one host sync)."""
+    loss, norm = (float(v) for v in health.detach().cpu().tolist())
+    raise non_finite_update_error(describe_non_finite(loss, norm), step, steps)
 
 
 def _grads_or_none(loss: torch.Tensor, variables: list[torch.Tensor]) -> list[torch.Tensor | None]:

@@ -13,7 +13,7 @@ from rlgraph_core.backend import Backend, FusedLoop
 from rlgraph_core.errors import ConfigError
 from rlgraph_jax.loop import JaxFusedLoop
 from rlgraph_jax.ops import JaxOps, dtype_of, int_dtype
-from rlgraph_jax.optim import JaxTrainStep
+from rlgraph_jax.optim import JaxTrainStep, new_guard
 from rlgraph_jax.state import CellRegistry, JaxVariable, StatefulFunction, swapped, track_reads, unwrap_tree
 
 
@@ -91,6 +91,10 @@ class JaxBackend(Backend):
         self._default = self._device == jax.devices()[0]
         self._ops = JaxOps(None if self._default else self._device)
         self._cells = CellRegistry()
+        #: the fused loops' non-finite guard ``[ok, loss, norm]``, shared by the train steps (the
+        #: first cell, so that it never changes the cell count programs are traced for)
+        self._guard_reset = self._put(np.array([1.0, 0.0, 0.0], np.float32))
+        self.loop_guard = self._cells.add(new_guard(self._guard_reset))
 
     # --- tensors and variables -------------------------------------------------------------
     @property
@@ -151,7 +155,9 @@ class JaxBackend(Backend):
 
     def train_step(self, loss_fn: Callable, variables: Sequence[Any], optimizer: dict) -> JaxTrainStep:
         """A training step (see :class:`~rlgraph_jax.optim.JaxTrainStep`): one jit program in static mode."""
-        return JaxTrainStep(self._cells, loss_fn, variables, optimizer, static=self.mode == "static")
+        return JaxTrainStep(
+            self._cells, loss_fn, variables, optimizer, static=self.mode == "static", guard=self.loop_guard
+        )
 
     @property
     def fuses_loops(self) -> bool:
@@ -163,7 +169,7 @@ class JaxBackend(Backend):
         eager mode: the contract's Python loop."""
         if self.mode != "static":
             return super().fused_loop(body)
-        return JaxFusedLoop(self._cells, body)
+        return JaxFusedLoop(self._cells, body, self.loop_guard, self._guard_reset)
 
     def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
         """``(loss, [gradient per variable])`` as numpy (``jax.value_and_grad``, op by op).

@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import jax
+import numpy as np
 
-from rlgraph_jax.state import CellRegistry, StatefulFunction, swapped, unwrap_tree
+from rlgraph_jax.optim import new_guard, raise_non_finite
+from rlgraph_jax.state import Cell, CellRegistry, StatefulFunction, swapped, unwrap_tree
 
 
 class JaxFusedLoop:
@@ -25,11 +27,28 @@ class JaxFusedLoop:
     Args:
         registry: the backend's cells (the scan carries all of them).
         body: ``body(*per_step_slices, *constants) -> tuple of tensors`` (fixed shapes).
+        guard: the backend's non-finite guard cell ``[ok, loss, norm]`` that its train steps'
+            inline updates read and write (carried by the scan like every cell); None: a new one.
+        reset: the guard's reset value ``[1, 0, 0]`` on the backend's device.
+
+    Non-finite updates: the guard is reset before each call; a train step's inline update
+    clears ``ok`` on the first non-finite loss or gradient and applies nothing while it is clear,
+    so that step and every later one leave the variables and optimizer state as they were. The
+    scan also stacks ``ok`` after every step (one more output, not shown to the caller); one read
+    of the guard after the call decides whether to raise NonFiniteError naming the step.
     """
 
-    def __init__(self, registry: CellRegistry, body: Callable[..., Sequence[Any]]):
+    def __init__(
+        self,
+        registry: CellRegistry,
+        body: Callable[..., Sequence[Any]],
+        guard: Cell | None = None,
+        reset: Any = None,
+    ):
         self.registry = registry
         self.body = body
+        self.guard = registry.add(new_guard()) if guard is None else guard
+        self.reset = self.guard.value if reset is None else reset
         self._program = StatefulFunction(registry, self._scan)
 
     def _scan(self, per_step: list, constants: list) -> tuple:
@@ -38,6 +57,7 @@ class JaxFusedLoop:
         def step(carry, xs):
             with swapped(cells, carry) as state:
                 outputs = unwrap_tree(tuple(self.body(*xs, *constants)))
+                outputs = (*outputs, self.guard.value[0])  # the guard's ok after this step
                 new = state.current()
             return new, tuple(jax.lax.stop_gradient(o) for o in outputs)
 
@@ -57,7 +77,13 @@ class JaxFusedLoop:
                 "fused_loop: every per-step tensor needs the same leading dimension K, got shapes "
                 f"{[tuple(x.shape) for x in per_step]}."
             )
-        return tuple(self._program(per_step, list(constants)))
+        self.guard.value = self.reset  # no step of this round has failed yet
+        *outputs, ok = self._program(per_step, list(constants))
+        guard = np.asarray(self.guard.value)  # one host read per round, after the program
+        if guard[0] < 0.5:
+            flags = np.asarray(ok)
+            raise_non_finite(guard[1:], int((flags < 0.5).argmax()) + 1, int(flags.shape[0]))
+        return tuple(outputs)
 
     @property
     def trace_count(self) -> int:

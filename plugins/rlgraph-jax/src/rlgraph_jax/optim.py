@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rlgraph_core.backend import TrainStep
+from rlgraph_core.backend import TrainStep, describe_non_finite, non_finite_update_error
 from rlgraph_jax.state import Cell, CellRegistry, JaxVariable, StatefulFunction, swapped, track_reads, unwrap_tree
 
 #: ``torch.nn.utils.clip_grad_norm_`` adds this to the norm before dividing.
@@ -91,13 +91,36 @@ def _set_field(tree: Any, field: str, value: Any) -> Any:
     return tree
 
 
-def clip_by_global_norm(grads: Sequence[Any], max_norm: float | None) -> list[Any]:
-    """Scale ``grads`` (None entries skipped) by torch's ``min(1, max_norm / (norm + 1e-6))``."""
+def global_norm(grads: Sequence[Any]) -> Any:
+    """The global L2 norm of ``grads`` (None entries skipped; 0 for none) as a float32 scalar;
+    NaN or inf when any gradient value is (the finiteness check of an update reads it)."""
+    present = [g for g in grads if g is not None]
+    if not present:
+        return jnp.zeros((), jnp.float32)
+    return jnp.asarray(optax.tree.norm(present), jnp.float32)
+
+
+def new_guard(value: Any = None) -> Cell:
+    """A fused loop's non-finite guard cell ``[ok, loss, norm]`` (float32), reset to ``[1, 0, 0]``."""
+    return Cell(jnp.asarray([1.0, 0.0, 0.0], jnp.float32) if value is None else value, "fused_loop/guard")
+
+
+def raise_non_finite(health: Any, step: int | None = None, steps: int | None = None) -> None:
+    """Raise the NonFiniteError for ``health = [loss, gradient norm]`` (one host read)."""
+    loss, norm = (float(v) for v in np.asarray(health).reshape(-1)[:2])
+    raise non_finite_update_error(describe_non_finite(loss, norm), step, steps)
+
+
+def clip_by_global_norm(grads: Sequence[Any], max_norm: float | None, total: Any = None) -> list[Any]:
+    """Scale ``grads`` (None entries skipped) by torch's ``min(1, max_norm / (norm + 1e-6))``;
+    ``total``: the global norm where the caller has it already (:func:`global_norm`)."""
     grads = list(grads)
     present = [g for g in grads if g is not None]
     if max_norm is None or not present:
         return grads
-    coef = jnp.minimum(jnp.float32(max_norm) / (optax.tree.norm(present) + CLIP_EPS), 1.0)
+    if total is None:
+        total = optax.tree.norm(present)
+    coef = jnp.minimum(jnp.float32(max_norm) / (total + CLIP_EPS), 1.0)
     return [None if g is None else g * coef for g in grads]
 
 
@@ -123,6 +146,14 @@ class JaxTrainStep(TrainStep):
         variables: the variables to optimise (non-trainable ones are never updated).
         spec: the validated optimizer spec dict.
         static: compile the step.
+        guard: the backend's fused-loop guard cell ``[ok, loss, norm]`` (see :func:`new_guard`),
+            read and written by :meth:`inline` inside a loop; None: a guard of the step's own.
+
+    A non-finite loss or gradient (global norm) is never applied (issue 19): the update, in both
+    modes a compiled program, computes ``health = [loss, norm]`` and keeps the old value of every
+    variable and optimizer state it touched where that is not finite (``jnp.where``, no branch);
+    the step returns ``health`` and the Python call raises NonFiniteError after it. Inside a fused
+    loop the guard carries a failure to every later step of the round (the loop raises after it).
     """
 
     def __init__(
@@ -132,6 +163,7 @@ class JaxTrainStep(TrainStep):
         variables: Sequence[JaxVariable],
         spec: dict,
         static: bool,
+        guard: Cell | None = None,
     ):
         bad = [type(v).__name__ for v in variables if not isinstance(v, JaxVariable)]
         if bad:
@@ -147,17 +179,18 @@ class JaxTrainStep(TrainStep):
         self._lr_value = float(spec["learning_rate"])
         self._lr = registry.add(Cell(jnp.asarray(self._lr_value, jnp.float32), "optimizer/learning_rate"))
         self._opt = registry.add(Cell([self.tx.init(v.value) for v in self.variables], "optimizer/state"))
+        self._guard = registry.add(new_guard()) if guard is None else guard
         self.compiled = bool(static)
         self._registry = registry
         self._apply_fns: dict[tuple[bool, ...], Callable] = {}
         if static:
-            self._step = StatefulFunction(registry, self._traceable_step)
+            self._step = StatefulFunction(registry, self._single_step)
             self._compute = StatefulFunction(registry, self._flat_loss_and_grads)
-            self._update = self._clip_and_apply
+            self._update = self._guarded_apply
         else:
             self._step = self._eager_step
             self._compute = self._flat_loss_and_grads
-            self._update = StatefulFunction(registry, self._clip_and_apply)
+            self._update = StatefulFunction(registry, self._guarded_apply)
 
     # --- the math ---------------------------------------------------------------------------
     def _loss_and_grads(self, inputs) -> tuple[tuple[Any, ...], list[Any]]:
@@ -180,8 +213,37 @@ class JaxTrainStep(TrainStep):
             out.append(g if t and id(v) in reads else None)
         return outputs, out
 
-    def _clip_and_apply(self, grads: Sequence[Any]) -> None:
-        grads = clip_by_global_norm(grads, self.max_grad_norm)
+    def _guarded_apply(self, grads: Sequence[Any], loss: Any) -> Any:
+        """Clip and apply ``grads`` only if ``loss`` and their global norm are finite; return
+        ``health = [loss, norm]`` (the fused step's update)."""
+        return self._guarded(grads, loss, in_loop=False)
+
+    def _guarded(self, grads: Sequence[Any], loss: Any, in_loop: bool) -> Any:
+        """:meth:`_guarded_apply`; ``in_loop`` also only if no earlier step of the fused loop failed
+        (the guard cell), and a failure is recorded in the guard."""
+        norm = global_norm(grads)
+        health = jnp.stack([jnp.reshape(loss, ()).astype(jnp.float32), norm])
+        ok = jnp.all(jnp.isfinite(health))
+        if in_loop:
+            guard = self._guard.value
+            healthy = guard[0] > 0.5
+            first = healthy & ~ok
+            ok = ok & healthy
+            self._guard.value = jnp.concatenate([ok.astype(jnp.float32)[None], jnp.where(first, health, guard[1:])])
+        touched = [i for i, g in enumerate(grads) if g is not None]
+        old_values = [self.variables[i].value for i in touched]
+        old_states = list(self._opt.value)
+        self._clip_and_apply(grads, norm)
+        for i, old in zip(touched, old_values):
+            self.variables[i].value = jnp.where(ok, self.variables[i].value, old)
+        states = list(self._opt.value)
+        for i in touched:
+            states[i] = jax.tree_util.tree_map(lambda new, old: jnp.where(ok, new, old), states[i], old_states[i])
+        self._opt.value = states
+        return health
+
+    def _clip_and_apply(self, grads: Sequence[Any], total: Any = None) -> None:
+        grads = clip_by_global_norm(grads, self.max_grad_norm, total)
         lr = self._lr.value
         states = list(self._opt.value)
         for i, (v, g) in enumerate(zip(self.variables, grads)):
@@ -198,15 +260,22 @@ class JaxTrainStep(TrainStep):
         return tuple(None if o is None else jax.lax.stop_gradient(o) for o in outputs)
 
     def _eager_step(self, *inputs):
+        """Eager mode's fused step: ``(*outputs, health)``."""
         outputs, grads = self._loss_and_grads(inputs)
         self._reached = tuple(g is not None for g in grads)
-        self._update(grads)
-        return self._detached(outputs)
+        health = self._update(grads, jax.lax.stop_gradient(outputs[0]))
+        return (*self._detached(outputs), health)
+
+    def _single_step(self, *inputs):
+        """Static mode's fused step as plain jax code (traced by jit): ``(*outputs, health)``."""
+        outputs, grads = self._loss_and_grads(inputs)
+        health = self._guarded(grads, jax.lax.stop_gradient(outputs[0]), in_loop=False)
+        return (*self._detached(outputs), health)
 
     def _traceable_step(self, *inputs):
-        """The whole update as plain jax code (traced by jit, or by a fused loop's scan)."""
+        """The whole update as plain jax code for a fused loop's scan (the guard decides)."""
         outputs, grads = self._loss_and_grads(inputs)
-        self._clip_and_apply(grads)
+        self._guarded(grads, jax.lax.stop_gradient(outputs[0]), in_loop=True)
         return self._detached(outputs)
 
     def _flat_loss_and_grads(self, *inputs):
@@ -221,11 +290,16 @@ class JaxTrainStep(TrainStep):
 
     # --- the contract ------------------------------------------------------------------------
     def _fused_step(self, *inputs):
-        return self._step(*inputs)
+        *outputs, health = self._step(*inputs)
+        if not np.isfinite(np.asarray(health)).all():  # one host read: the program already decided
+            raise_non_finite(health)
+        return tuple(outputs)
 
     def inline(self, *inputs):
         """The fused update for a fused loop's body: plain jax code inside a trace (the loop's
-        program compiles it with the rest of the body); outside a trace, the step itself."""
+        program compiles it with the rest of the body; a non-finite step applies nothing and
+        clears the loop's guard, and the loop raises after the round); outside a trace, the step
+        itself (raising NonFiniteError for a non-finite update)."""
         if _in_trace(self._lr):
             return self._traceable_step(*inputs)
         return self._fused_step(*inputs)

@@ -11,6 +11,8 @@ from rlgraph_core.backend.contract import (
     Ops,
     PythonLoop,
     TrainStep,
+    describe_non_finite,
+    non_finite_update_error,
     ops_contract_problems,
 )
 
@@ -22,5 +24,7 @@ __all__ = [
     "OPS_CONTRACT",
     "Ops",
     "TrainStep",
+    "describe_non_finite",
+    "non_finite_update_error",
     "ops_contract_problems",
 ]

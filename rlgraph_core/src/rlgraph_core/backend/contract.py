@@ -231,6 +231,47 @@ def ops_contract_problems(ops: object) -> list[str]:
     return problems
 
 
+#: The end of every message about a non-finite update.
+NON_FINITE_CAUSES = (
+    "Common causes: a learning rate that is too high, huge rewards or observations (normalise them), "
+    "NaN or infinite inputs (env.allow_nonfinite_obs), or no gradient clipping (set optimizer.max_grad_norm)."
+)
+
+
+def describe_non_finite(loss: float, grad_norm: float) -> str:
+    """What was non-finite in an update, from its loss and its gradients' global L2 norm (a norm
+    is non-finite when any gradient value is, or when the gradients are too large to square):
+    ``"the loss is nan"``, ``"the gradients' global norm is inf"``, or both joined by "and"."""
+    parts = []
+    if not np.isfinite(loss):
+        parts.append(f"the loss is {float(loss)}")
+    if not np.isfinite(grad_norm):
+        parts.append(f"the gradients' global norm is {float(grad_norm)}")
+    return " and ".join(parts) or "a value of the update is NaN or infinite"
+
+
+def non_finite_update_error(what: str, step: int | None = None, steps: int | None = None) -> NonFiniteError:
+    """The :class:`NonFiniteError` a train step raises when it refused a non-finite update.
+
+    Args:
+        what: what was non-finite (:func:`describe_non_finite`), e.g. ``"the loss is nan"``.
+        step: in a fused loop (:meth:`Backend.fused_loop`): the first non-finite step, from 1;
+            it and every later step of the round were not applied, the steps before it were.
+        steps: the number of steps of that round.
+    """
+    if step is None:
+        text = f"{what[:1].upper()}{what[1:]}; the update was not applied (weights and optimizer state are unchanged)."
+    else:
+        later = (steps or step) - step
+        text = (
+            f"At step {step} of {steps} of a fused update round {what}; that update and the {later} after it "
+            f"were not applied (the {step - 1} before it were)."
+        )
+    error = NonFiniteError(f"{text} {NON_FINITE_CAUSES}")
+    error.what = what  # type: ignore[attr-defined]
+    return error
+
+
 class TrainStep(abc.ABC):
     """An optimisation step over a fixed list of variables: loss, gradients, clipping, update.
 
@@ -294,10 +335,7 @@ class TrainStep(abc.ABC):
             # Checked after the hook (every process of an allreduce sees the same buffer, so all
             # stop together) and before the optimizer moves anything.
             bad = int((~np.isfinite(flat)).sum())
-            raise NonFiniteError(
-                f"{bad} of {flat.size} gradient values are NaN or infinite; the update was not applied. Common causes: a learning rate that is too high, huge rewards or "
-                f"observations (normalise them), or no gradient clipping (set optimizer.max_grad_norm)."
-            )
+            raise non_finite_update_error(f"{bad} of {flat.size} gradient values are NaN or infinite")
         self.apply_gradients(flat)
         return outputs
 
@@ -561,7 +599,13 @@ class PythonLoop:
         if not per_step:
             raise ValueError("fused_loop needs at least one per-step tensor (its leading dimension is K).")
         steps = int(per_step[0].shape[0])
-        outputs: list[Sequence[Any]] = [tuple(self.body(*(x[k] for x in per_step), *constants)) for k in range(steps)]
+        outputs: list[Sequence[Any]] = []
+        for k in range(steps):
+            try:
+                outputs.append(tuple(self.body(*(x[k] for x in per_step), *constants)))
+            except NonFiniteError as exc:
+                # The step refused its update; the later steps of the round are not run at all.
+                raise non_finite_update_error(getattr(exc, "what", str(exc)), k + 1, steps) from None
         if not outputs:
             return ()
         stack = self.backend.ops.stack

@@ -322,6 +322,9 @@ class RunRecorder:
         """Record that the run ends because ``exc`` was raised (call from inside ``except``)."""
         self.state.ended_by = "error"
         self.state.error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, NonFiniteError) and "env step" not in str(exc):
+            # A train step refused a non-finite update (the weights are the last finite ones): say when.
+            self.state.error += f" (after update {self.agent.updates}, env step {self.timesteps})"
         self.state.traceback = traceback.format_exc()
         self.state.cause = exc
 
@@ -447,9 +450,12 @@ class RunRecorder:
     def check_loss(self) -> None:
         """Raise :class:`~rlgraph_core.errors.NonFiniteError` if the agent's last loss is NaN or infinite.
 
-        Called after every batch of env steps in which the agent updated. A NaN spreads into every
-        weight with the next update, so the run stops here; checkpoints are never written with
-        non-finite weights (the newest finite one stays the newest).
+        Called after every batch of env steps in which the agent updated. The backends' train
+        steps already refuse a non-finite loss or gradient before the update is applied (raising
+        NonFiniteError from the update itself); this is the second line of defence, for a loss
+        that reaches the metrics some other way. A NaN spreads into every weight with the next
+        update, so the run stops here; checkpoints are never written with non-finite weights (the
+        newest finite one stays the newest).
         """
         loss = self.agent.metrics().get("loss")
         if loss is None or math.isfinite(float(loss)):

@@ -566,3 +566,109 @@ class BackendConformance:
             step_b.learning_rate = 0.01
             loop([backend.to_tensor(idx), backend.to_tensor(due)], [x_all, y_all])
             assert loop.trace_count == count  # a new learning rate is a value, never a program
+
+    # --- non-finite updates (issue 19) ------------------------------------------------------
+    @staticmethod
+    def _snapshot(backend, step, variables):
+        """Copies of the variables' values and the step's optimizer state (numpy)."""
+        values = [np.array(backend.to_numpy(v), copy=True) for v in variables]
+        return values, {k: np.array(v, copy=True) for k, v in step.get_state().items()}
+
+    @staticmethod
+    def _assert_unchanged(backend, step, variables, snapshot):
+        values, state = snapshot
+        for i, (v, before) in enumerate(zip(variables, values)):
+            np.testing.assert_array_equal(backend.to_numpy(v), before, err_msg=f"variable {i} changed")
+        after = step.get_state()
+        assert sorted(after) == sorted(state)
+        for key, before in state.items():
+            np.testing.assert_array_equal(after[key], before, err_msg=f"optimizer state {key} changed")
+
+    @pytest.mark.parametrize("name", ["adam-clip", "sgd-momentum"])
+    @pytest.mark.parametrize("bad", ["loss", "gradient"])
+    def test_a_non_finite_update_is_not_applied(self, backend, name, bad):
+        """A NaN loss (a NaN input) or a NaN gradient (finite loss): the fused step raises
+        NonFiniteError before anything moves: every variable and optimizer slot stays bit-identical,
+        no program is added, and the next finite batch trains as usual."""
+        from rlgraph_core.errors import NonFiniteError
+
+        opt_spec = spec("adam", max_grad_norm=0.5) if name == "adam-clip" else SPECS[name]
+        w = backend.variable("w", W0)
+        b = backend.variable("b", B0)
+        ops = backend.ops
+
+        def loss_fn(x, y, z):
+            # d sqrt(z |b|) / db is finite for z = 1 and 0 * inf = NaN for z = 0 (the loss stays 0 there)
+            err = ops.dense(x, w, b) - y
+            return ops.reduce_mean(ops.square(err)) + ops.reduce_sum(ops.sqrt(ops.abs(b) * z)), ops.abs(err)
+
+        step = backend.train_step(loss_fn, [w, b], opt_spec)
+        ones, zeros = np.ones(2, np.float32), np.zeros(2, np.float32)
+
+        def call(x, y, z):
+            return step(backend.to_tensor(x), backend.to_tensor(y), backend.to_tensor(z))
+
+        for k in range(2):
+            call(XS[k : k + 8], YS[k : k + 8], ones)
+        count = step.trace_count
+        snapshot = self._snapshot(backend, step, [w, b])
+        x_bad = XS[2:10].copy()
+        if bad == "loss":
+            x_bad[3, 1] = np.nan
+        with pytest.raises(NonFiniteError, match="not applied"):
+            call(x_bad, YS[2:10], ones if bad == "loss" else zeros)
+        self._assert_unchanged(backend, step, [w, b], snapshot)
+        assert step.trace_count == count  # the check is part of the program: no recompile
+        loss = call(XS[2:10], YS[2:10], ones)[0]
+        assert np.isfinite(backend.to_numpy(loss))
+        assert not np.array_equal(backend.to_numpy(w), snapshot[0][0])
+        assert np.isfinite(backend.to_numpy(w)).all() and np.isfinite(backend.to_numpy(b)).all()
+        assert step.trace_count == count
+
+    def test_a_non_finite_step_stops_a_fused_loop(self, backend):
+        """In a fused loop the first non-finite step and every later one are not applied (the
+        steps before it are), and the error names the step of the round."""
+        from rlgraph_core.errors import NonFiniteError
+
+        ops = backend.ops
+        xs = XS.copy()
+        xs[12, 0] = np.nan  # in rows 8..15 only
+
+        def model():
+            w = backend.variable("w", W0)
+            b = backend.variable("b", B0)
+
+            def loss_fn(x, y):
+                err = ops.dense(x, w, b) - y
+                return ops.reduce_mean(ops.square(err)), ops.reduce_sum(err)
+
+            return backend.train_step(loss_fn, [w, b], spec("adam", max_grad_norm=0.5)), w, b
+
+        ref, wr, br = model()
+        for k in range(2):
+            ref(backend.to_tensor(xs[k : k + 8]), backend.to_tensor(YS[k : k + 8]))
+
+        step, w, b = model()
+
+        def body(i, x, y):
+            return tuple(step.inline(ops.take(x, i), ops.take(y, i)))
+
+        loop = backend.fused_loop(body)
+        x_all, y_all = backend.to_tensor(xs), backend.to_tensor(YS)
+        starts = [[8, 0, 1, 2], [0, 1, 8, 2]]  # bad at step 1, then at step 3 of 4
+        snapshot = self._snapshot(backend, step, [w, b])
+        idx = np.stack([np.arange(s, s + 8) for s in starts[0]]).astype(np.int64)
+        with pytest.raises(NonFiniteError, match="step 1 of 4.*not applied"):
+            loop([backend.to_tensor(idx)], [x_all, y_all])
+        self._assert_unchanged(backend, step, [w, b], snapshot)
+        count = loop.trace_count
+        idx = np.stack([np.arange(s, s + 8) for s in starts[1]]).astype(np.int64)
+        with pytest.raises(NonFiniteError, match="step 3 of 4.*not applied"):
+            loop([backend.to_tensor(idx)], [x_all, y_all])
+        assert loop.trace_count == count
+        np.testing.assert_allclose(backend.to_numpy(w), backend.to_numpy(wr), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(backend.to_numpy(b), backend.to_numpy(br), rtol=1e-5, atol=1e-6)
+        state, ref_state = step.get_state(), ref.get_state()
+        assert sorted(state) == sorted(ref_state)
+        for key, value in ref_state.items():
+            np.testing.assert_allclose(state[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
