@@ -47,7 +47,9 @@ def test_dqn_learns_cartpole_through_actor_and_learner_roles():
     eval_env = parts.make_eval_env()
     obs, _ = envs.reset(seed=0)
     best, fragment = -np.inf, cfg.agent.train_freq
-    while actor.timesteps < 60_000 and best < 475:
+    # The default config's learning run (tests/torch/test_learning.py) shows 475; through the roles
+    # 300 shows the same wiring (weights flow back, only the learner updates) at lower cost.
+    while actor.timesteps < 60_000 and best < 300:
         trajectory, obs = _collect(actor, envs, obs, fragment)
         batch = actor.postprocess(trajectory)
         assert set(batch["policy_version"]) == {learner.weights_version}  # the actor is up to date
@@ -61,11 +63,11 @@ def test_dqn_learns_cartpole_through_actor_and_learner_roles():
             assert isinstance(weights, VersionedWeights) and weights.version == learner.updates
             actor.set_weights(weights)
             assert actor.weights_version == learner.weights_version
-            if actor.timesteps % 5_000 < fragment:
+            if actor.timesteps % 2_500 < fragment:
                 best = max(best, learner.evaluate(eval_env, 10, seed=10_000)["eval_return_mean"])
     envs.close()
     assert learner.updates > 0 and actor.updates == 0  # only the learner took gradient steps
-    assert best >= 475, f"DQN through roles reached only {best} in {actor.timesteps} steps"
+    assert best >= 300, f"DQN through roles reached only {best} in {actor.timesteps} steps"
 
 
 def test_prioritized_actor_computes_initial_priorities_and_learner_returns_new_ones():
