@@ -27,7 +27,8 @@ def ray_session(_ray_temp_dir):
     One session serves every module that asks for it: ``ray.init`` takes 4-11 s here and a
     shutdown 1-2 s, paid once instead of once per module. It is started again only when a module
     in between shut it down (those testing ``--address``, the CLI or a cluster start Ray their own
-    way and shut down any session they find). The executors end their actors and placement groups
+    way, and the image module starts one whose workers see its env module, each shutting down any
+    session it finds). The executors end their actors and placement groups
     at the end of each run, so nothing of one module's runs is left to the next.
     """
     ray = pytest.importorskip("ray")

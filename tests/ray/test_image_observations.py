@@ -46,13 +46,20 @@ TRAIN = {
 
 @pytest.fixture(scope="module")
 def image_session(request):
-    """The module's Ray session, started with this folder on the workers' PYTHONPATH (the env module)."""
+    """A Ray session of the module's own, started with this folder on the workers' PYTHONPATH (the
+    env module): the shared one (tests/ray/conftest.py) is shut down first, since its workers'
+    environment was fixed when it started, and this one is shut down after the module."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = HERE + (os.pathsep + old if old else "")
     sys.path.insert(0, HERE)
     try:
         yield request.getfixturevalue("ray_session")
     finally:
+        ray.shutdown()  # the next module asking for Ray starts the shared one again
         sys.path.remove(HERE)
         if old is None:
             os.environ.pop("PYTHONPATH", None)
