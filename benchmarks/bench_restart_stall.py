@@ -31,16 +31,6 @@ from rlgraph_core.config.run import apply_overrides, load_shipped_config, valida
 from rlgraph_core.plugins import PluginManager, hookimpl
 
 
-class UpdateStamps:
-    """Callback: (time, learner updates) after every step in which the learner updated."""
-
-    def __init__(self):
-        self.stamps: list[tuple[float, int]] = []
-
-    def on_update(self, run):
-        self.stamps.append((time.perf_counter(), int(run.updates)))
-
-
 class Killer:
     """Hook plugin: kills worker 0 once the learner has updated for ``warm_s`` seconds, then (in a
     thread, so the run is not held up) waits for its replacement to answer ``ready()``."""
@@ -75,17 +65,24 @@ class Killer:
                 time.sleep(0.05)
 
 
-class KillingStamps(UpdateStamps):
-    """:class:`UpdateStamps` that also gives the killer its chance after every update."""
+class UpdateStamps:
+    """Callback: stamps (time, learner updates) after every step in which the learner updated,
+    gives the killer its chance, and stops the run once the window after the kill is measured and
+    the replacement is ready."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, window_s: float):
+        self.window_s = window_s
+        self.stamps: list[tuple[float, int]] = []
         self.killer: Killer | None = None
 
     def on_update(self, run):
-        super().on_update(run)
-        if self.killer is not None:
-            self.killer.maybe_kill()
+        self.stamps.append((time.perf_counter(), int(run.updates)))
+        killer = self.killer
+        if killer is None:
+            return None
+        killer.maybe_kill()
+        measured = killer.t_kill is not None and time.perf_counter() > killer.t_kill + self.window_s + 1
+        return not (measured and killer.t_ready is not None)
 
 
 def window(stamps: list[tuple[float, int]], start: float, end: float) -> tuple[float, float]:
@@ -119,21 +116,12 @@ def main() -> None:
         ]  # fmt: skip
         config = validate_config(apply_overrides(load_shipped_config("apex_cartpole"), overrides))
         pm = PluginManager()
-        stamps = KillingStamps()
+        stamps = UpdateStamps(args.window_s)
         killer = Killer(ray, stamps, args.warm_s)
         stamps.killer = killer
         pm.register(killer, "stall-killer")
         assembly = assemble(config, pm)
         assembly.callbacks.append(stamps)
-
-        def stop_when_measured(run):
-            done = killer.t_kill is not None and time.perf_counter() > killer.t_kill + args.window_s + 1
-            return not (done and killer.t_ready is not None)
-
-        class Stop:
-            on_update = staticmethod(stop_when_measured)
-
-        assembly.callbacks.append(Stop())
         summary = assembly.executor_class(config, out, assembly=assembly).run()
     finally:
         ray.shutdown()

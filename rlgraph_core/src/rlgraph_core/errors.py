@@ -32,7 +32,15 @@ class EnvDataError(RLGraphError):
 
 
 class NonFiniteError(RLGraphError):
-    """A loss, gradient or weight became NaN or infinite; nothing non-finite is applied or saved."""
+    """A loss, gradient or weight became NaN or infinite; nothing non-finite is applied or saved.
+
+    ``what``: for an update a train step refused, what was non-finite (e.g. ``"the loss is nan"``);
+    None where the error comes from elsewhere (a loaded checkpoint, the recorder's loss check).
+    """
+
+    def __init__(self, message: str = "", what: str | None = None):
+        super().__init__(message)
+        self.what = what
 
 
 class DiskFullError(CheckpointError):

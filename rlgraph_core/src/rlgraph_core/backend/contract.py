@@ -267,9 +267,7 @@ def non_finite_update_error(what: str, step: int | None = None, steps: int | Non
             f"At step {step} of {steps} of a fused update round {what}; that update and the {later} after it "
             f"were not applied (the {step - 1} before it were)."
         )
-    error = NonFiniteError(f"{text} {NON_FINITE_CAUSES}")
-    error.what = what  # type: ignore[attr-defined]
-    return error
+    return NonFiniteError(f"{text} {NON_FINITE_CAUSES}", what=what)
 
 
 class TrainStep(abc.ABC):
@@ -605,7 +603,7 @@ class PythonLoop:
                 outputs.append(tuple(self.body(*(x[k] for x in per_step), *constants)))
             except NonFiniteError as exc:
                 # The step refused its update; the later steps of the round are not run at all.
-                raise non_finite_update_error(getattr(exc, "what", str(exc)), k + 1, steps) from None
+                raise non_finite_update_error(exc.what or str(exc), k + 1, steps) from None
         if not outputs:
             return ()
         stack = self.backend.ops.stack

@@ -322,7 +322,7 @@ class RunRecorder:
         """Record that the run ends because ``exc`` was raised (call from inside ``except``)."""
         self.state.ended_by = "error"
         self.state.error = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, NonFiniteError) and "env step" not in str(exc):
+        if isinstance(exc, NonFiniteError) and exc.what is not None:
             # A train step refused a non-finite update (the weights are the last finite ones): say when.
             self.state.error += f" (after update {self.agent.updates}, env step {self.timesteps})"
         self.state.traceback = traceback.format_exc()
