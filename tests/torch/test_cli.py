@@ -182,6 +182,23 @@ def test_evaluate_prints_the_mean_return_of_the_checkpoint(trained):
     assert rows[-1]["eval_return_mean"] == pytest.approx(expected["eval_return_mean"])
 
 
+def test_evaluate_of_a_run_folder_evaluates_its_newest_checkpoint(trained):
+    """``rlgraph evaluate RUN`` means RUN's newest checkpoint, as ``--resume RUN`` does (before, it was
+    refused: the run folder has no meta.json of its own)."""
+    out, _ = trained
+    code, by_run, stderr = run_cli("evaluate", str(out), "--episodes", "2")
+    assert code == 0, stderr
+    assert f"using its newest checkpoint {out / 'checkpoint'}" in stderr
+    code, by_checkpoint, stderr = run_cli("evaluate", str(out / "checkpoint"), "--episodes", "2")
+    assert code == 0, stderr
+    assert by_run == by_checkpoint and "mean return" in by_run
+
+
+def test_evaluate_of_a_folder_without_any_checkpoint_is_refused(tmp_path):
+    code, _, stderr = run_cli("evaluate", str(tmp_path), "--episodes", "1")
+    assert_user_error(code, stderr, "meta.json")
+
+
 def test_a_checkpoint_without_counters_evaluates_with_a_warning_but_is_not_resumed(trained, tmp_path):
     """Issue 8 item 7: such a checkpoint resumed silently from step 0."""
     out, _ = trained

@@ -119,8 +119,24 @@ def cmd_train(args) -> int:
     return EXIT_CODES.get(ended, 0)
 
 
+def _checkpoint_arg(path: str) -> str:
+    """The checkpoint a CLI argument means: a run folder (``--out`` of ``rlgraph train``) means its
+    newest checkpoint, as for ``--resume``; anything else is passed on unchanged (and refused, if it
+    is no checkpoint, by the code that reads it)."""
+    folder = Path(path)
+    if folder.is_dir() and not (folder / "meta.json").is_file():
+        from rlgraph_core.checkpoint import latest_checkpoint
+
+        best = latest_checkpoint(folder)
+        if best is not None:
+            print(f"rlgraph: '{folder}' is a run folder; using its newest checkpoint {best}", file=sys.stderr)
+            return str(best)
+    return path
+
+
 def cmd_evaluate(args) -> int:
-    """Evaluate a checkpoint (or an exported ``.onnx`` policy) with the greedy policy.
+    """Evaluate a checkpoint, a run folder's newest checkpoint, or an exported ``.onnx`` policy with
+    the greedy policy.
 
     The agent is the facade's (:class:`~rlgraph_core.api.Algorithm`), so the CLI and Python
     evaluate alike. ``--video FILE`` (alias ``--render-to``) streams every frame to a .mp4/.gif
@@ -133,6 +149,7 @@ def cmd_evaluate(args) -> int:
         check_video_path(video)
     if str(args.checkpoint).endswith(".onnx"):
         return _evaluate_onnx(args, video)
+    args.checkpoint = _checkpoint_arg(args.checkpoint)
     from rlgraph_core.api import Algorithm
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
@@ -227,6 +244,7 @@ def cmd_export(args) -> int:
     out = Path(args.out)
     if not out.parent.exists():
         raise RLGraphError(f"--out '{out}': the folder '{out.parent}' does not exist.")
+    args.checkpoint = _checkpoint_arg(args.checkpoint)
     path = export_onnx(args.checkpoint, out)
     print(f"exported the greedy policy of {args.checkpoint} to {path} (ONNX; run it with: rlgraph evaluate {path})")
     return 0
@@ -368,7 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("evaluate", help="evaluate a checkpoint or an exported .onnx policy")
     e.add_argument(
-        "checkpoint", help="checkpoint folder written by 'rlgraph train', or a .onnx file from 'rlgraph export'"
+        "checkpoint",
+        help="checkpoint folder or run folder (its newest checkpoint) written by 'rlgraph train', or a .onnx "
+        "file from 'rlgraph export'",
     )
     e.add_argument("--episodes", type=_positive_int, default=10, help="number of episodes (>= 1; default 10)")
     e.add_argument(
@@ -386,7 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_evaluate)
 
     x = sub.add_parser("export", help="export a checkpoint's greedy policy for serving (ONNX)")
-    x.add_argument("checkpoint", help="checkpoint folder written by 'rlgraph train' (any backend)")
+    x.add_argument(
+        "checkpoint",
+        help="checkpoint folder or run folder (its newest checkpoint) written by 'rlgraph train' (any backend)",
+    )
     x.add_argument("--format", choices=["onnx"], default="onnx", help="export format (default onnx; extra 'onnx')")
     x.add_argument("--out", required=True, help="output file, e.g. policy.onnx")
     x.set_defaults(func=cmd_export)
