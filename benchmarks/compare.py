@@ -8,7 +8,7 @@ CartPole-v1 ``configs/dqn_cartpole.yaml``, SAC Pendulum-v1 ``configs/sac_pendulu
   mapped from the config (see :func:`sb3_model`); skipped with a message when not installed;
 * ``hand``: a CleanRL-style PyTorch loop (``compare_loops.py``);
 * ``<backend>-<mode>``: rlgraph through the real ``LocalExecutor`` (``rlgraph_core.assemble.train``)
-  for every installed backend (torch, tf) in eager and static mode.
+  for every installed backend (torch, tf, and an outside plugin such as jax) in eager and static mode.
 
 Every implementation evaluates the greedy policy every ``train.eval_interval`` env steps for
 ``train.eval_episodes`` episodes (seeds ``10000 + seed + i``, as rlgraph's executor does) and
@@ -28,6 +28,8 @@ medians of the per-seed ratios to SB3 (to the hand-written loop when SB3 is miss
 roofline line per implementation (see ``roofline.py``). Run from the repository root:
 
     python benchmarks/compare.py                                 # everything, seeds 0,1,2
+    OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
+        python benchmarks/compare.py                             # the same, strictly one thread
     python benchmarks/compare.py --quick                         # smoke test (short budgets, seed 0)
     python benchmarks/compare.py --algos ppo --impls sb3,hand,torch-eager --seeds 0
     python benchmarks/compare.py --budget ppo=50000,sac=10000 --time-cap 120
@@ -36,6 +38,7 @@ roofline line per implementation (see ``roofline.py``). Run from the repository 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import platform
 import shutil
@@ -618,6 +621,12 @@ def main() -> None:
 
     if os.environ.get("OMP_NUM_THREADS") != "1":
         print("NOTE: OMP_NUM_THREADS is not 1 (set it before starting Python for a strict 1-thread run).")
+    if "intra_op_parallelism_threads=1" not in os.environ.get("XLA_FLAGS", ""):
+        # XLA (the jax backend plugin, when installed) fixes its CPU thread pool when it starts.
+        print(
+            "NOTE: XLA_FLAGS lacks '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' "
+            "(set it before starting Python for a strict 1-thread run of an XLA-based backend)."
+        )
     set_threads()
     versions = [f"torch {torch.__version__}", f"gymnasium {gym.__version__}", f"numpy {np.__version__}"]
     if sb3_available():
@@ -628,6 +637,11 @@ def main() -> None:
         import tensorflow as tf
 
         versions.append(f"tensorflow {tf.__version__}")
+    for name in sorted({i.split("-")[0] for i in impls} - {"sb3", "hand", "torch", "tf"}):
+        try:  # an outside backend plugin's framework, when it is a distribution of that name (jax)
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
     mm = {a: roofline.matmul_gflops([matmul_size(a), (2048, 2048, 2048)]) for a in algos}
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
