@@ -105,9 +105,16 @@ class RayHead:
             if not self.leftovers():
                 break
             time.sleep(0.5)
-        for pid in self.leftovers():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        # SIGKILL what is left, until nothing is: a killed process takes a moment to be gone, and
+        # the raylet may have started a worker after the first look (a cold CI run saw one such pid
+        # still listed right after a single round of kills).
+        deadline = time.monotonic() + 10.0
+        while (left := self.leftovers()) and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.proc.poll()
+            time.sleep(0.2)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
 
