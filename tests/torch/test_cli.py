@@ -196,7 +196,7 @@ def test_evaluate_of_a_run_folder_evaluates_its_newest_checkpoint(trained):
 
 def test_evaluate_of_a_folder_without_any_checkpoint_is_refused(tmp_path):
     code, _, stderr = run_cli("evaluate", str(tmp_path), "--episodes", "1")
-    assert_user_error(code, stderr, "meta.json")
+    assert_user_error(code, stderr, "is neither a checkpoint (a folder with meta.json) nor a run folder holding one")
 
 
 def test_a_checkpoint_without_counters_evaluates_with_a_warning_but_is_not_resumed(trained, tmp_path):

@@ -121,16 +121,20 @@ def cmd_train(args) -> int:
 
 def _checkpoint_arg(path: str) -> str:
     """The checkpoint a CLI argument means: a run folder (``--out`` of ``rlgraph train``) means its
-    newest checkpoint, as for ``--resume``; anything else is passed on unchanged (and refused, if it
-    is no checkpoint, by the code that reads it)."""
+    newest checkpoint, as for ``--resume``; a folder that is neither is refused; anything else is
+    passed on unchanged (and refused, if it is no checkpoint, by the code that reads it)."""
     folder = Path(path)
     if folder.is_dir() and not (folder / "meta.json").is_file():
         from rlgraph_core.checkpoint import latest_checkpoint
 
         best = latest_checkpoint(folder)
-        if best is not None:
-            print(f"rlgraph: '{folder}' is a run folder; using its newest checkpoint {best}", file=sys.stderr)
-            return str(best)
+        if best is None:
+            raise RLGraphError(
+                f"'{folder}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
+                f"(checkpoint/ or checkpoints/); pass a run's --out folder or one of its checkpoints."
+            )
+        print(f"rlgraph: '{folder}' is a run folder; using its newest checkpoint {best}", file=sys.stderr)
+        return str(best)
     return path
 
 
