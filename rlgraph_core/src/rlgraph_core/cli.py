@@ -125,14 +125,9 @@ def _checkpoint_arg(path: str) -> str:
     passed on unchanged (and refused, if it is no checkpoint, by the code that reads it)."""
     folder = Path(path)
     if folder.is_dir() and not (folder / "meta.json").is_file():
-        from rlgraph_core.checkpoint import latest_checkpoint
+        from rlgraph_core.execution.run_dir import resume_checkpoint
 
-        best = latest_checkpoint(folder)
-        if best is None:
-            raise RLGraphError(
-                f"'{folder}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
-                f"(checkpoint/ or checkpoints/); pass a run's --out folder or one of its checkpoints."
-            )
+        best = resume_checkpoint(folder, argument="checkpoint")
         print(f"rlgraph: '{folder}' is a run folder; using its newest checkpoint {best}", file=sys.stderr)
         return str(best)
     return path

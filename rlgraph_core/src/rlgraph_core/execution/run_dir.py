@@ -323,8 +323,10 @@ def trim_metrics(path: str | Path, max_timesteps: int) -> int:
     return len(rows) - len(keep)
 
 
-def resume_checkpoint(path: str | Path) -> Path:
+def resume_checkpoint(path: str | Path, argument: str = "--resume") -> Path:
     """The checkpoint ``--resume PATH`` means: PATH itself, or the newest checkpoint of run folder PATH.
+    ``argument`` names where PATH came from in the error (``rlgraph evaluate`` and ``export`` read
+    their checkpoint argument the same way).
 
     A run folder holds its final ``checkpoint`` and periodic ``checkpoints/``; after a crash the
     periodic one may be newer, so the one with the most env steps is taken. What an interrupted
@@ -342,7 +344,7 @@ def resume_checkpoint(path: str | Path) -> Path:
     best = latest_checkpoint(path)
     if best is None:
         raise RunDirError(
-            f"--resume '{path}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
+            f"{argument} '{path}' is neither a checkpoint (a folder with meta.json) nor a run folder holding one "
             f"(checkpoint/ or checkpoints/); pass a run's --out folder or one of its checkpoints."
         )
     return best
