@@ -6,6 +6,8 @@ module-scoped fixtures (one compiled QNetwork forward, one compiled train step).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -230,6 +232,34 @@ def test_adam_matches_numpy_formula():
             np.testing.assert_allclose(v, params[k], rtol=RTOL, atol=ATOL, err_msg=f"{k} after step {t}")
     state = step.step.get_state()
     assert {"0/exp_avg", "0/exp_avg_sq", "1/exp_avg", "1/exp_avg_sq"} <= set(state)
+
+
+def test_eager_optimizer_is_made_on_first_use_with_the_rate_set_before_it():
+    """torch.optim's constructor imports torch._dynamo (~1 s): eager steps make it when first needed.
+    Until then the step reports the spec's rate and an empty state, and a rate set then is used."""
+    weights, x, y = regression_problem()
+    test = regression_test(weights)
+    step = test.train_step("loss", optimizer("sgd", 0.5))
+    assert step.step._optimizer is None and step.step.get_state() == {}
+    assert step.step.learning_rate == pytest.approx(0.5)
+    step.step.learning_rate = 0.1  # a schedule's first value, before any update
+    _, grads = np_regression_grads(weights, x, y)
+    step(x, y)
+    for k, v in test.get_weights().items():
+        np.testing.assert_allclose(v, weights[k] - 0.1 * grads[k], rtol=RTOL, atol=ATOL, err_msg=k)
+    assert step.step.learning_rate == pytest.approx(0.1)
+
+
+def test_a_process_that_only_acts_never_imports_torch_dynamo():
+    code = (
+        "import sys, numpy as np; from rlgraph_core.api import make; "
+        "algo = make('dqn', env='CartPole-v1', backend='torch', mode='eager'); "
+        "algo.predict(np.zeros(4, np.float32)); "
+        "print(sorted(m for m in sys.modules if m.startswith('torch._dynamo')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 # --------------------------------------------------------------------------- weights

@@ -15,6 +15,10 @@ from rlgraph_core.backend import TrainStep, describe_non_finite, non_finite_upda
 from rlgraph_torch.functional_optim import FunctionalOptimizer, clip_by_global_norm, global_norm
 
 
+#: The ``torch.optim`` classes eager mode uses, by spec type.
+EAGER_OPTIMIZERS = ("adam", "rmsprop", "sgd")
+
+
 def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.Optimizer:
     """Create a torch optimizer from a validated optimizer spec dict."""
     kind = spec["type"]
@@ -86,7 +90,9 @@ class TorchTrainStep(TrainStep):
         #: programs compiled for this step (a one-element list the compile backend increments)
         self._traces = [0]
         self._compiled_loss: Callable | None = None
-        self.optimizer: torch.optim.Optimizer | None = None
+        self._optimizer: torch.optim.Optimizer | None = None
+        #: eager mode: the spec ``optimizer`` builds its torch.optim optimizer from on first use
+        self._eager_spec: dict | None = None
         self.functional: FunctionalOptimizer | None = None
         self._step = self._eager_step
         self.compiled = False
@@ -96,7 +102,21 @@ class TorchTrainStep(TrainStep):
             self._step = _try_compile(self._traced_step, self._traces, trace_autograd=True)
             self.compiled = self._step is not self._traced_step
         else:
-            self.optimizer = make_torch_optimizer(spec, self.params)
+            if spec["type"] not in EAGER_OPTIMIZERS:
+                raise ValueError(f"Unknown optimizer type '{spec['type']}'; use adam, rmsprop or sgd.")
+            self._eager_spec = dict(spec)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer | None:
+        """Eager mode's ``torch.optim`` optimizer, made when first needed; None in static mode.
+
+        Made lazily because ``torch.optim.Optimizer.__init__`` imports ``torch._dynamo`` (about 1 s
+        of CPU here), which a process that only acts (a Ray worker, ``rlgraph evaluate``) never needs.
+        Until then its state is empty, as a new optimizer's is.
+        """
+        if self._optimizer is None and self._eager_spec is not None:
+            self._optimizer = make_torch_optimizer(self._eager_spec, self.params)
+        return self._optimizer
 
     @property
     def num_parameters(self) -> int:
@@ -255,8 +275,10 @@ class TorchTrainStep(TrainStep):
     def learning_rate(self) -> float:
         if self.functional is not None:
             return self._lr_value
-        assert self.optimizer is not None
-        return float(self.optimizer.param_groups[0]["lr"])
+        if self._optimizer is None:  # not made yet: the spec's rate, without making it
+            assert self._eager_spec is not None
+            return float(self._eager_spec["learning_rate"])
+        return float(self._optimizer.param_groups[0]["lr"])
 
     @learning_rate.setter
     def learning_rate(self, value: float) -> None:
@@ -265,17 +287,21 @@ class TorchTrainStep(TrainStep):
             self._lr_value = float(value)
             self.functional.lr.fill_(self._lr_value)
             return
-        assert self.optimizer is not None
-        for group in self.optimizer.param_groups:
+        if self._optimizer is None:
+            assert self._eager_spec is not None
+            self._eager_spec["learning_rate"] = float(value)
+            return
+        for group in self._optimizer.param_groups:
             group["lr"] = float(value)
 
     def get_state(self) -> dict[str, np.ndarray]:
         if self.functional is not None:
             return {k: v.detach().cpu().numpy().copy() for k, v in self.functional.get_state().items()}
-        assert self.optimizer is not None
-        out = {}
+        out: dict[str, np.ndarray] = {}
+        if self._optimizer is None:  # never stepped nor restored: no state yet
+            return out
         for i, p in enumerate(self.params):
-            for key, val in self.optimizer.state.get(p, {}).items():
+            for key, val in self._optimizer.state.get(p, {}).items():
                 out[f"{i}/{key}"] = np.asarray(val.detach().cpu().numpy() if torch.is_tensor(val) else val)
         return out
 
