@@ -253,6 +253,10 @@ class Algorithm:
             probe.close()
         self.observation_space = obs_space
         self.action_space = act_space
+        from rlgraph_core.spaces import from_gym
+
+        #: the observation space as rlgraph's space, converted once (predict is called per step)
+        self._obs_space = from_gym(obs_space)
         self.agent = self._assembly.make_agent(obs_space, act_space, num_envs=self.config.env.num_envs)
 
     # ------------------------------------------------------------------ counters
@@ -393,9 +397,7 @@ class Algorithm:
         ``deterministic`` the greedy action (the mode or mean of the policy), else a sampled one
         with the agent's exploration.
         """
-        from rlgraph_core.spaces import from_gym
-
-        space = from_gym(self.observation_space)
+        space = self._obs_space
         leaves = space.flatten()
         key, leaf = next(iter(leaves.items()))
         flat = space.flatten_value(obs) if len(leaves) > 1 or key else {"": np.asarray(obs)}
