@@ -64,8 +64,9 @@ class JaxBackend(Backend):
     """JAX: eager (op by op on ``jax.numpy``) or static (``jax.jit``; fused rounds as ``lax.scan``).
 
     Variables are :class:`~rlgraph_jax.state.JaxVariable` cells whose arrays the backend swaps
-    (see :mod:`rlgraph_jax.state`): every compiled program takes the values of all the backend's
-    cells and returns their new values, so components keep their handles and assignments persist.
+    (see :mod:`rlgraph_jax.state`): every compiled program takes the values of the cells it reads
+    and returns the new values of those it assigns, so components keep their handles and
+    assignments persist.
 
     JAX's process-wide ``jax_enable_x64`` switch is left as it is (off by default): integer
     tensors are then int32 inside programs and int64 at the numpy boundary.
