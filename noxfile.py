@@ -264,6 +264,22 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def jax_eager_learning(session: nox.Session) -> None:
+    """The jax plugin's eager DQN and SAC learning runs, minutes each (op-by-op gradients), which the
+    jax session skips to stay in CI's budget; run by hand (``nox -s jax_eager_learning``)."""
+    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax")
+    _pytest(
+        session,
+        "plugins/rlgraph-jax/tests/test_jax_learning.py",
+        "-k",
+        "dqn-eager or sac-eager",
+        "-rP",  # each run's steps, seconds and return (the tests print them)
+        env={"RLGRAPH_SLOW_LEARNING": "1"},
+        parallel=True,
+    )
+
+
+@nox.session(python=PYTHON, default=False)
 def latest(session: nox.Session) -> None:
     """core, torch and tf tests against the newest resolvable versions (not the lock), so drift
     shows up on purpose. torch stays at ``constraints.txt``'s CPU build: its newest release here

@@ -1,13 +1,15 @@
 """DQN, PPO, IMPALA (CartPole-v1) and SAC (Pendulum-v1) learn on the jax backend.
 
 One test shape, parametrized by algorithm and mode: the same configs, budgets and thresholds as
-the torch and tf learning tests; only the backend and the mode differ. Static mode runs all four;
-eager mode runs PPO and IMPALA (see the note above ``_config`` for DQN and SAC). Eager runs op by op on
+the torch and tf learning tests; only the backend and the mode differ. All four run in both
+modes; eager DQN and SAC take minutes each and run only when asked for
+(``RLGRAPH_SLOW_LEARNING=1``, the ``jax_eager_learning`` nox session; see the note above ``_config``). Eager runs op by op on
 jax.numpy; static compiles every train step with ``jax.jit`` and fuses update rounds with
 ``lax.scan``. The DQN checkpoint is then evaluated on every other installed backend: the neutral
 npz gives the same return there.
 """
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +34,8 @@ class Case:
     overrides: tuple[str, ...]
     threshold: float
     cross_backend_eval: bool = False
-    modes: tuple[str, ...] = ("eager", "static")
+    #: modes whose run takes minutes: run only with RLGRAPH_SLOW_LEARNING=1
+    slow_modes: tuple[str, ...] = ()
 
 
 CASES = {
@@ -42,7 +45,7 @@ CASES = {
         ("train.total_timesteps=60000", "train.target_return=475", "train.seed=0"),
         475.0,
         cross_backend_eval=True,
-        modes=("static",),  # eager: see the note above _config
+        slow_modes=("eager",),  # see the note above _config
     ),
     # The shipped PPO config within the torch test's 40k env steps.
     "ppo": Case(
@@ -61,7 +64,7 @@ CASES = {
             "train.seed=0",
         ),
         -200.0,
-        modes=("static",),  # eager: see the note above _config
+        slow_modes=("eager",),  # see the note above _config
     ),
     # IMPALA (V-trace) under the local executor within the torch test's 40k steps.
     "impala": Case(
@@ -70,12 +73,15 @@ CASES = {
 }
 
 
-# Why DQN and SAC are learned in static mode only: their configs take one small gradient step per
-# one or two env steps (~10k steps to the threshold), and an op-by-op jax step (``jax.value_and_grad``
-# without jit: every primitive dispatched and differentiated alone) costs ~50 ms of CPU for the DQN
-# [256, 256] loss (one agent.update timed with process_time, 2026-12-02), ~8 CPU-minutes per run. A DQN config with 4x fewer,
-# 4x larger steps did not reach 475 by 60k steps (static, seed 0: 113). The parity tests hold jax
-# eager to jax static step for step, and PPO and IMPALA (few, large steps) learn in eager mode here.
+# Why eager DQN and SAC run only when asked for (RLGRAPH_SLOW_LEARNING=1, `nox -s jax_eager_learning`):
+# their configs take one small gradient step per one or two env steps (thousands of steps to the
+# threshold), and an op-by-op jax step (``jax.value_and_grad`` without jit: every primitive
+# dispatched, linearized and transposed alone in Python) costs milliseconds where a compiled one
+# costs tens of microseconds. Measured on one core (2026-12-03): eager DQN 73 env steps/CPU-s
+# (~10 CPU-minutes to its threshold), eager SAC ~10 updates/CPU-s; CI's 2-core budget cannot hold
+# that. The parity tests hold jax eager to jax static step for step in every CI run, and PPO and
+# IMPALA (few, large steps) learn in eager mode here.
+SLOW = os.environ.get("RLGRAPH_SLOW_LEARNING") == "1"
 
 
 def _config(case: Case, mode: str):
@@ -84,12 +90,12 @@ def _config(case: Case, mode: str):
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize(
-    "algo,mode", [(algo, mode) for algo, case in CASES.items() for mode in ("eager", "static") if mode in case.modes]
-)
+@pytest.mark.parametrize("algo,mode", [(algo, mode) for algo in CASES for mode in ("eager", "static")])
 def test_learns_on_jax(algo, mode, tmp_path):
     """``algo`` reaches its threshold on jax in ``mode`` within the other backends' budget."""
     case = CASES[algo]
+    if mode in case.slow_modes and not SLOW:
+        pytest.skip(f"jax {mode} {algo} takes minutes: RLGRAPH_SLOW_LEARNING=1 (nox -s jax_eager_learning) runs it")
     cfg = _config(case, mode)
     summary = train(cfg, tmp_path / "run")
     print(
