@@ -201,8 +201,8 @@ def integration(session: nox.Session) -> None:
 def jax(session: nox.Session) -> None:
     """The outside jax backend plugin: its own tests (the core's conformance harness, learning),
     then the integration parity tests, which pick jax up because it is installed (narrowed to the
-    jax comparisons: jax against torch eager, jax static against jax eager), then the Ray executors
-    with jax on one side and torch on the other (serial: the module starts its own Ray session; the
+    jax comparisons: jax against torch eager, jax static against jax eager) and the CNN agents on
+    image observations, then the Ray executors with jax on one side and torch on the other (serial: the module starts its own Ray session; the
     ray session, which has no jax, skips that module)."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray", "./plugins/rlgraph-jax")
     _pytest(session, "plugins/rlgraph-jax/tests", parallel=True)
@@ -215,6 +215,16 @@ def jax(session: nox.Session) -> None:
         "tests/integration/test_fused_rounds.py",
         "tests/integration/test_static_compile_counts.py",
         "tests/integration/test_gradient_hook_agents.py",
+        env={"RLGRAPH_TEST_BACKENDS": "torch-eager,jax"},
+        parallel=True,
+    )
+    # DQN, PPO and SAC with the Nature CNN on Atari-shaped frames (a few updates and a checkpoint
+    # round trip each) in both jax modes; the torch cases run in the integration session.
+    _pytest(
+        session,
+        "tests/integration/test_image_agents.py",
+        "-k",
+        "jax",
         env={"RLGRAPH_TEST_BACKENDS": "torch-eager,jax"},
         parallel=True,
     )
