@@ -62,3 +62,21 @@ def test_a_cell_assigned_only_for_other_shapes_keeps_the_assignment(backend):
     assert float(backend.to_numpy(seen)) == 4.0
     fn(backend.to_tensor(np.ones(3, np.float32)))  # the 1-d shape again, now through the full program
     assert float(backend.to_numpy(seen)) == 4.0
+
+
+def test_a_cell_given_another_cells_value_is_read_by_the_pruned_program(backend):
+    source = backend.variable("source", np.arange(3, dtype=np.float32))
+    target = backend.variable("target", np.zeros(3, np.float32))
+
+    def sync():  # one cell handed another's array as it is (no op between: the jaxpr forwards it)
+        target.value = source.value
+
+    fn = backend.function(sync)
+    fn()
+    np.testing.assert_array_equal(backend.to_numpy(target), np.arange(3))
+    read, wrote, _ = fn._pruned[len(backend._cells.cells)]  # still pruned, not fallen back
+    cells = backend._cells.cells
+    assert [cells[i] for i in read] == [source] and [cells[i] for i in wrote] == [target]
+    backend.assign_numpy(source, np.full(3, 7.0, np.float32))
+    fn()
+    np.testing.assert_array_equal(backend.to_numpy(target), np.full(3, 7.0))

@@ -288,8 +288,9 @@ class StatefulFunction:
         invars = jaxpr.invars[:n_leaves]
         used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars}
         n_out = len(jaxpr.outvars) - n_leaves
-        used |= {id(v) for v in jaxpr.outvars[:n_out]}
         cell_out = jaxpr.outvars[n_out:]
+        used |= {id(v) for v in jaxpr.outvars[:n_out]}  # returned by the function
+        used |= {id(v) for j, v in enumerate(cell_out) if v is not invars[j]}  # one cell's value given to another
         read = [i for i, pos in enumerate(positions) if any(id(invars[j]) in used for j in pos)]
         wrote = [i for i, pos in enumerate(positions) if any(cell_out[j] is not invars[j] for j in pos)]
         wrote_set = set(wrote)
