@@ -202,8 +202,9 @@ def jax(session: nox.Session) -> None:
     """The outside jax backend plugin: its own tests (the core's conformance harness, learning),
     then the integration parity tests, which pick jax up because it is installed (narrowed to the
     jax comparisons: jax against torch eager, jax static against jax eager) and the CNN agents on
-    image observations, then the Ray executors with jax on one side and torch on the other (serial: the module starts its own Ray session; the
-    ray session, which has no jax, skips that module)."""
+    image observations, then the Ray executors with jax on one side and torch on the other
+    (serial: the module starts its own Ray session; the ray session, which has no jax, skips that
+    module)."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray", "./plugins/rlgraph-jax")
     _pytest(session, "plugins/rlgraph-jax/tests", parallel=True)
     _pytest(

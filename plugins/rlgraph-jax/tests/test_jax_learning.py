@@ -2,8 +2,8 @@
 
 One test shape, parametrized by algorithm and mode: the same configs, budgets and thresholds as
 the torch and tf learning tests; only the backend and the mode differ. All four run in both
-modes; eager DQN and SAC take minutes each and run only when asked for
-(``RLGRAPH_SLOW_LEARNING=1``, the ``jax_eager_learning`` nox session; see the note above ``_config``). Eager runs op by op on
+modes; eager DQN and SAC take minutes each and run only when asked for (``RLGRAPH_SLOW_LEARNING=1``,
+the ``jax_eager_learning`` nox session; see the note above ``_config``). Eager runs op by op on
 jax.numpy; static compiles every train step with ``jax.jit`` and fuses update rounds with
 ``lax.scan``. The DQN checkpoint is then evaluated on every other installed backend: the neutral
 npz gives the same return there.
@@ -90,12 +90,24 @@ def _config(case: Case, mode: str):
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize("algo,mode", [(algo, mode) for algo in CASES for mode in ("eager", "static")])
+@pytest.mark.parametrize(
+    "algo,mode",
+    [
+        pytest.param(
+            algo,
+            mode,
+            marks=pytest.mark.skipif(
+                mode in case.slow_modes and not SLOW,
+                reason=f"jax {mode} {algo} takes minutes: RLGRAPH_SLOW_LEARNING=1 (nox -s jax_eager_learning) runs it",
+            ),
+        )
+        for algo, case in CASES.items()
+        for mode in ("eager", "static")
+    ],
+)
 def test_learns_on_jax(algo, mode, tmp_path):
     """``algo`` reaches its threshold on jax in ``mode`` within the other backends' budget."""
     case = CASES[algo]
-    if mode in case.slow_modes and not SLOW:
-        pytest.skip(f"jax {mode} {algo} takes minutes: RLGRAPH_SLOW_LEARNING=1 (nox -s jax_eager_learning) runs it")
     cfg = _config(case, mode)
     summary = train(cfg, tmp_path / "run")
     print(

@@ -19,9 +19,15 @@ from rlgraph_torch.functional_optim import FunctionalOptimizer, clip_by_global_n
 EAGER_OPTIMIZERS = ("adam", "rmsprop", "sgd")
 
 
+def _check_optimizer_type(kind: str) -> None:
+    if kind not in EAGER_OPTIMIZERS:
+        raise ValueError(f"Unknown optimizer type '{kind}'; use adam, rmsprop or sgd.")
+
+
 def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.Optimizer:
     """Create a torch optimizer from a validated optimizer spec dict."""
     kind = spec["type"]
+    _check_optimizer_type(kind)
     lr = spec["learning_rate"]
     if kind == "adam":
         return torch.optim.Adam(
@@ -36,9 +42,7 @@ def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.
             momentum=spec.get("momentum", 0.0),
             foreach=True,
         )
-    if kind == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=spec.get("momentum", 0.0), foreach=True)
-    raise ValueError(f"Unknown optimizer type '{kind}'; use adam, rmsprop or sgd.")
+    return torch.optim.SGD(params, lr=lr, momentum=spec.get("momentum", 0.0), foreach=True)
 
 
 class TorchTrainStep(TrainStep):
@@ -102,8 +106,7 @@ class TorchTrainStep(TrainStep):
             self._step = _try_compile(self._traced_step, self._traces, trace_autograd=True)
             self.compiled = self._step is not self._traced_step
         else:
-            if spec["type"] not in EAGER_OPTIMIZERS:
-                raise ValueError(f"Unknown optimizer type '{spec['type']}'; use adam, rmsprop or sgd.")
+            _check_optimizer_type(spec["type"])  # now, though the optimizer is made on first use
             self._eager_spec = dict(spec)
 
     @property
