@@ -17,6 +17,7 @@ SDIST_TEXT = {
         'list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/mpi_ops.cc")\n'
         'list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc")\n'
     ),
+    "horovod/common/util.py": "EXTENSIONS = ['tensorflow', 'torch', 'mxnet']\n\n\ndef gloo_built(verbose=False):\n",
 }
 
 
@@ -35,6 +36,8 @@ def test_edits_apply_to_the_expected_text(tmp_path):
     assert "    set(CMAKE_CXX_STANDARD 17)\n" in (src / "horovod/torch/CMakeLists.txt").read_text()
     tf = (src / "horovod/tensorflow/CMakeLists.txt").read_text()
     assert "xla_mpi_ops.cc" not in tf and "mpi_ops.cc" in tf
+    # horovodrun's pre-launch check asks torch's extension first (the quicker import)
+    assert (src / "horovod/common/util.py").read_text().startswith("EXTENSIONS = ['torch', 'tensorflow', 'mxnet']\n")
 
 
 def test_an_sdist_that_changed_fails_naming_file_and_text(tmp_path):
@@ -64,7 +67,21 @@ def test_build_switches_and_cache_key_follow_the_installed_frameworks(torch, tf,
     assert key.startswith(f"horovod{install.HOROVOD_VERSION}-")
     assert (f"torch{torch}" if torch else "notorch") in key and (f"tf{tf}" if tf else "notf") in key
     assert f"py{sys.version_info.major}{sys.version_info.minor}" in key
+    assert key.endswith(f"-edits{install.edits_digest()}")
     assert fw.modules() == [m for m, v in (("horovod.torch", torch), ("horovod.tensorflow", tf)) if v]
+
+
+def test_a_changed_recipe_changes_the_cache_key(monkeypatch):
+    """A wheel built by an older recipe (fewer or other edits) is never reused."""
+    fw = install.Frameworks(torch="2.13.0", tensorflow="2.21.0")
+    before = fw.cache_key()
+    monkeypatch.setattr(install, "EDITS", install.EDITS[:-1])
+    assert fw.cache_key() != before
+    changed = install.Edit("a", "b", "c", "why")
+    monkeypatch.setattr(install, "EDITS", (*install.EDITS, changed))
+    other = fw.cache_key()
+    monkeypatch.setattr(install, "EDITS", (*install.EDITS[:-1], install.Edit("a", "b", "d", "why")))
+    assert len({before, other, fw.cache_key()}) == 3
 
 
 def test_cache_location_is_overridable_and_reused(tmp_path, monkeypatch):
@@ -84,3 +101,37 @@ def test_no_framework_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(install.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(install.InstallError, match="Neither torch nor tensorflow is installed"):
         install.detect_frameworks()
+
+
+class _Dist:
+    """A stand-in for an installed distribution that holds only ``direct_url.json``."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def read_text(self, name):
+        return self.text if name == "direct_url.json" else None
+
+
+def test_a_wheel_already_installed_is_recognised_by_its_sha256(tmp_path, monkeypatch):
+    import hashlib
+    import json
+
+    wheel = tmp_path / "horovod-0.28.1-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"the wheel's bytes")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    record = {"url": wheel.as_uri(), "archive_info": {"hashes": {"sha256": digest}}}
+    metadata = install.importlib.metadata
+    monkeypatch.setattr(metadata, "distribution", lambda name: _Dist(json.dumps(record)))
+    assert install.installed_from(wheel)
+    wheel.write_bytes(b"another build at the same path")
+    assert not install.installed_from(wheel)
+    for text in (None, "not json", json.dumps({"url": wheel.as_uri(), "dir_info": {}})):
+        monkeypatch.setattr(metadata, "distribution", lambda name, text=text: _Dist(text))
+        assert not install.installed_from(wheel)
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "distribution", missing)
+    assert not install.installed_from(wheel)

@@ -3,9 +3,10 @@
 Horovod 0.28.1 is the latest release; it ships only as an sdist and does not build unmodified
 against torch 2.13 / TensorFlow 2.21. This module fetches the sdist through pip, applies three
 edits to its CMake files (C++14 -> C++17 at the top and for torch, drop the XLA op that no longer
-compiles against TF 2.21's headers), builds a wheel for exactly the frameworks installed in this
-interpreter, caches it outside the clone, and installs it. A second run finds the cached wheel
-and installs it in seconds.
+compiles against TF 2.21's headers) and one to its launcher (``horovodrun``'s pre-launch check
+imports torch, not TensorFlow: 2.6 s less per launch), builds a wheel for exactly the frameworks
+installed in this interpreter, caches it outside the clone, and installs it. A second run finds
+the cached wheel and installs it in seconds.
 
 Only the standard library is used, so this runs before Horovod (or anything else) exists.
 """
@@ -13,8 +14,10 @@ Only the standard library is used, so this runs before Horovod (or anything else
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -66,7 +69,22 @@ EDITS = (
         "",
         "the XLA custom-call op does not compile against TF 2.21 (rlgraph does not use XLA ops)",
     ),
+    Edit(
+        "horovod/common/util.py",
+        "EXTENSIONS = ['tensorflow', 'torch', 'mxnet']\n",
+        "EXTENSIONS = ['torch', 'tensorflow', 'mxnet']\n",
+        "before every launch horovodrun asks the first framework extension that imports, in a forked "
+        "process, whether Horovod was built with Gloo; every extension of one build gives the same "
+        "answer, and importing torch takes 1.7 CPU-s here against TensorFlow's 4.6 (a bare "
+        "`horovodrun -np 2 --gloo` launch: 4.5 -> 1.9 s)",
+    ),
 )
+
+
+def edits_digest() -> str:
+    """Eight hex digits of a hash over every edit's file, old and new text."""
+    text = "\0".join(f"{e.path}\0{e.old}\0{e.new}" for e in EDITS)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)
@@ -77,12 +95,13 @@ class Frameworks:
     tensorflow: str | None
 
     def cache_key(self) -> str:
-        """Directory name that identifies a wheel: Horovod, torch, TF and Python versions."""
+        """Directory name that identifies a wheel: Horovod, torch, TF and Python versions, the
+        platform, and a digest of :data:`EDITS` (a changed recipe never reuses an older build)."""
         py = f"py{sys.version_info.major}{sys.version_info.minor}"
         torch = f"torch{self.torch}" if self.torch else "notorch"
         tf = f"tf{self.tensorflow}" if self.tensorflow else "notf"
         plat = sysconfig.get_platform().replace("-", "_")
-        return f"horovod{HOROVOD_VERSION}-{torch}-{tf}-{py}-{plat}"
+        return f"horovod{HOROVOD_VERSION}-{torch}-{tf}-{py}-{plat}-edits{edits_digest()}"
 
     def build_env(self) -> dict[str, str]:
         """Horovod's build switches for exactly these frameworks (Gloo on, MPI and MXNet off)."""
@@ -233,6 +252,26 @@ def build_wheel(frameworks: Frameworks, cache_dir: Path, jobs: int | None = None
         return target
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def installed_from(wheel: Path) -> bool:
+    """Whether the Horovod installed in this interpreter is ``wheel`` itself: pip records the
+    archive's sha256 in the distribution's ``direct_url.json`` (PEP 610). Read without importing
+    Horovod, so a later run that finds its wheel installed skips the reinstall and import checks."""
+    try:
+        record = importlib.metadata.distribution("horovod").read_text("direct_url.json")
+        installed = json.loads(record or "{}").get("archive_info", {}).get("hashes", {}).get("sha256")
+    except (importlib.metadata.PackageNotFoundError, ValueError, AttributeError):
+        return False
+    return bool(installed) and installed == _sha256(wheel)
+
+
 def install_wheel(wheel: Path, frameworks: Frameworks, verify: bool = True) -> None:
     """Install ``wheel`` (replacing any other Horovod build) and check its framework modules load."""
     _run(
@@ -276,7 +315,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"[rlgraph_horovod.install] wheel cache hit: reusing {wheel}", flush=True)
         if not args.no_install:
-            install_wheel(wheel, frameworks, verify=not args.no_verify)
+            if not args.rebuild and installed_from(wheel):
+                print(f"[rlgraph_horovod.install] already installed from this wheel (same sha256): {wheel}", flush=True)
+            else:
+                install_wheel(wheel, frameworks, verify=not args.no_verify)
     except InstallError as exc:
         print(f"rlgraph_horovod.install: error: {exc}", file=sys.stderr)
         return 1
