@@ -77,6 +77,20 @@ def _snapshots(pid: int) -> list[Path]:
     return [p for root in ("/dev/shm", tempfile.gettempdir()) for p in Path(root).glob(f"rlgraph-snapshot-{pid}-*")]
 
 
+def _wait_for_a_snapshot_at(pid: int, timesteps: int, deadline: float) -> None:
+    """Wait until the driver ``pid``'s in-memory snapshot holds at least ``timesteps`` env steps (it
+    is refreshed at most once a second, after a learner round)."""
+    while time.time() < deadline:
+        for folder in _snapshots(pid):
+            try:
+                if read_meta(folder / "checkpoint")[0]["counters"]["timesteps"] >= timesteps:
+                    return
+            except Exception:  # not written yet, or being replaced right now
+                pass
+        time.sleep(0.2)
+    pytest.fail(f"the driver's in-memory snapshot never reached {timesteps} env steps")
+
+
 def _ray_processes(ray_tmp: Path) -> list[int]:
     """Pids of the live processes of this test's private Ray session (renamed helpers included)."""
     return sorted(ray_processes(ray_tmp))
@@ -116,7 +130,9 @@ def test_sigterm_stops_a_ray_apex_run_cleanly_and_resume_carries_on(tmp_path, ra
     info, arrays = read_attachment(out / "checkpoint", "replay")
     stored = int(arrays["shard_0/size"])
     assert stored > 0 and info["shards"] == 1
-    time.sleep(2)  # the private Ray's processes exit with the driver
+    deadline = time.time() + 15  # the private Ray's processes exit with the driver
+    while _ray_processes(ray_tmp) and time.time() < deadline:
+        time.sleep(0.2)
     assert _ray_processes(ray_tmp) == [], "Ray processes outlived the stopped run"
     assert _snapshots(proc.pid) == [], "the in-memory snapshot outlived the run (a normal end removes it)"
 
@@ -233,7 +249,7 @@ def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_a_summary_and_
             assert time.time() < deadline, "timed out waiting for a metrics row at 1000 env steps"
             time.sleep(0.2)
         logged = _rows(out)[-1]["timesteps"]
-        time.sleep(5)  # the snapshot is refreshed at most once a second, after a learner round
+        _wait_for_a_snapshot_at(proc.pid, logged, deadline=time.time() + 60)
         assert not (out / "checkpoints").exists() and not (out / "checkpoint").exists()  # nothing periodic
         agent = [pid for pid, name in ray_processes(ray_tmp).items() if name == "ray::DashboardAgent"]
         assert len(agent) == 1
