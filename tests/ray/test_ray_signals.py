@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from rlgraph_core.checkpoint import latest_checkpoint, read_attachment, read_meta  # noqa: E402
+from rlgraph_core.checkpoint import CheckpointError, latest_checkpoint, read_attachment, read_meta  # noqa: E402
 from ray_procs import kill_all, ray_processes  # noqa: E402
 
 #: configs/apex_cartpole.yaml with one small worker, a run far longer than the test lets it go,
@@ -85,10 +85,19 @@ def _wait_for_a_snapshot_at(pid: int, timesteps: int, deadline: float) -> None:
             try:
                 if read_meta(folder / "checkpoint")[0]["counters"]["timesteps"] >= timesteps:
                     return
-            except Exception:  # not written yet, or being replaced right now
+            except (CheckpointError, OSError):  # not written yet, or being replaced right now
                 pass
         time.sleep(0.2)
     pytest.fail(f"the driver's in-memory snapshot never reached {timesteps} env steps")
+
+
+def _ray_left_after(ray_tmp: Path, seconds: float) -> dict[int, str]:
+    """The processes of this test's private Ray still alive after up to ``seconds`` of waiting for
+    them all to exit (returns at once when none is left)."""
+    deadline = time.time() + seconds
+    while ray_processes(ray_tmp) and time.time() < deadline:
+        time.sleep(0.2)
+    return ray_processes(ray_tmp)
 
 
 def _ray_processes(ray_tmp: Path) -> list[int]:
@@ -130,10 +139,8 @@ def test_sigterm_stops_a_ray_apex_run_cleanly_and_resume_carries_on(tmp_path, ra
     info, arrays = read_attachment(out / "checkpoint", "replay")
     stored = int(arrays["shard_0/size"])
     assert stored > 0 and info["shards"] == 1
-    deadline = time.time() + 15  # the private Ray's processes exit with the driver
-    while _ray_processes(ray_tmp) and time.time() < deadline:
-        time.sleep(0.2)
-    assert _ray_processes(ray_tmp) == [], "Ray processes outlived the stopped run"
+    # the private Ray's processes exit with the driver
+    assert _ray_left_after(ray_tmp, 15) == {}, "Ray processes outlived the stopped run"
     assert _snapshots(proc.pid) == [], "the in-memory snapshot outlived the run (a normal end removes it)"
 
     target = stopped_at + 1000
@@ -177,10 +184,7 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_of_its_private_session(tmp_p
     finally:
         proc.kill()  # SIGKILL: the driver runs no code
         proc.wait()
-    deadline = time.time() + 30
-    while _ray_processes(ray_tmp) and time.time() < deadline:
-        time.sleep(0.5)
-    left = ray_processes(ray_tmp)
+    left = _ray_left_after(ray_tmp, 30)
     kill_all(left)  # never leave them behind, even when the test fails
     assert left == {}, f"Ray processes outlived their driver: {left}"
     assert _snapshots(proc.pid) == [], "the driver's in-memory snapshot outlived it (the watchdog removes it)"
@@ -218,10 +222,7 @@ def test_sigterm_while_ray_starts_stops_the_run_cleanly(tmp_path, ray_tmp):
     meta, _ = read_meta(out / "checkpoint")  # a whole checkpoint, as for any stop
     assert meta["ended_by"] == "sigterm"
     assert not [p.name for p in out.iterdir() if "tmp" in p.name], "a half-written file was left"
-    deadline = time.time() + 15
-    while ray_processes(ray_tmp) and time.time() < deadline:
-        time.sleep(0.5)
-    left = ray_processes(ray_tmp)
+    left = _ray_left_after(ray_tmp, 15)
     kill_all(left)
     assert left == {}, f"Ray processes outlived the stopped run: {left}"
 
@@ -259,10 +260,7 @@ def test_a_killed_ray_dashboard_agent_ends_the_run_with_a_message_a_summary_and_
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    deadline = time.time() + 15  # the watchdog reports, then ends what is left
-    while ray_processes(ray_tmp) and time.time() < deadline:
-        time.sleep(0.5)
-    left = ray_processes(ray_tmp)
+    left = _ray_left_after(ray_tmp, 15)  # the watchdog reports, then ends what is left
     kill_all(left)
     assert proc.returncode != 0, output
     assert (out / "summary.json").is_file(), f"exit {proc.returncode}, no summary.json; the run said:\n{output[-4000:]}"

@@ -252,14 +252,6 @@ def build_wheel(frameworks: Frameworks, cache_dir: Path, jobs: int | None = None
         return target
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def installed_from(wheel: Path) -> bool:
     """Whether the Horovod installed in this interpreter is ``wheel`` itself: pip records the
     archive's sha256 in the distribution's ``direct_url.json`` (PEP 610). Read without importing
@@ -269,7 +261,8 @@ def installed_from(wheel: Path) -> bool:
         installed = json.loads(record or "{}").get("archive_info", {}).get("hashes", {}).get("sha256")
     except (importlib.metadata.PackageNotFoundError, ValueError, AttributeError):
         return False
-    return bool(installed) and installed == _sha256(wheel)
+    with open(wheel, "rb") as f:
+        return bool(installed) and installed == hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def install_wheel(wheel: Path, frameworks: Frameworks, verify: bool = True) -> None:
