@@ -1105,3 +1105,51 @@ def test_non_finite_weights_are_refused_for_training_and_warn_for_evaluation(mak
     fresh = make(seed=5)
     with pytest.warns(RuntimeWarning, match="NaN or infinite weights"):
         fresh.load(path, for_training=False)
+
+
+@pytest.mark.parametrize("field,value", [("memory/data/obs", np.nan), ("memory/data/rewards", np.inf)])
+def test_non_finite_replay_records_are_refused_at_load(make, saved, field, value):
+    """Issue 35: NaN observations inside a checkpoint's replay records loaded silently for training."""
+    _, path = saved
+
+    def poison(arrays):
+        arrays[field][2] = value
+
+    rewrite_npz(path, "state.npz", poison)
+    msg = assert_refused(make, path, "NaN or infinite values")
+    assert f"'{field}'" in msg and "first at index [2" in msg and "Nothing was loaded" in msg
+
+
+def test_non_finite_replay_observations_load_only_for_a_run_that_allowed_them(make, tmp_path):
+    """``env.allow_nonfinite_obs: true`` lets inf observations into replay; its checkpoint still resumes
+    (rewards stay checked)."""
+    agent = make(seed=0)
+    play(agent, 60)
+    path = tmp_path / "ckpt"
+    agent.save(path, {"config": {"env": {"id": "CartPole-v1", "allow_nonfinite_obs": True}}})
+    rewrite_npz(path, "state.npz", lambda arrays: arrays["memory/data/obs"].__setitem__(1, np.inf))
+    fresh = make(seed=5)
+    fresh.load(path)
+    assert np.isinf(fresh.get_state()[0]["memory/data/obs"][1]).all()
+    rewrite_npz(path, "state.npz", lambda arrays: arrays["memory/data/rewards"].__setitem__(1, np.nan))
+    assert_refused(make, path, "'memory/data/rewards'")
+
+
+def test_a_versions_store_that_is_a_link_is_never_written_through(tmp_path):
+    """Issue 35: '.checkpoint.versions' linked out of the run folder got the new version, and lost the old."""
+    agent = make_numpy_agent()
+    run = tmp_path / "run"
+    agent.save(run / "checkpoint")
+    outside = tmp_path / "outside"
+    os.rename(run / ".checkpoint.versions", outside)
+    os.symlink(outside, run / ".checkpoint.versions")
+    before = sorted(os.listdir(outside))
+    for action in (lambda: agent.save(run / "checkpoint"), lambda: checkpoint.remove_checkpoint(run / "checkpoint")):
+        with pytest.raises(CheckpointError, match="is a symbolic link .*Nothing was written or removed"):
+            action()
+        assert sorted(os.listdir(outside)) == before
+    (run / "elsewhere").mkdir()
+    os.symlink(run / "elsewhere", run / "checkpoints")
+    with pytest.raises(CheckpointError, match="is a symbolic link"):
+        checkpoint.save_periodic(agent, run, 10, {})
+    assert os.listdir(run / "elsewhere") == []

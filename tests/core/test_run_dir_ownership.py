@@ -80,3 +80,18 @@ def test_logger_folders_next_to_a_run_are_its_own(tmp_path):
     assert foreign_files(tmp_path) == ["tensorboard/"]
     (tmp_path / "metrics.jsonl").write_text("{}\n")
     assert foreign_files(tmp_path) == []
+
+
+def test_resuming_a_run_whose_versions_store_leaves_the_folder_is_refused(tmp_path):
+    """Issue 35: '--resume' followed '.checkpoint.versions' linked out of the run folder."""
+    out = tmp_path / "run"
+    _fake_run(out)
+    outside = tmp_path / "outside"
+    os.rename(out / ".checkpoint.versions", outside)
+    os.symlink(outside, out / ".checkpoint.versions")
+    with pytest.raises(RunDirError, match=r"\.checkpoint\.versions -> .*is a symbolic link.*--out NEW_FOLDER"):
+        with claim_run_dir(out, resume=True):
+            pass
+    assert sorted(os.listdir(outside / "v3")) == sorted(
+        ["meta.json", "config.json", "weights.npz", "state.npz", "replay_shard_0.npz"]
+    )

@@ -112,6 +112,37 @@ def nonfinite_arrays(arrays: Mapping[str, Any]) -> list[str]:
     return bad
 
 
+#: Replay fields that hold observations (``env.allow_nonfinite_obs`` may let NaN/inf into them).
+_OBS_FIELDS = ("obs", "next_obs")
+
+
+def nonfinite_state_problem(state: Mapping[str, Any], config: Mapping[str, Any]) -> str | None:
+    """Why the state arrays of a checkpoint written with run config ``config`` hold non-finite values, or None.
+
+    Every float array (replay records, priorities, optimizer slots ...) must be finite, except
+    the replay observations of a run whose env was configured with ``allow_nonfinite_obs: true``
+    (envs that leave unused dimensions at inf); rewards and discounts are always checked.
+    """
+    env = config.get("env") if isinstance(config, Mapping) else None
+    allow_obs = isinstance(env, Mapping) and env.get("allow_nonfinite_obs") is True
+    obs_prefixes = tuple(f"memory/data/{field}" for field in _OBS_FIELDS)
+
+    def exempt(name: str) -> bool:
+        return allow_obs and any(name == p or name.startswith(p + "/") for p in obs_prefixes)
+
+    bad = nonfinite_arrays({k: v for k, v in state.items() if not exempt(k)})
+    if not bad:
+        return None
+    first = np.asarray(state[bad[0]])
+    index = tuple(int(i) for i in np.argwhere(~np.isfinite(first))[0]) if first.ndim else ()
+    return (
+        f"its state.npz holds NaN or infinite values in {', '.join(repr(b) for b in bad[:4])}"
+        f"{' ...' if len(bad) > 4 else ''} (first at index {list(index)} of '{bad[0]}'); rlgraph never saves "
+        f"non-finite data (observations and rewards are checked where they enter), so these records are "
+        f"corrupt or were not written by rlgraph, and training on them would only produce NaN."
+    )
+
+
 def _refuse_nonfinite(agent, weights: Mapping[str, Any], state_arrays: Mapping[str, Any], where: Path) -> None:
     """Raise :class:`NonFiniteError` if a weight or optimizer slot of ``agent`` is NaN or infinite."""
     bad = nonfinite_arrays(weights) + nonfinite_arrays(
@@ -214,6 +245,26 @@ def _unlink_quietly(path: Path) -> None:
 def _store_of(link: Path) -> Path:
     """The hidden folder holding the versions a fixed checkpoint path links to."""
     return link.parent / f".{link.name}.versions"
+
+
+def refuse_linked_store(store: Path, shown: Path, doing: str = "save the checkpoint") -> None:
+    """Raise :class:`CheckpointError` if ``store`` (a versions store or ``checkpoints/``) is a symbolic link.
+
+    rlgraph's stores are real folders beside the checkpoint path: a save writes a version there
+    and deletes the old ones, so a store that is a link (perhaps out of the run folder) would
+    make a save write and delete wherever it leads. Nothing is written, read or removed then.
+    """
+    if store.is_symlink():
+        try:
+            target = os.readlink(store)
+        except OSError:
+            target = "?"
+        raise CheckpointError(
+            f"Cannot {doing} '{shown}': '{store}' is a symbolic link (to '{target[:120]}'), but rlgraph keeps "
+            f"checkpoint versions in a real folder beside the checkpoint and never writes or deletes through "
+            f"a link that may lead out of the run folder. Nothing was written or removed; replace the link "
+            f"with the folder it points to, or use another output folder."
+        )
 
 
 def _complete(folder: Path) -> bool:
@@ -374,6 +425,7 @@ def save_checkpoint(agent, directory: str | os.PathLike, extra: dict, attachment
             f"(it has no meta.json), so it is left untouched; choose another path."
         )
     store = _store_of(link)
+    refuse_linked_store(store, link)
     _clean_temporaries(store, link)
     numbers = [int(m.group(1)) for m in map(_VERSION_RE.match, _listdir(store)) if m]
     top = max(numbers, default=0)
@@ -411,6 +463,7 @@ def remove_checkpoint(directory: str | os.PathLike) -> None:
     """
     link = Path(directory)
     store = _store_of(link)
+    refuse_linked_store(store, link, "remove the checkpoint")
     _clean_temporaries(store, link)
     if store.is_dir() and not store.is_symlink():
         shutil.rmtree(store)  # first: a link without its store recovers nothing afterwards
@@ -467,6 +520,7 @@ def save_periodic(
     if step < 0:
         raise ValueError(f"step must be >= 0, got {step}.")
     store = Path(run_dir) / PERIODIC_DIR
+    refuse_linked_store(store, store / f"step-{step}")
     store.mkdir(parents=True, exist_ok=True)
     link = store / LATEST
     _clean_temporaries(store, link)
@@ -503,6 +557,7 @@ def adopt_checkpoint(source: str | os.PathLike, run_dir: str | os.PathLike) -> P
     shown = Path(source)
     folder = resolve_checkpoint(shown)
     store = Path(run_dir) / PERIODIC_DIR
+    refuse_linked_store(store, shown, "adopt the checkpoint")
     store.mkdir(parents=True, exist_ok=True)
     link = store / LATEST
     _clean_temporaries(store, link)
@@ -627,6 +682,15 @@ def _recovery_candidate(link: Path) -> Path | None:
         ordered += _periodic_folders(link.parent)
     ordered += [p for p in _legacy_leftovers(link) if p.name.endswith(".old")]
     return next((p for p in ordered if _complete(p)), None)
+
+
+def interrupted_save(directory: str | os.PathLike) -> Path | None:
+    """The complete folder a missing checkpoint path would be recovered from (an interrupted save), or None.
+
+    None also when the path exists: then it is no interrupted save's (it loads as it is).
+    """
+    path = Path(directory)
+    return None if os.path.lexists(path) and path.is_dir() else _recovery_candidate(path)
 
 
 def resolve_checkpoint(directory: str | os.PathLike) -> Path:
@@ -857,7 +921,7 @@ def load_checkpoint_into(agent, directory: str | os.PathLike, *, for_training: b
 
     shown = Path(directory)
     folder = resolve_checkpoint(shown)
-    meta, _ = _read_meta_at(folder, shown)
+    meta, stored_config = _read_meta_at(folder, shown)
     lacking = [k for k in ("agent_type", "observation_space", "action_space", "weights") if k not in meta]
     if lacking:
         raise CheckpointError(f"Checkpoint '{shown}' has a meta.json without {lacking}; corrupt checkpoint.")
@@ -931,6 +995,12 @@ def load_checkpoint_into(agent, directory: str | os.PathLike, *, for_training: b
         )
     else:
         state = {}
+    problem = nonfinite_state_problem(state, stored_config)
+    if problem:
+        raise CheckpointError(
+            f"Checkpoint '{shown}' cannot be resumed from: {problem} Resume from an earlier checkpoint of the "
+            f"run (checkpoints/step-*). Nothing was loaded."
+        )
     problem = agent.state_problem(state, counters)
     if problem:
         raise CheckpointError(
@@ -1015,6 +1085,7 @@ def save_arrays(directory: str | os.PathLike, arrays: Mapping[str, np.ndarray], 
             f"Cannot save arrays as '{link}': something else of that name exists; it is left untouched."
         )
     store = _store_of(link)
+    refuse_linked_store(store, link, "save arrays as")
     _clean_temporaries(store, link)
     numbers = [int(m.group(1)) for m in map(_VERSION_RE.match, _listdir(store)) if m]
     store.mkdir(parents=True, exist_ok=True)

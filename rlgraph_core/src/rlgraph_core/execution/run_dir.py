@@ -123,6 +123,27 @@ def foreign_files(out_dir: str | Path, limit: int = 20) -> list[str]:
     return found
 
 
+#: Folders of a run that rlgraph writes versions into and deletes from; never a symbolic link.
+_STORE_RE = re.compile(r"^(?:checkpoints|replay_snapshots|\.[A-Za-z0-9_-]+\.versions)$")
+
+
+def linked_stores(out_dir: str | Path) -> list[str]:
+    """The stores of ``out_dir`` (``.checkpoint.versions``, ``checkpoints`` ...) that are symbolic links.
+
+    A save writes new versions into a store and deletes old ones from it; through a link it
+    would write and delete wherever the link leads, outside the run folder.
+    """
+    out_dir = Path(out_dir)
+    return sorted(n for n in _listdir_quiet(out_dir) if _STORE_RE.match(n) and (out_dir / n).is_symlink())
+
+
+def _listdir_quiet(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
 def _remove_run_files(out_dir: Path) -> None:
     """Delete what an earlier run wrote into ``out_dir`` (call only when :func:`foreign_files` is empty)."""
     for entry in os.scandir(out_dir):
@@ -230,6 +251,15 @@ def claim_run_dir(
                 f"runs in one folder would interleave their metrics and overwrite each other's checkpoints: "
                 f"wait for that run to finish, stop it, or {another_out}."
             ) from None
+        linked = linked_stores(out_dir)
+        if linked and resume:
+            shown = ", ".join(f"{n} -> {os.readlink(out_dir / n)[:80]}" for n in linked[:4])
+            raise RunDirError(
+                f"The run folder '{out_dir}' cannot be continued: {shown} is a symbolic link, but rlgraph writes "
+                f"and deletes checkpoint versions only in real folders inside the run folder, never through a "
+                f"link that may lead out of it. Nothing was written or removed; replace the link with the folder "
+                f"it points to, or continue the run elsewhere: {terms.resume_elsewhere.format(run=out_dir)}."
+            )
         occupants = _occupants(out_dir)
         if occupants and not resume:
             foreign = foreign_files(out_dir)
@@ -336,11 +366,13 @@ def resume_checkpoint(path: str | Path, argument: str = "--resume") -> Path:
     Raises:
         RunDirError: PATH holds no checkpoint.
     """
-    from rlgraph_core.checkpoint import latest_checkpoint
+    from rlgraph_core.checkpoint import interrupted_save, latest_checkpoint
 
     path = Path(path)
     if (path / "meta.json").is_file():
         return path
+    if not path.is_dir() and interrupted_save(path) is not None:
+        return path  # e.g. RUN/checkpoint of an interrupted save: loading recovers it (with a warning)
     best = latest_checkpoint(path)
     if best is None:
         raise RunDirError(
