@@ -366,3 +366,27 @@ def test_builtin_memories_validate_and_build():
     pm.register(fake_plugin("memories", {"replay": (ReplayMemory, ProbeSettings)}), "rlgraph-replay2", name="r2")
     with pytest.raises(ConfigError, match=r"'replay'.*'rlgraph-core'.*'rlgraph-replay2'.*--disable-plugins r2"):
         validate_memory_settings(pm, {"type": "replay"})
+
+
+def test_rlgraph_warnings_print_as_one_line_each_once(monkeypatch, capsys):
+    """Issue 35 §5: rlgraph's warnings reached users as raw Python lines (file, line, source), at times twice."""
+    import warnings
+
+    from rlgraph_core.cli import main
+    from rlgraph_core.warning_lines import warning_lines
+
+    monkeypatch.setattr(manager_module, "_DEFAULT", None)
+    monkeypatch.delenv("RLGRAPH_DISABLE_PLUGINS", raising=False)
+    assert main(["--disable-plugins", "no-such-plugin", "plugins"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    [line] = [e for e in err if "no-such-plugin" in e]
+    assert line.startswith("rlgraph: warning: RLGRAPH_DISABLE_PLUGINS / --disable-plugins names 'no-such-plugin'")
+    assert not any("RuntimeWarning" in e or "manager.py" in e for e in err), err
+    # The same message from two places prints once; another library's warning keeps Python's format.
+    with warnings.catch_warnings(record=True) as passed_on, warning_lines():
+        warnings.simplefilter("always")
+        warnings.warn("rlgraph: the same thing", RuntimeWarning)
+        warnings.warn("rlgraph: the same thing", RuntimeWarning)
+        warnings.warn_explicit("deprecated", DeprecationWarning, "/x/site-packages/other/mod.py", 3)
+    assert capsys.readouterr().err == "rlgraph: warning: the same thing\n"
+    assert [str(w.message) for w in passed_on] == ["deprecated"]

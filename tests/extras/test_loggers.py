@@ -142,3 +142,118 @@ def test_missing_extra_is_a_config_error(monkeypatch):
     code, _, stderr = run_cli("train", "--dry-run", "--set", "train.loggers=[tensorboard]")
     assert code == 2
     assert "rlgraph-core[tensorboard]" in stderr and "tensorboardX" in stderr
+
+
+# ---------------------------------------------------------------- loggers that fail (issue 35 §2)
+class _RaisingLogger:
+    """A third party's logger that fails where ``fails`` says: "init", "log" or "close"."""
+
+    fails: tuple = ()
+
+    def __init__(self, out_dir):
+        if "init" in self.fails:
+            raise RuntimeError("cannot reach the metrics server")
+        self.calls = 0
+
+    def log(self, metrics):
+        if "log" in self.fails:
+            raise OSError("the metrics server went away")
+
+    def close(self):
+        if "close" in self.fails:
+            raise OSError("flush failed")
+
+
+@pytest.fixture
+def faulty_loggers(monkeypatch):
+    """The process's plugin manager with loggers ``broken_init`` and ``broken_log`` (log and close raise)."""
+    import types
+
+    from rlgraph_core.plugins import hookimpl
+    from rlgraph_core.plugins import manager
+
+    broken_init = type("BrokenInit", (_RaisingLogger,), {"fails": ("init",)})
+    broken_log = type("BrokenLog", (_RaisingLogger,), {"fails": ("log", "close")})
+    pm = manager.PluginManager()
+    pm.register(
+        types.SimpleNamespace(rlgraph_loggers=hookimpl(lambda: {"broken_init": broken_init, "broken_log": broken_log})),
+        "faulty-loggers",
+    )
+    monkeypatch.setattr(manager, "_DEFAULT", pm)
+    return pm
+
+
+def test_a_logger_whose_log_and_close_raise_is_dropped_and_the_run_writes_its_final_artifacts(faulty_loggers, tmp_path):
+    out = tmp_path / "run"
+    code, stdout, stderr = run_cli(
+        "train",
+        *TINY_DQN,
+        "--set",
+        "agent.gradient_steps=1",
+        "--set",
+        "train.loggers=[jsonl, broken_log]",
+        "--out",
+        str(out),
+    )
+    assert code == 0, stderr
+    assert "Traceback" not in stderr
+    # warned once (log raised first; the dropped logger is never called again, close included)
+    assert stderr.count("the logger BrokenLog raised OSError in log(): the metrics server went away") == 1, stderr
+    assert "flush failed" not in stderr
+    assert (out / "checkpoint" / "meta.json").is_file() and (out / "learning_curve.png").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 400
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 4  # the other loggers go on
+
+
+def test_a_logger_whose_constructor_raises_is_one_paragraph_and_leaves_no_folder(faulty_loggers, tmp_path):
+    out = tmp_path / "new" / "run"
+    code, _, stderr = run_cli("train", *TINY_DQN, "--set", "train.loggers=[jsonl, broken_init]", "--out", str(out))
+    assert code == 2, stderr
+    assert "Traceback" not in stderr
+    assert (
+        "train.loggers: the 'broken_init' logger could not start (RuntimeError: cannot reach the metrics server)"
+        in stderr
+    )
+    assert not (tmp_path / "new").exists()  # no lock, no empty metrics.jsonl, no folder
+    # The same in a folder that existed: it is left as it was.
+    out.mkdir(parents=True)
+    (out / "notes.txt").write_text("mine")
+    code, _, stderr = run_cli("train", *TINY_DQN, "--set", "train.loggers=[jsonl, broken_init]", "--out", str(out))
+    assert code == 2 and sorted(p.name for p in out.iterdir()) == ["notes.txt"], stderr
+
+
+def test_a_tensorboard_folder_that_is_a_file_is_refused_before_anything_is_made(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "tensorboard").write_text("not a folder")
+    for dry in (["--dry-run"], []):
+        code, _, stderr = run_cli(
+            "train", *TINY_DQN, *dry, "--set", "train.loggers=[jsonl, tensorboard]", "--out", str(out)
+        )
+        assert code == 2, stderr
+        assert f"'{out / 'tensorboard'}', which is not a folder" in stderr and "Traceback" not in stderr
+        assert sorted(p.name for p in out.iterdir()) == ["tensorboard"]  # no lock, no metrics.jsonl
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="the wandb extra is not installed")
+def test_wandb_refusals_are_one_paragraph_at_validation(monkeypatch, tmp_path):
+    """A project name W&B rejects, and online mode without credentials: refused by --dry-run already."""
+    monkeypatch.setenv("WANDB_PROJECT", "team/project")
+    code, _, stderr = run_cli(
+        "train", *TINY_DQN, "--dry-run", "--set", "train.loggers=[wandb]", "--out", str(tmp_path / "a")
+    )
+    assert code == 2 and "Traceback" not in stderr, stderr
+    assert "W&B rejects the settings of the 'wandb' logger (WANDB_PROJECT='team/project'" in stderr
+    monkeypatch.delenv("WANDB_PROJECT")
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for dry in (["--dry-run"], []):
+        code, _, stderr = run_cli(
+            "train", *TINY_DQN, *dry, "--set", "train.loggers=[wandb]", "--out", str(tmp_path / "b")
+        )
+        assert code == 2 and "Traceback" not in stderr, stderr
+        assert "W&B has no credentials here" in stderr and "WANDB_MODE=offline" in stderr
+        assert not (tmp_path / "b").exists()

@@ -171,3 +171,30 @@ def test_facade_learns_the_corridor(in_tmp, monkeypatch):
     algo.learn(3000)
     assert algo.evaluate(episodes=5)["eval_return_mean"] >= 0.95
     sys.modules.pop("my_env", None)
+
+
+def test_predict_and_save_refuse_bad_input_in_one_paragraph(in_tmp, read_only_dir):
+    """Issue 35 §5: predict raised torch's shape error, returned action 0 for NaN, and save() raised OSError."""
+    algo = rl.make("ppo", env="CartPole-v1", backend="torch", **PPO_FAST)
+    obs, _ = gym.make("CartPole-v1").reset(seed=0)
+    assert algo.predict(obs).shape == () and algo.predict(np.stack([obs, obs])).shape == (2,)
+    for bad, said in (
+        (
+            np.zeros(3, np.float32),
+            "the observation has shape (3,), but the policy takes (4,) (one observation) or (batch, 4,)",
+        ),
+        (np.zeros((2, 5)), "has shape (2, 5)"),
+        (np.array([0.1, np.nan, 0.0, 0.0]), "holds NaN or infinite values"),
+        (np.array([[0.1, 0.0, np.inf, 0.0]]), "holds NaN or infinite values"),
+        (["a", "b", "c", "d"], "holds <U1 values (['a', 'b', 'c', 'd']), not numbers"),
+    ):
+        with pytest.raises(ConfigError) as exc:
+            algo.predict(bad)
+        assert said in str(exc.value) and "Box(" in str(exc.value) or "NaN" in said, str(exc.value)
+    for path, said in (
+        ("/proc/rlgraph-checkpoint", "it would be created in '/proc', which is not writable"),
+        (read_only_dir / "ckpt", "which is not writable"),
+    ):
+        with pytest.raises(ConfigError) as exc:
+            algo.save(path)
+        assert str(exc.value).startswith(f"save(path) '{path}' cannot be used") and said in str(exc.value)

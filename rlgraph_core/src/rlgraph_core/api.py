@@ -212,6 +212,45 @@ def make(
     return Algorithm(validate_config(raw, pm), env_factory=factory, out=out, verbose=verbose, plugin_manager=pm)
 
 
+def _short(value, limit: int = 100) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
+
+
+def _check_predict_obs(flat: dict, leaves: dict, gym_space) -> bool:
+    """Whether ``flat`` (one array per leaf of the observation space) is one observation (else a
+    batch); a ConfigError naming the leaf for strings, a wrong shape, or NaN/infinite values."""
+    single = None
+    for name, leaf in leaves.items():
+        what = f"observation[{name!r}]" if name else "the observation"
+        value = flat[name] if isinstance(flat[name], np.ndarray) else np.asarray(flat[name])
+        shape = tuple(leaf.shape or ())
+        if value.dtype.kind not in "biuf":
+            raise ConfigError(
+                f"predict(obs): {what} holds {value.dtype} values ({_short(value.tolist() if value.size < 8 else value, 60)}),"
+                f" not numbers; the env's observation space is {_short(gym_space)}."
+            )
+        if value.shape == shape:
+            one = True
+        elif value.ndim == len(shape) + 1 and value.shape[1:] == shape:
+            one = False
+        else:
+            raise ConfigError(
+                f"predict(obs): {what} has shape {value.shape}, but the policy takes {shape} (one observation) or "
+                f"(batch, {', '.join(map(str, shape))}{',' if len(shape) == 1 else ''}) (a batch); the env's "
+                f"observation space is {_short(gym_space)}."
+            )
+        if single is not None and one != single:
+            raise ConfigError(f"predict(obs): {what} is batched differently from the other parts of the observation.")
+        single = one
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            raise ConfigError(
+                f"predict(obs): {what} holds NaN or infinite values; the policy's action for them would be "
+                f"meaningless. Pass finite observations (check the env or the preprocessing that produced them)."
+            )
+    return bool(single)
+
+
 def _map_leaves(fn, value):
     if isinstance(value, dict):
         return {k: _map_leaves(fn, v) for k, v in value.items()}
@@ -399,9 +438,15 @@ class Algorithm:
         """
         space = self._obs_space
         leaves = space.flatten()
-        key, leaf = next(iter(leaves.items()))
-        flat = space.flatten_value(obs) if len(leaves) > 1 or key else {"": np.asarray(obs)}
-        single = np.ndim(flat[key]) == len(leaf.shape)
+        key = next(iter(leaves))
+        try:
+            flat = space.flatten_value(obs) if len(leaves) > 1 or key else {"": np.asarray(obs)}
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ConfigError(
+                f"predict(obs): the observation does not have the structure of the env's observation space "
+                f"{_short(self.observation_space)} ({type(exc).__name__}: {str(exc)[:80]}); pass what the env returns."
+            ) from None
+        single = _check_predict_obs(flat, leaves, self.observation_space)
         if single:
             obs = _map_leaves(lambda v: np.asarray(v)[None], obs)
         actions = self.agent.act(obs, explore=not deterministic)
@@ -435,8 +480,16 @@ class Algorithm:
 
         ``rlgraph evaluate PATH``, ``rlgraph train --resume PATH`` and :func:`load` read it.
         """
-        path = Path(path)
-        self.agent.save(str(path), {"config": self.config.to_dict(), "run_state": self._state.to_json()})
+        from rlgraph_core.execution.out_dir import check_out_dir
+
+        path = check_out_dir(path, "save(path)")  # read-only, virtual (/proc) or invalid: one paragraph
+        try:
+            self.agent.save(str(path), {"config": self.config.to_dict(), "run_state": self._state.to_json()})
+        except OSError as exc:  # what the probe could not foresee (e.g. a file system that refuses links)
+            raise ConfigError(
+                f"save(path) '{path}': the checkpoint could not be written ({exc.strerror or exc}); nothing of an "
+                f"earlier checkpoint there was replaced. Save to a writable folder."
+            ) from None
         return path
 
     @classmethod

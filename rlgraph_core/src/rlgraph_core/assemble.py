@@ -170,11 +170,21 @@ class Assembly:
         """One instance of each configured metric logger writing under ``out_dir``.
 
         A logger whose constructor takes ``config`` gets the run config (see
-        :func:`rlgraph_core.execution.loggers.make_logger`).
+        :func:`rlgraph_core.execution.loggers.make_logger`); one whose constructor raises is a
+        ConfigError naming it (:func:`rlgraph_core.execution.loggers.start_loggers`).
         """
-        from rlgraph_core.execution.loggers import make_logger
+        from rlgraph_core.execution.loggers import start_loggers
 
-        return [make_logger(cls, out_dir, self.config) for cls in self.logger_classes]
+        return start_loggers(self.config.train.loggers, self.logger_classes, out_dir, self.config)
+
+    def check_loggers_out_dir(self, out_dir: str | Path) -> None:
+        """Each configured logger's check that it can write under ``out_dir`` (a ConfigError if not);
+        run before the folder is claimed and by ``--dry-run``."""
+        for cls in self.logger_classes:
+            target = cls.resolve() if hasattr(cls, "resolve") else cls
+            check = getattr(target, "check_out_dir", None)
+            if callable(check):
+                check(Path(out_dir))
 
     def make_vector_env(self, seed: int):
         """The configured gymnasium vector env (same-step autoreset)."""

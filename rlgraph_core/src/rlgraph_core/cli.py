@@ -502,7 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--disable-plugins", action="append")
     known, _ = pre.parse_known_args(argv)
-    with _plugins_disabled(known.disable_plugins):
+    from rlgraph_core.warning_lines import warning_lines
+
+    with _plugins_disabled(known.disable_plugins), warning_lines():
         args = build_parser().parse_args(argv)
         try:
             return args.func(args)

@@ -127,7 +127,15 @@ def run_training(
     from rlgraph_core.assemble import assemble
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.execution.out_dir import check_out_dir
-    from rlgraph_core.execution.run_dir import CLI_TERMS, claim_run_dir, run_dir_of, trim_metrics
+    from rlgraph_core.execution.run_dir import (
+        CLI_TERMS,
+        claim_run_dir,
+        folder_before,
+        remove_unused_claim,
+        run_dir_of,
+        trim_metrics,
+    )
+    from rlgraph_core.execution.stopping import RunFailed
     from rlgraph_core.plugins import get_plugin_manager
 
     terms = terms or CLI_TERMS
@@ -160,10 +168,19 @@ def run_training(
     resumed_steps = None
     if resume is not None:
         resumed_steps = read_meta(resume)[0].get("counters", {}).get("timesteps", 0)
+    assembly.check_loggers_out_dir(out)  # a logger that cannot write there refuses before anything is made
+    before = folder_before(out)
     with claim_run_dir(out, resume=continuing, overwrite=overwrite, terms=terms):
-        if continuing and resumed_steps is not None:
-            # Rows logged after the checkpoint would be logged again by the resumed run.
-            trim_metrics(out / "metrics.jsonl", int(resumed_steps))
-        if announce is not None:
-            announce(start_line(config, out, resume, resumed_steps))
-        return execute()
+        try:
+            if continuing and resumed_steps is not None:
+                # Rows logged after the checkpoint would be logged again by the resumed run.
+                trim_metrics(out / "metrics.jsonl", int(resumed_steps))
+            if announce is not None:
+                announce(start_line(config, out, resume, resumed_steps))
+            return execute()
+        except RunFailed:
+            raise  # it trained: its final checkpoint and summary are in the folder
+        except BaseException:
+            # Refused (or interrupted) before training: leave no half-made run folder behind.
+            remove_unused_claim(out, before)
+            raise

@@ -44,6 +44,7 @@ def dry_run(assembly, out_dir: str | Path, resume_dir: str | Path | None = None)
     cfg = assembly.config
     tc = cfg.train
     start = time.perf_counter()
+    assembly.check_loggers_out_dir(out_dir)  # e.g. a tensorboard folder that is a file: refused as a run would be
     envs = assembly.make_vector_env(tc.seed)
     try:
         envs.reset(seed=tc.seed)

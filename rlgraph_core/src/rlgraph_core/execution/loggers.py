@@ -39,6 +39,14 @@ class MetricLogger:
         before anything is built. The default needs nothing.
         """
 
+    @classmethod
+    def check_out_dir(cls, out_dir: Path) -> None:
+        """Raise :class:`~rlgraph_core.errors.ConfigError` if the logger cannot write under ``out_dir``.
+
+        Called before a run claims its output folder (and by ``--dry-run``), so that a logger
+        that could not start refuses the run before anything is created. The default checks nothing.
+        """
+
     def log(self, metrics: dict) -> None:
         """Record one iteration's metrics."""
 
@@ -102,6 +110,65 @@ def make_logger(cls, out_dir: str | Path, config=None) -> MetricLogger:
     except (TypeError, ValueError):
         takes_config = False
     return target(Path(out_dir), config=config) if takes_config else target(Path(out_dir))
+
+
+def start_loggers(names, classes, out_dir: str | Path, config=None) -> list[MetricLogger]:
+    """One instance of each logger class (named ``names`` in ``train.loggers``) writing under ``out_dir``.
+
+    A constructor that raises is one paragraph naming the logger (a ConfigError, raised before any
+    training); the loggers made before it are closed first.
+    """
+    from rlgraph_core.errors import ConfigError
+
+    made: list[MetricLogger] = []
+    for name, cls in zip(names, classes):
+        try:
+            made.append(make_logger(cls, out_dir, config))
+        except Exception as exc:
+            for logger in made:
+                close_quietly(logger)
+            raise ConfigError(
+                f"train.loggers: the '{name}' logger could not start ({type(exc).__name__}: {_first_line(exc)}). "
+                f"Nothing was trained; fix what it names, or remove '{name}' from train.loggers."
+            ) from None
+    return made
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of ``exc``'s message, at most ``limit`` characters."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else "(no message)"
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def logger_name(logger) -> str:
+    """How warnings name a logger: its class name."""
+    return type(logger).__name__
+
+
+def close_quietly(logger) -> None:
+    """``logger.close()``, ignoring what it raises (used when it is dropped or others failed)."""
+    try:
+        logger.close()
+    except Exception:
+        pass
+
+
+def call_logger(logger, method: str, *args) -> bool:
+    """``logger.<method>(*args)``; if it raises, warn once (naming the logger and the error) and
+    return False: the caller drops the logger, and the run goes on to its final checkpoint."""
+    import warnings
+
+    try:
+        getattr(logger, method)(*args)
+        return True
+    except Exception as exc:
+        warnings.warn(
+            f"rlgraph: the logger {logger_name(logger)} raised {type(exc).__name__} in {method}(): {_first_line(exc)}; "
+            f"it is dropped for the rest of this run, which goes on to its final checkpoint, summary.json and plot.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
 
 
 def check_logger_available(cls) -> None:

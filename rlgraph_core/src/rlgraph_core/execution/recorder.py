@@ -60,6 +60,7 @@ from rlgraph_core.errors import DiskFullError, NonFiniteError
 from rlgraph_core.execution.plotting import plot_learning_curve
 from rlgraph_core.callbacks import callback_name
 from rlgraph_core.execution.counters import StepCounter
+from rlgraph_core.execution.loggers import call_logger, close_quietly
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
 
@@ -245,9 +246,13 @@ class RunRecorder:
         or raised inside :class:`RunFailed` when the loop raised.
         """
         cfg, tc = self.config, self.config.train
-        self.loggers = (
-            self.assembly.make_loggers(self.out_dir) if self.out_dir is not None else _screen_loggers(self.assembly)
-        )
+        try:
+            self.loggers = (
+                self.assembly.make_loggers(self.out_dir) if self.out_dir is not None else _screen_loggers(self.assembly)
+            )
+        except BaseException:
+            self.eval_env.close()
+            raise
         info = {
             "config": cfg.to_dict(),
             "out_dir": None if self.out_dir is None else str(self.out_dir),
@@ -262,7 +267,7 @@ class RunRecorder:
         except BaseException:
             self.eval_env.close()
             for lg in self.loggers:
-                lg.close()
+                close_quietly(lg)
             raise
         self.assembly.hook.rlgraph_on_train_start(run_info=info)
         self.counter.sync_from_agent()
@@ -294,8 +299,8 @@ class RunRecorder:
             self.eval_env.close()
             if self.videos is not None:
                 self.videos.close()
-            for lg in self.loggers:
-                lg.close()
+            for lg in self.loggers:  # a logger that cannot close is warned about: the final artifacts come first
+                call_logger(lg, "close")
         summary = self.finish()
         self._notify_end(summary)
         if self.state.ended_by == "error":
@@ -504,8 +509,7 @@ class RunRecorder:
         row.update(evaluation or {})
         self._last = (self.timesteps, agent.updates, now)
         self.last_row = row
-        for lg in self.loggers:
-            lg.log(row)
+        self._to_loggers(self.loggers, "log", row)
         self._log_weights()
         self.assembly.hook.rlgraph_on_iteration(metrics=row)
         return row
@@ -518,9 +522,15 @@ class RunRecorder:
         wanting = [lg for lg in self.loggers if getattr(lg, "wants_weights", False)]
         if not wanting or not interval or (self._rows_logged - 1) % interval:
             return
-        weights = self.agent.get_weights()
-        for lg in wanting:
-            lg.log_weights(weights, self.timesteps)
+        self._to_loggers(wanting, "log_weights", self.agent.get_weights(), self.timesteps)
+
+    def _to_loggers(self, loggers: list, method: str, *args) -> None:
+        """``method(*args)`` on each of ``loggers``; one that raises is warned about once and dropped
+        from the run (closed quietly): a logger's failure never costs the run or its final checkpoint."""
+        for lg in loggers:
+            if not call_logger(lg, method, *args):
+                self.loggers = [other for other in self.loggers if other is not lg]
+                close_quietly(lg)
 
     def _attachments(self) -> Attachments | None:
         """What :attr:`checkpoint_attachments` returns now (None when it is unset or raised)."""

@@ -156,6 +156,66 @@ def _remove_run_files(out_dir: Path) -> None:
             path.unlink()
 
 
+#: What a run that trained leaves in its folder: a refused run never removes a folder that holds one.
+_RECORD_RE = re.compile(r"^(?:checkpoint|checkpoint_best|checkpoints|replay_snapshots|summary\.json|\.checkpoint.*)$")
+
+
+@dataclass(frozen=True)
+class FolderBefore:
+    """What a run's output folder held before the run claimed it (see :func:`remove_unused_claim`)."""
+
+    #: the names in the folder (empty when it did not exist)
+    names: frozenset[str]
+    #: the outermost folder on the way to it that did not exist (None when it existed)
+    created: Path | None
+
+
+def folder_before(out_dir: str | Path) -> FolderBefore:
+    """Note what ``out_dir`` holds now, before a run claims it."""
+    out_dir = Path(out_dir)
+    created = None
+    for folder in (out_dir, *out_dir.parents):
+        if os.path.lexists(folder):
+            break
+        created = folder
+    return FolderBefore(frozenset(_listdir_or_empty(out_dir)), created)
+
+
+def _listdir_or_empty(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def remove_unused_claim(out_dir: str | Path, before: FolderBefore) -> bool:
+    """Remove what a run refused before it trained added to ``out_dir`` (its lock, an empty
+    ``metrics.jsonl``, a logger's folder ...) and the folders it created; return whether it did.
+
+    Nothing is removed when the run left a record of training (a checkpoint, ``summary.json`` or a
+    non-empty ``metrics.jsonl``): then it trained, and what it wrote is kept.
+    """
+    out_dir = Path(out_dir)
+    new = set(_listdir_or_empty(out_dir)) - before.names
+    metrics = out_dir / METRICS_NAME
+    if any(_RECORD_RE.match(n) for n in new) or (METRICS_NAME in new and metrics.is_file() and metrics.stat().st_size):
+        return False
+    for name in new:
+        path = out_dir / name
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    if before.created is not None:
+        for folder in (out_dir, *out_dir.parents):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only while empty
+            if folder == before.created:
+                break
+    return True
+
+
 class RunDirError(RLGraphError):
     """The output folder cannot be used for this run (locked, holds another run, unwritable)."""
 

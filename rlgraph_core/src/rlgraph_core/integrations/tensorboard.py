@@ -35,6 +35,27 @@ class TensorBoardLogger(MetricLogger):
         if importlib.util.find_spec("tensorboardX") is None:
             raise missing_extra("The 'tensorboard' logger (train.loggers)", "tensorboardX", "tensorboard")
 
+    @classmethod
+    def check_out_dir(cls, out_dir) -> None:
+        """A ConfigError when ``<out_dir>/tensorboard`` exists but is not a writable folder."""
+        import os
+
+        from rlgraph_core.errors import ConfigError
+        from rlgraph_core.execution.out_dir import _probe_writable
+
+        folder = out_dir / "tensorboard"
+        problem = None
+        if os.path.lexists(folder) and not folder.is_dir():
+            problem = "is not a folder"
+        elif folder.is_dir() and (why := _probe_writable(folder)):
+            problem = f"cannot be written ({why})"
+        if problem:
+            raise ConfigError(
+                f"train.loggers: the 'tensorboard' logger writes its event files into '{folder}', which {problem}. "
+                f"Nothing was run; move it away, make it a writable folder, pass another --out folder, or remove "
+                f"'tensorboard' from train.loggers."
+            )
+
     def log(self, metrics):
         """Every numeric metric as a scalar at step ``metrics['timesteps']``."""
         step = int(metrics.get("timesteps", 0))

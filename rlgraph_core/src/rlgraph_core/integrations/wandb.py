@@ -40,11 +40,33 @@ class WandbLogger(MetricLogger):
 
     @classmethod
     def check_available(cls) -> None:
-        """A ConfigError naming the extra when wandb is not installed."""
+        """A ConfigError when wandb is not installed (naming the extra), when W&B would reject the
+        project name (``WANDB_PROJECT``), or when it would run online without credentials: checked
+        when the config is validated, so ``--dry-run`` says so and no run folder is made."""
         import importlib.util
+
+        from rlgraph_core.errors import ConfigError
 
         if importlib.util.find_spec("wandb") is None:
             raise missing_extra("The 'wandb' logger (train.loggers)", "wandb", "wandb")
+        import wandb
+
+        project = os.environ.get("WANDB_PROJECT", "rlgraph")
+        try:  # W&B's own reading of its environment variables, and its own validation of the name
+            settings = wandb.Settings(project="rlgraph")
+            settings.update_from_env_vars(dict(os.environ))
+        except Exception as exc:
+            raise ConfigError(
+                f"train.loggers: W&B rejects the settings of the 'wandb' logger (WANDB_PROJECT={project[:80]!r}, "
+                f"WANDB_* variables): {str(exc).splitlines()[0][:200]}. Nothing was run; set WANDB_PROJECT to a "
+                f"name W&B accepts (letters, digits, '-', '_', '.'; at most 128 characters) and fix what it names."
+            ) from None
+        if settings.mode in ("online", "shared", "run") and not _has_credentials(settings):
+            raise ConfigError(
+                "train.loggers: the 'wandb' logger would log online, but W&B has no credentials here (no "
+                "WANDB_API_KEY, no 'wandb login'). Log in with 'wandb login' (or set WANDB_API_KEY), or log to "
+                "disk with WANDB_MODE=offline ('wandb sync' uploads it later), or remove 'wandb' from train.loggers."
+            )
 
     def log(self, metrics):
         """Every numeric metric at step ``metrics['timesteps']``."""
@@ -59,6 +81,20 @@ class WandbLogger(MetricLogger):
     def close(self):
         """Finish the wandb run (in offline mode: write it to disk)."""
         self.run.finish()
+
+
+def _has_credentials(settings) -> bool:
+    """Whether W&B finds credentials for ``settings.base_url`` where ``wandb.init`` looks: the
+    environment (``WANDB_API_KEY``, ``WANDB_IDENTITY_TOKEN_FILE``), the netrc file ``wandb login``
+    writes, or the settings. True when this wandb version's lookup cannot be used (not refused)."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE") or settings.api_key:
+        return True
+    try:
+        from wandb.sdk.lib.wbauth import read_netrc_auth
+
+        return bool(read_netrc_auth(host=settings.base_url))
+    except Exception:  # another wandb version's layout: let wandb.init decide
+        return True
 
 
 @hookimpl
