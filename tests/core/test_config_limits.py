@@ -112,3 +112,14 @@ def test_networks_that_cannot_fit_in_memory_are_refused_before_building():
         check_networks_fit(huge.agent, obs, available=3 * 2**30)
     default = validate_config(DEFAULT_CONFIG)
     assert check_networks_fit(default.agent, obs, available=3 * 2**30) < 2**20
+
+
+def test_a_5000_level_override_key_is_one_paragraph():
+    """Issue 35 §5: --set env.kwargs.a.a.a... (5,000 levels) ended in a RecursionError traceback."""
+    key = "env.kwargs." + ".".join(["a"] * 5000)
+    with pytest.raises(ConfigError) as exc:
+        validate_config(apply_overrides(DEFAULT_CONFIG, [f"{key}=1"]))
+    message = str(exc.value)
+    assert "the key path has 5002 parts; a config nests at most 32 deep" in message and len(message) < 400
+    # an ordinary deep kwarg still works
+    assert apply_overrides(DEFAULT_CONFIG, ["env.kwargs.a.b.c=1"])["env"]["kwargs"]["a"]["b"]["c"] == 1

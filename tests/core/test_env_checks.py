@@ -89,3 +89,60 @@ def test_allow_nonfinite_obs_lets_inf_observations_through_but_never_bad_rewards
     with pytest.raises(EnvDataError, match="reward is nan"):
         step_until_error(envs)
     envs.close()
+
+
+class ChangingImageEnv(gym.Env):
+    """Declares uint8 (8, 8, 3) images; from step ``after`` returns float64 ones or (10, 8, 3) ones."""
+
+    observation_space = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, bad="float", after=3):
+        self.bad, self.after, self.steps = bad, after, 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros((8, 8, 3), np.uint8), {}
+
+    def step(self, action):
+        self.steps += 1
+        obs = np.full((8, 8, 3), 7, np.uint8)
+        if self.steps >= self.after:
+            obs = obs / 255.0 if self.bad == "float" else np.zeros((10, 8, 3), np.uint8)
+        return obs, 1.0, False, False, {}
+
+
+class NoActionSpaceEnv(gym.Env):
+    """A custom env that forgot its action space."""
+
+    observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+
+
+for _id, _entry in (("ChangingImageTest-v0", ChangingImageEnv), ("NoActionSpaceTest-v0", NoActionSpaceEnv)):
+    if _id not in gym.registry:
+        gym.register(_id, entry_point=_entry)
+
+
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ("float", "field 'observation' is float64, but the env's observation_space declares uint8"),
+        ("shape", "field 'observation' has shape (10, 8, 3), but the env's observation_space declares (8, 8, 3)"),
+    ],
+)
+def test_an_observation_that_leaves_its_declared_dtype_or_shape_is_refused(bad, fragment):
+    """Issue 35 §5: a float64 image was cut to uint8 silently; a changed shape was a vector-env traceback."""
+    envs = make_vector_env(EnvConfig(id="ChangingImageTest-v0", num_envs=2, kwargs={"bad": bad}), seed=0)
+    with pytest.raises(EnvDataError) as info:
+        step_until_error(envs)
+    envs.close()
+    message = str(info.value)
+    assert "'ChangingImageTest-v0'" in message and "env step 3" in message and fragment in message
+    assert "shape and dtype its observation_space declares" in message and "\n" not in message
+
+
+def test_an_env_without_an_action_space_is_one_paragraph():
+    from rlgraph_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="the environment defines no action_space.*Set self.action_space"):
+        make_eval_env(EnvConfig(id="NoActionSpaceTest-v0"))

@@ -140,3 +140,33 @@ def test_export_errors_are_one_paragraph(tmp_path):
     bad.write_bytes(b"not onnx")
     code, _, stderr = run_cli("evaluate", str(bad), "--env", "CartPole-v1")
     assert code == 2 and "could not be loaded as an ONNX model" in stderr
+
+
+@pytest.mark.skipif(not has_backend("torch"), reason="needs the torch backend to write the checkpoint")
+def test_export_out_and_evaluate_env_refusals_are_one_paragraph(tmp_path, read_only_dir):
+    """Issue 35 §5: export --out a read-only folder, an existing folder or /proc, and evaluating a policy
+    on an env whose observations do not fit it, ended in tracebacks."""
+    make_checkpoint("dqn_cartpole", "torch", ["agent.network.hidden=[16]"], tmp_path / "ck")
+    for out, said in (
+        (read_only_dir / "p.onnx", f"its folder '{read_only_dir}' is not writable"),
+        (tmp_path, f"is an existing folder; pass the file to write, e.g. {tmp_path / 'policy.onnx'}"),
+        ("/proc/p.onnx", "its folder '/proc' is not writable"),
+    ):
+        code, _, stderr = run_cli("export", str(tmp_path / "ck"), "--out", str(out))
+        assert code == 2 and "Traceback" not in stderr, stderr
+        assert f"rlgraph: error: --out '{out}'" in stderr and said in stderr, stderr
+    assert run_cli("export", str(tmp_path / "ck"), "--out", str(tmp_path / "p.onnx"))[0] == 0
+    import gymnasium as gym
+
+    class Continuous4(gym.Env):  # CartPole's observation shape, continuous actions
+        observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+        action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    gym.register("ExportTestContinuous4-v0", entry_point=Continuous4)
+    for env, said in (
+        ("Acrobot-v1", "its observations have shape (6,), but the policy"),
+        ("ExportTestContinuous4-v0", "does not fit the discrete actions of the policy"),
+    ):
+        code, _, stderr = run_cli("evaluate", str(tmp_path / "p.onnx"), "--env", env, "--episodes", "1")
+        assert code == 2 and "Traceback" not in stderr, stderr
+        assert f"rlgraph: error: --env {env}: " in stderr and said in stderr and "--env CartPole-v1" in stderr, stderr

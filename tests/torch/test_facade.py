@@ -198,3 +198,9 @@ def test_predict_and_save_refuse_bad_input_in_one_paragraph(in_tmp, read_only_di
         with pytest.raises(ConfigError) as exc:
             algo.save(path)
         assert str(exc.value).startswith(f"save(path) '{path}' cannot be used") and said in str(exc.value)
+
+    class NoActionSpace(gym.Env):  # a custom env class that forgot its action space
+        observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+
+    with pytest.raises(ConfigError, match="the environment defines no action_space.*Set self.action_space"):
+        rl.make("ppo", env=NoActionSpace, backend="torch")

@@ -287,9 +287,14 @@ class Algorithm:
         self.last_summary: dict | None = None
         probe = self._assembly.make_eval_env()
         try:
-            obs_space, act_space = probe.observation_space, probe.action_space
+            obs_space, act_space = getattr(probe, "observation_space", None), getattr(probe, "action_space", None)
         finally:
             probe.close()
+        for what, space in (("observation", obs_space), ("action", act_space)):
+            if space is None:  # a custom env class that sets no space (gymnasium.make would say so)
+                from rlgraph_core.envs import missing_space_message
+
+                raise ConfigError(missing_space_message(self.config.env.id, what))
         self.observation_space = obs_space
         self.action_space = act_space
         from rlgraph_core.spaces import from_gym

@@ -225,6 +225,11 @@ def _evaluate_onnx(args, video: str | None) -> int:
         raise RLGraphError(f"'{args.checkpoint}' does not name its environment; pass --env ID (e.g. CartPole-v1).")
     kwargs = policy.env_kwargs if env_id == policy.env_id else {}
     env = make_eval_env(EnvConfig(id=env_id, num_envs=1, kwargs=kwargs), "rgb_array" if video else None)
+    try:
+        policy.check_env(env, env_id)
+    except RLGraphError:
+        env.close()
+        raise
     seed = 10_000 if args.seed is None else args.seed
     result, frames = _run_evaluation(policy, env, env_id, args, seed, video)
     print(
@@ -238,11 +243,10 @@ def _evaluate_onnx(args, video: str | None) -> int:
 
 def cmd_export(args) -> int:
     """Export a checkpoint's greedy policy for serving (``--format onnx``)."""
+    from rlgraph_core.execution.out_dir import check_out_file
     from rlgraph_core.export.onnx_policy import export_onnx
 
-    out = Path(args.out)
-    if not out.parent.exists():
-        raise RLGraphError(f"--out '{out}': the folder '{out.parent}' does not exist.")
+    out = check_out_file(args.out)  # an existing folder, a read-only or virtual one: before the export's work
     args.checkpoint = _checkpoint_arg(args.checkpoint)
     path = export_onnx(args.checkpoint, out)
     print(f"exported the greedy policy of {args.checkpoint} to {path} (ONNX; run it with: rlgraph evaluate {path})")

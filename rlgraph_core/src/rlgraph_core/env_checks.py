@@ -87,9 +87,28 @@ class CheckedEnv(gym.Wrapper):
         self._allow = allow_nonfinite_obs
         self._steps = 0
         self._episode_steps = 0
+        #: (field, key or None, declared shape, declared dtype) of each Box the observation space declares
+        self._boxes = _declared_boxes(getattr(env, "observation_space", None))
 
-    def _fail(self, what: str, problem: str) -> EnvDataError:
-        hint = "Fix the environment (or a wrapper) so that it returns finite numbers" + (
+    def _shape_problem(self, obs: Any) -> str | None:
+        """Why ``obs`` does not have the shape (or, for integer images, the dtype kind) its space
+        declares, or None: a few attribute comparisons per step (a changed shape would reach the
+        vector env's batch as a traceback, a float image would be cast to uint8 silently)."""
+        for field, key, shape, dtype in self._boxes:
+            value = obs if key is None else obs.get(key) if isinstance(obs, dict) else None
+            if not isinstance(value, np.ndarray):
+                continue  # non-arrays are converted and checked by observation_problem
+            if value.shape != shape:
+                return f"field '{field}' has shape {value.shape}, but the env's observation_space declares {shape}"
+            if dtype.kind in "biu" and value.dtype.kind == "f":
+                return (
+                    f"field '{field}' is {value.dtype}, but the env's observation_space declares {dtype} (its values "
+                    f"would be cut to {dtype} silently)"
+                )
+        return None
+
+    def _fail(self, what: str, problem: str, hint: str | None = None) -> EnvDataError:
+        hint = hint or "Fix the environment (or a wrapper) so that it returns finite numbers" + (
             "; if it legitimately emits inf in observation dimensions the agent does not use, set "
             "env.allow_nonfinite_obs: true (rewards are checked regardless)."
             if what == "observation" and not self._allow
@@ -107,6 +126,9 @@ class CheckedEnv(gym.Wrapper):
         problem = observation_problem(obs, self._allow)
         if problem:
             raise self._fail("observation", f"the reset observation's {problem}")
+        problem = self._shape_problem(obs)
+        if problem:
+            raise self._fail("observation", f"the reset observation's {problem}", _SPACE_HINT)
         return obs, info
 
     def step(self, action):
@@ -119,4 +141,26 @@ class CheckedEnv(gym.Wrapper):
         problem = observation_problem(obs, self._allow)
         if problem:
             raise self._fail("observation", problem)
+        problem = self._shape_problem(obs)
+        if problem:
+            raise self._fail("observation", problem, _SPACE_HINT)
         return obs, reward, terminated, truncated, info
+
+
+_SPACE_HINT = (
+    "Fix the environment (or a wrapper) so that every observation has the shape and dtype its "
+    "observation_space declares, or declare the space it really returns."
+)
+
+
+def _declared_boxes(space) -> list[tuple[str, Any, tuple, np.dtype]]:
+    """(field, Dict key or None, shape, dtype) of each Box leaf of ``space`` (a Box, or a Dict of them)."""
+    if isinstance(space, gym.spaces.Box):
+        return [("observation", None, tuple(space.shape), np.dtype(space.dtype))]
+    if isinstance(space, gym.spaces.Dict):
+        return [
+            (f"observation[{key!r}]", key, tuple(sub.shape), np.dtype(sub.dtype))
+            for key, sub in space.spaces.items()
+            if isinstance(sub, gym.spaces.Box)
+        ]
+    return []

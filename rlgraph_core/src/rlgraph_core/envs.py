@@ -223,6 +223,11 @@ def _made(env_cfg, make, **extra: Any):
             f'(the rlgraph-core extras: pip install "rlgraph-core[atari]", "rlgraph-core[minigrid]", '
             f'"rlgraph-core[mujoco]", "rlgraph-core[box2d]").'
         ) from None
+    except AttributeError as exc:
+        space = next((s for s in ("action", "observation") if f"must specify an {s} space" in str(exc)), None)
+        if space is None:  # the environment's own bug: its traceback is what the user needs
+            raise
+        raise ConfigError(missing_space_message(env_cfg.id, space)) from None
     except (TypeError, ValueError, gym.error.Error) as exc:
         if isinstance(exc, ConfigError):
             raise
@@ -235,6 +240,16 @@ def _made(env_cfg, make, **extra: Any):
             f"env.kwargs are passed to the environment's constructor: pass only the arguments it "
             f"takes (and every one it requires)."
         ) from exc
+
+
+def missing_space_message(env_id: str, space: str) -> str:
+    """The paragraph for an environment that defines no ``action_space`` / ``observation_space``."""
+    example = "gymnasium.spaces.Discrete(2)" if space == "action" else "gymnasium.spaces.Box(-1, 1, (4,))"
+    return (
+        f"'env.id' = '{env_id}': the environment defines no {space}_space, so rlgraph cannot tell what the agent "
+        f"{'does' if space == 'action' else 'sees'}. Set self.{space}_space to a gymnasium space (e.g. {example}) "
+        f"in its __init__ or as a class attribute."
+    )
 
 
 def _wrappers(env_cfg, wrappers: Sequence[Callable] | None) -> list[Callable]:

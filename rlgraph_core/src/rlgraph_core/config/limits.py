@@ -7,6 +7,8 @@ A config is a small document. A hostile or broken one must fail fast with a shor
 * a mapping with the same key twice is refused (YAML and JSON parsers silently keep the last);
 * a document that expands to more than :data:`MAX_CONFIG_NODES` values (a YAML alias bomb,
   "billion laughs", is a few lines that expand to 10^9) is refused before validation walks it;
+* an override key (``--set a.b.c=...``) deeper than :data:`MAX_KEY_DEPTH` is refused (it would
+  nest past Python's recursion limit);
 * a string longer than :data:`MAX_STRING_CHARS` outside ``env.kwargs`` is refused (no name or
   setting is that long; the environment's own arguments may be);
 * every error quotes at most a short prefix of a value (:func:`shorten`).
@@ -24,6 +26,7 @@ from rlgraph_core.errors import ConfigError, prefix, shorten
 __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_NODES",
+    "MAX_KEY_DEPTH",
     "MAX_STRING_CHARS",
     "check_document",
     "parse_json",
@@ -36,6 +39,8 @@ __all__ = [
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 #: The most values (mappings, lists and scalars, aliases counted at every use) a config may expand to.
 MAX_CONFIG_NODES = 100_000
+#: The most parts an override's key path may have (the deepest shipped setting has 4; env.kwargs may nest more).
+MAX_KEY_DEPTH = 32
 #: The longest string a config may hold outside ``env.kwargs``.
 MAX_STRING_CHARS = 1_000
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationErr
 
 from rlgraph_core.backend.settings import BackendSettings
 from rlgraph_core.config.common import EnvConfig, TrainConfig
-from rlgraph_core.config.limits import MAX_CONFIG_BYTES, check_document, parse_json, parse_yaml, shorten
+from rlgraph_core.config.limits import MAX_CONFIG_BYTES, MAX_KEY_DEPTH, check_document, parse_json, parse_yaml, shorten
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.execution.loggers import check_logger_available
 from rlgraph_core.execution.settings import ExecutorSettings
@@ -493,6 +493,11 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise ConfigError(f"Override '{shown}' must look like key.path=value, e.g. agent.memory.capacity=50000.")
         key, value = item.split("=", 1)
         parts = key.strip().split(".")
+        if len(parts) > MAX_KEY_DEPTH:
+            raise ConfigError(
+                f"Override '{shown}': the key path has {len(parts)} parts; a config nests at most {MAX_KEY_DEPTH} "
+                f"deep (e.g. agent.memory.capacity has 3). Check the key."
+            )
         if not all(parts):
             raise ConfigError(f"Override '{shown}': the key path '{key.strip()[:80]}' has an empty part.")
         if parts[0] not in SECTIONS:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rlgraph_core.errors import ConfigError
 
-__all__ = ["check_out_dir"]
+__all__ = ["check_out_dir", "check_out_file"]
 
 
 def _fail(option: str, path: str | os.PathLike, problem: str) -> ConfigError:
@@ -101,4 +101,34 @@ def check_out_dir(path: str | os.PathLike, option: str = "--out") -> Path:
     problem = _probe_writable(ancestor)
     if problem:
         raise _fail(option, text, f"it would be created in '{ancestor}', which is not writable ({problem})")
+    return out
+
+
+def check_out_file(path: str | os.PathLike, option: str = "--out", example: str = "policy.onnx") -> Path:
+    """Check that ``path`` can be written as a file (a new one, or one replaced); return it.
+
+    Refused, in one paragraph: an existing folder (``example`` names the file to write in it), a
+    folder that does not exist, and one that cannot be written (permissions, a read-only or
+    virtual file system such as ``/proc``). Nothing is created.
+    """
+    text = os.fspath(path)
+    shown = text if len(text) <= 160 else f"{text[:100]}...{text[-40:]}"
+    out = Path(text).expanduser()
+    if not text.strip() or "\0" in text:
+        raise ConfigError(
+            f"{option} '{shown.replace(chr(0), '?')}' is not a valid file path; pass one such as {example}."
+        )
+    if out.is_dir():
+        raise ConfigError(f"{option} '{shown}' is an existing folder; pass the file to write, e.g. {out / example}.")
+    parent = Path(os.path.abspath(out)).parent
+    if not parent.is_dir():
+        raise ConfigError(
+            f"{option} '{shown}': the folder '{parent}' does not exist; create it first or pass another path."
+        )
+    problem = _probe_writable(parent)
+    if problem:
+        raise ConfigError(
+            f"{option} '{shown}' cannot be written: its folder '{parent}' is not writable ({problem}). Pass a path "
+            f"in a writable folder."
+        )
     return out

@@ -54,7 +54,12 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
     onnx.checker.check_model(model, full_check=True)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(out))
+    try:
+        onnx.save(model, str(out))
+    except OSError as exc:  # what check_out_file could not foresee (the disk filled up meanwhile)
+        raise RLGraphError(
+            f"'{out}' could not be written ({exc.strerror or exc}); export to a writable path."
+        ) from None
     return out
 
 
@@ -83,7 +88,10 @@ def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
     from rlgraph_core.plugins import hookimpl
     from rlgraph_core.plugins.manager import PluginManager
 
+    from rlgraph_core.execution.out_dir import check_out_file
+
     _need("onnx", "ONNX export")
+    check_out_file(out)
     _, stored = read_meta(checkpoint)
     pm = PluginManager()
     plugin = _ExportBackendPlugin()
@@ -132,6 +140,29 @@ class OnnxPolicy:
             raise RLGraphError(
                 f"'{path}' has no output named 'action' (outputs: {', '.join(self.output_names)}); "
                 f"pass an .onnx file written by 'rlgraph export'."
+            )
+
+    def check_env(self, env, env_id: str) -> None:
+        """An RLGraphError when ``env``'s observations or actions do not fit the policy (e.g. the
+        policy of a CartPole run evaluated with ``--env Pendulum-v1``)."""
+        import gymnasium as gym
+
+        trained_on = f"trained on {self.env_id}" if self.env_id else "of another env"
+        want = tuple(self.session.get_inputs()[0].shape[1:])
+        got = tuple(getattr(env.observation_space, "shape", None) or ())
+        if want and all(isinstance(d, int) for d in want) and int(np.prod(got or (1,))) != int(np.prod(want)):
+            raise RLGraphError(
+                f"--env {env_id}: its observations have shape {got}, but the policy '{self.path}' ({trained_on}) "
+                f"takes observations of shape {want}. Evaluate it on an env with that observation space"
+                + (f" (its own: --env {self.env_id}, or leave --env out)." if self.env_id else ".")
+            )
+        integer = self.session.get_outputs()[self.output_names.index("action")].type == "tensor(int64)"
+        if integer != isinstance(env.action_space, gym.spaces.Discrete):
+            kind = "discrete" if integer else "continuous"
+            raise RLGraphError(
+                f"--env {env_id}: its action space {env.action_space} does not fit the {kind} actions of the policy "
+                f"'{self.path}' ({trained_on}). Evaluate it on an env with {kind} actions"
+                + (f" (its own: --env {self.env_id}, or leave --env out)." if self.env_id else ".")
             )
 
     def outputs(self, obs: np.ndarray) -> dict[str, np.ndarray]:
