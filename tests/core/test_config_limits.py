@@ -107,11 +107,18 @@ def test_networks_that_cannot_fit_in_memory_are_refused_before_building():
     obs = FloatBox(shape=(4,))
     huge = validate_config(apply_overrides(DEFAULT_CONFIG, ["agent.network.hidden=[100000000]"]))
     [(path, size)] = estimate_network_bytes(huge.agent, obs)
-    assert path == "agent.network" and size == 2 * 4 * (4 * 10**8 + 10**8 + 10**8 + 1)
-    with pytest.raises(ConfigError, match=r"'agent.network.hidden' = \[100000000\].*at least 4.5 GiB.*3.0 GiB"):
+    params = 4 * 10**8 + 10**8 + 10**8 + 1
+    # Issue 35 §4: weights, gradients and Adam's two slots; the target copy; a batch of 64's activations
+    # and their gradients; the largest layer drawn in float64 and cast (was weights + gradients only).
+    assert path == "agent.network" and size == 4 * 4 * params + 4 * params + 64 * (10**8 + 1) * 8 + 12 * 4 * 10**8
+    with pytest.raises(ConfigError, match=r"'agent.network.hidden' = \[100000000\].*at least 63.3 GiB.*3.0 GiB"):
         check_networks_fit(huge.agent, obs, available=3 * 2**30)
+    sgd = validate_config(
+        apply_overrides(DEFAULT_CONFIG, ["agent.network.hidden=[100000000]", "agent.optimizer.type=sgd"])
+    )
+    assert estimate_network_bytes(sgd.agent, obs)[0][1] == size - 2 * 4 * params  # no optimizer slots
     default = validate_config(DEFAULT_CONFIG)
-    assert check_networks_fit(default.agent, obs, available=3 * 2**30) < 2**20
+    assert check_networks_fit(default.agent, obs, available=3 * 2**30) < 2**22
 
 
 def test_a_5000_level_override_key_is_one_paragraph():

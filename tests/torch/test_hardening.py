@@ -108,6 +108,21 @@ def test_a_network_too_large_for_memory_is_refused_even_by_dry_run(tmp_path):
     assert "'agent.network.hidden' = [100000000, 100000000]" in result.stderr and "PiB" in result.stderr
 
 
+def test_one_huge_layer_is_refused_by_dry_run_with_the_bytes_training_needs():
+    """Issue 35 §4: hidden=[100000000] passed the weights-and-gradients estimate (4.5 GiB) and --dry-run
+    took every byte of the machine building it (measured 19-41 bytes per parameter)."""
+    from rlgraph_core.memories.sizing import available_memory_bytes
+
+    if (available_memory_bytes() or 0) > 60 * 2**30:
+        pytest.skip("this machine has the 63 GiB that training such a network needs")
+    from cli_helpers import run_cli
+
+    code, _, stderr = run_cli("train", "--dry-run", "--set", "agent.network.hidden=[100000000]")
+    assert code == 2 and "Traceback" not in stderr, stderr[-2000:]
+    assert "'agent.network.hidden' = [100000000]: the agent's networks need at least 63.3 GiB" in stderr
+    assert "optimizer slots, target copies" in stderr and "nothing was allocated" in stderr
+
+
 #: A DQN that checkpoints every 500 env steps and would run for a long time.
 LONG = [
     "--no-progress",
