@@ -54,7 +54,9 @@ def make_checkpoint(name, backend, overrides, directory):
         }
     )
     agent.save(str(directory), {"config": config.to_dict()})
-    obs = np.stack([env.observation_space.sample() for _ in range(32)]).astype(np.float32)
+    obs = None  # a Dict observation (a masked env's) is made by its test
+    if not hasattr(env.observation_space, "spaces"):
+        obs = np.stack([env.observation_space.sample() for _ in range(32)]).astype(np.float32)
     env.close()
     return agent, obs
 
@@ -170,3 +172,33 @@ def test_export_out_and_evaluate_env_refusals_are_one_paragraph(tmp_path, read_o
         code, _, stderr = run_cli("evaluate", str(tmp_path / "p.onnx"), "--env", env, "--episodes", "1")
         assert code == 2 and "Traceback" not in stderr, stderr
         assert f"rlgraph: error: --env {env}: " in stderr and said in stderr and "--env CartPole-v1" in stderr, stderr
+
+
+@pytest.mark.parametrize(("name", "backend"), [("ppo_masked_pick", "torch"), ("dqn_cartpole", "tf")])
+def test_masked_policies_export_with_the_mask_as_an_input(name, backend, tmp_path):
+    """A masked PPO (sb3's action_masks(), torch) and a masked DQN (PettingZoo's key, tf): the exported
+    graph takes the mask, its outputs equal the agent's, its actions are legal, and it evaluates."""
+    if not has_backend(backend):
+        pytest.skip(f"backend {backend} is not installed")
+    from rlgraph_core.export.onnx_policy import OnnxPolicy
+
+    overrides = [] if name == "ppo_masked_pick" else ["env.id=rlgraph_core.testing.masked_env:PickLegalMax"]
+    agent, _ = make_checkpoint(name, backend, ["agent.network.hidden=[16]", *overrides], tmp_path / "ck")
+    code, _, stderr = run_cli("export", str(tmp_path / "ck"), "--out", str(tmp_path / "p.onnx"))
+    assert code == 0, stderr
+    policy = OnnxPolicy(tmp_path / "p.onnx")
+    rng = np.random.default_rng(0)
+    mask = (rng.random((32, 6)) < 0.4).astype(np.int8)
+    mask[np.arange(32), rng.integers(0, 6, 32)] = 1
+    obs = {"observation": rng.random((32, 6)).astype(np.float32), "action_mask": mask}
+    got = policy.outputs(obs)
+    own = {k: agent.backend.to_numpy(v) for k, v in agent.policy_outputs(agent.backend.to_tensor(obs)).items()}
+    assert set(got) == set(own)
+    for key, value in own.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+    np.testing.assert_array_equal(policy(obs), agent.act(obs, explore=False))
+    assert mask[np.arange(32), policy(obs)].all()
+    with pytest.raises(Exception, match="masked policy"):
+        policy(obs["observation"])
+    code, stdout, stderr = run_cli("evaluate", str(tmp_path / "p.onnx"), "--episodes", "2")
+    assert code == 0, stderr

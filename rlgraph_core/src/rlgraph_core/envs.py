@@ -36,6 +36,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from rlgraph_core.action_masks import mask_wrapper
 from rlgraph_core.env_checks import CheckedEnv
 from rlgraph_core.errors import ConfigError, prefix, shorten
 from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
@@ -323,7 +324,7 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
 
         return _checked_vector_env(make_envpool_env(env_cfg, seed), env_cfg.id, seed)
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
-    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
+    wrap = _all_wrappers(env_cfg, wrappers)
     envs = _made(
         env_cfg,
         lambda target, kwargs: gym.make_vec(
@@ -346,7 +347,7 @@ def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callabl
             "env.vectorization: envpool makes its envs from env.id in C++, so it cannot step an env given as a "
             "gymnasium env or env factory; pass the env id (e.g. env='ALE/Pong-v5') or use sync or async."
         )
-    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
+    wrap = _all_wrappers(env_cfg, wrappers)
     cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else gym.vector.SyncVectorEnv
     make = lambda: apply_wrappers(factory(), wrap)  # noqa: E731
     envs = cls([make] * env_cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -356,7 +357,7 @@ def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callabl
 def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Callable] | None = None):
     """A single environment for evaluation, wrapped (and checked) like the training envs."""
     extra = {"render_mode": render_mode} if render_mode else {}
-    wrap = [*_wrappers(env_cfg, wrappers), _checker(env_cfg)]  # checked as the agent will see it
+    wrap = _all_wrappers(env_cfg, wrappers)
     env = _made(env_cfg, lambda target, kwargs: apply_wrappers(gym.make(target, **kwargs), wrap), **extra)
     try:
         check_observation_space(env.observation_space, env_cfg.id)
@@ -364,6 +365,13 @@ def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Ca
         env.close()
         raise
     return env
+
+
+def _all_wrappers(env_cfg, wrappers: Sequence[Callable] | None) -> list[Callable]:
+    """``env.wrappers``, then the legal-action mask's (``env.action_mask``, see
+    :mod:`rlgraph_core.action_masks`: after the user's, so none of them drops the mask key), then
+    the checker, outermost: observations are checked as the agent will see them."""
+    return [*_wrappers(env_cfg, wrappers), mask_wrapper(env_cfg), _checker(env_cfg)]
 
 
 def _checker(env_cfg) -> functools.partial:

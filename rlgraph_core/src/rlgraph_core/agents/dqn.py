@@ -23,7 +23,8 @@ from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
 from rlgraph_core.components.dqn_loss import DQNLoss
-from rlgraph_core.components.exploration import EpsilonGreedySettings
+from rlgraph_core.components.exploration import EpsilonGreedySettings, check_draws_legal
+from rlgraph_core.components.masks import MASK_KEY, check_legal, mask_layout, masked_logits, split_observation
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.q_head import QNetwork
 from rlgraph_core.components.schedules import ConstantSchedule, ExponentialSchedule, LinearSchedule
@@ -113,10 +114,13 @@ class DQNGraph(Component):
         super().__init__("dqn")
         self.num_actions = num_actions
         self.double_q = config.double_q
+        # A legal-action mask in the observation goes to the heads; the networks see the rest.
+        self.mask_layout = mask_layout(obs_space, Discrete(num_actions), "DQN")
+        policy_space = obs_space if self.mask_layout is None else self.mask_layout.policy_space
 
         def preprocessor():
             return make_slot_component(
-                config.preprocessor, obs_space, components, field="agent.preprocessor", name="preprocessor"
+                config.preprocessor, policy_space, components, field="agent.preprocessor", name="preprocessor"
             )
 
         network = network_maker(config.network, components, field="agent.network")
@@ -129,28 +133,39 @@ class DQNGraph(Component):
         self.target_sync = TargetSync(self.policy, self.target, config.tau)
         self.add_components(self.policy, self.target, self.dqn_loss, self.exploration, self.target_sync)
 
+    def _q(self, network, obs):
+        """``(Q-values, legal-action mask or None)`` of ``network`` on a batch of observations."""
+        obs, mask = split_observation(obs, self.mask_layout)
+        return network.call(obs), mask
+
     @api
     def act(self, obs, noise, value):
-        """Exploring actions: the exploration component's choice from the Q-values."""
-        return self.exploration.explore(self.policy.call(obs), noise, value)
+        """Exploring actions: the exploration component's choice from the (legal) Q-values."""
+        q, mask = self._q(self.policy, obs)
+        return self.exploration.explore(masked_logits(self.ops, q, mask), noise, value)
 
     @api
     def greedy(self, obs):
-        """Greedy actions."""
-        return self.ops.argmax(self.policy.call(obs), axis=-1)
+        """Greedy actions (the best legal one where the observation holds a mask)."""
+        q, mask = self._q(self.policy, obs)
+        return self.ops.argmax(masked_logits(self.ops, q, mask), axis=-1)
 
     @api
     def q_values(self, obs):
-        """Q-values of the online network."""
-        return self.policy.call(obs)
+        """Q-values of the online network (illegal actions at ``ILLEGAL_LOGIT`` where masked)."""
+        q, mask = self._q(self.policy, obs)
+        return masked_logits(self.ops, q, mask)
 
     @api
     def loss(self, obs, actions, rewards, next_obs, terminals, discounts, weights):
         """DQN loss and |TD| for a batch of (n-step) transitions."""
-        q = self.policy.call(obs)
-        q_next_target = self.target.call(next_obs)
-        q_next_online = self.policy.call(next_obs) if self.double_q else q_next_target
-        return self.dqn_loss.loss(q, actions, rewards, terminals, discounts, q_next_target, q_next_online, weights)
+        q, _ = self._q(self.policy, obs)
+        q_next_target, next_mask = self._q(self.target, next_obs)
+        q_next_online = self._q(self.policy, next_obs)[0] if self.double_q else q_next_target
+        masked = () if next_mask is None else (next_mask,)
+        return self.dqn_loss.loss(
+            q, actions, rewards, terminals, discounts, q_next_target, q_next_online, weights, *masked
+        )
 
     @api
     def sync_target(self):
@@ -185,7 +200,11 @@ class DQNAgent(OffPolicyAgent):
                 f"DQN supports only a single Discrete action space (n actions, like CartPole's); this "
                 f"environment's is {action_space!r}. {action_space_hint(action_space)}"
             )
-        check_observation_space(observation_space, config.network, "DQN")
+        #: where the observation holds a legal-action mask (None: unmasked; components/masks.py)
+        self.mask = mask_layout(observation_space, action_space, "DQN")
+        check_observation_space(
+            observation_space if self.mask is None else self.mask.policy_space, config.network, "DQN"
+        )
         super().__init__(
             config,
             observation_space,
@@ -200,6 +219,8 @@ class DQNAgent(OffPolicyAgent):
         self.action_start = int(action_space.start)
         self.graph = DQNGraph(config, observation_space, self.num_actions, seed, components)
         self.exploration = self.graph.exploration
+        if self.mask is not None:
+            check_draws_legal(self.exploration)
 
         obs_b = observation_space.with_batch_rank()
         act_b = IntBox(0, self.num_actions - 1, shape=()).with_batch_rank()
@@ -248,9 +269,17 @@ class DQNAgent(OffPolicyAgent):
         """Exploring (``explore``, e.g. epsilon-greedy) or greedy env actions for a batch of observations."""
         to_t = self.backend.to_tensor
         obs = to_obs_array(obs, self.observation_space)
+        legal = None
+        if self.mask is not None:
+            legal = obs[MASK_KEY]
+            check_legal(legal, self.timesteps)
         if not explore:
             return self.backend.to_numpy(self.graph.greedy(to_t(obs))) + self.action_start
-        noise = np.asarray(self.exploration.draw_noise(self.rng, batch_len(obs)), np.float32)
+        if legal is None:
+            noise = self.exploration.draw_noise(self.rng, batch_len(obs))
+        else:  # random actions among the legal ones only
+            noise = self.exploration.draw_noise(self.rng, batch_len(obs), legal=legal)
+        noise = np.asarray(noise, np.float32)
         value = np.float32(self.exploration.value(self.timesteps))
         chosen = self.exploration.actions_without_values(noise, float(value))
         if chosen is not None:

@@ -41,7 +41,7 @@ from rlgraph_core.components.pg_losses import ImpalaLoss
 from rlgraph_core.components.vtrace import VTrace
 from rlgraph_core.config.common import ScheduleOrFloat
 from rlgraph_core.graph import api
-from rlgraph_core.spaces import BoolBox, FloatBox, IntBox
+from rlgraph_core.spaces import BoolBox, Dict, FloatBox, IntBox
 
 #: The fields an IMPALA batch needs, time-major ``[T, N, ...]``.
 BATCH_KEYS = ("obs", "actions", "log_probs", "rewards", "next_obs", "terminated", "truncated")
@@ -98,7 +98,9 @@ class ImpalaGraph(OnPolicyGraph):
         ops = self.ops
         horizon = int(rewards.shape[0])
 
-        def merge(x):  # [T, N, ...] -> [T * N, ...]
+        def merge(x):  # [T, N, ...] -> [T * N, ...] (per key of a Dict observation)
+            if isinstance(x, dict):
+                return {k: merge(v) for k, v in x.items()}
             return ops.reshape(x, [-1, *(int(d) for d in x.shape[2:])])
 
         def split(x):  # [T * N] -> [T, N]
@@ -120,12 +122,21 @@ class ImpalaGraph(OnPolicyGraph):
 
 def _env_major(space, n: int):
     """``space`` with an env axis of ``n`` in front (and a batch rank: time), of the same kind and
-    dtype, so the loss is built for the observations acting was built for (uint8 images too)."""
+    dtype, so the loss is built for the observations acting was built for (uint8 images too; a
+    Dict observation per key, its legal-action mask included)."""
+    return _with_env_axis(space, n).with_batch_rank()
+
+
+def _with_env_axis(space, n: int):
+    if isinstance(space, Dict):
+        return Dict({k: _with_env_axis(child, n) for k, child in space.items()})
     shape = (n, *space.shape)
+    if isinstance(space, BoolBox):
+        return BoolBox(shape=shape)
     if isinstance(space, IntBox):
         low, high = np.broadcast_to(space.low, shape), np.broadcast_to(space.high, shape)
-        return IntBox(low, high, shape=shape, dtype=space.dtype).with_batch_rank()
-    return FloatBox(shape=shape).with_batch_rank()
+        return IntBox(low, high, shape=shape, dtype=space.dtype)
+    return FloatBox(shape=shape)
 
 
 class ImpalaAgent(OnPolicyAgent):
@@ -148,7 +159,10 @@ class ImpalaAgent(OnPolicyAgent):
     def _loss_spaces(self, obs_b, action_b, float_b):
         """Time-major spaces: the batch rank is time, each value holds the N envs of one step."""
         n = self.num_envs
-        if self.discrete:
+        if self.multi:
+            high = np.broadcast_to(np.asarray(self.nvec) - 1, (n, len(self.nvec)))
+            actions = IntBox(0, high, shape=(n, len(self.nvec)))
+        elif self.discrete:
             actions = IntBox(0, self.num_actions - 1, shape=(n,))
         else:
             actions = FloatBox(shape=(n, self.action_dim))
@@ -207,7 +221,12 @@ class ImpalaAgent(OnPolicyAgent):
             )
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
         inputs = [
-            to_t(np.asarray(rollout[k], np.float32 if k in ("log_probs", "rewards") else None)) for k in BATCH_KEYS
+            to_t(
+                rollout[k]
+                if isinstance(rollout[k], dict)
+                else np.asarray(rollout[k], np.float32 if k in ("log_probs", "rewards") else None)
+            )
+            for k in BATCH_KEYS
         ]
         outputs = []
         for _ in range(self.config.n_epochs):

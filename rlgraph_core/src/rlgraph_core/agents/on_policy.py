@@ -28,6 +28,7 @@ from rlgraph_core.agents.base import Agent, LearnResult, rng_state_problem
 from rlgraph_core.components.actor_critic import ActorCritic
 from rlgraph_core.components.distributions import scale_action, unscale_action
 from rlgraph_core.components.gae import GAE
+from rlgraph_core.components.masks import MASK_KEY, check_legal, mask_layout, split_observation
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
@@ -39,7 +40,7 @@ from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories.obs import batch_len, map_obs, obs_equal
 from rlgraph_core.memories.rollout_buffer import RolloutBuffer
-from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
+from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox, MultiDiscrete
 
 
 #: the smallest positive float32: uniform noise is kept above it (log(0) in Gumbel-max sampling)
@@ -121,8 +122,12 @@ class OnPolicyGraph(Component):
         super().__init__(name)
         spec = config.preprocessor
         defaults = {"clip": config.obs_clip} if spec is not None and spec.type == "running_mean_std" else None
+        # A legal-action mask in the observation goes to the policy's head; the preprocessor and
+        # trunks see the rest (components/masks.py).
+        self.mask_layout = mask_layout(observation_space, action_space, name.upper())
+        policy_space = observation_space if self.mask_layout is None else self.mask_layout.policy_space
         preprocessor = make_slot_component(
-            spec, observation_space, components, field="agent.preprocessor", name="preprocessor", defaults=defaults
+            spec, policy_space, components, field="agent.preprocessor", name="preprocessor", defaults=defaults
         )
         # A preprocessor with an ``update`` API learns statistics from the data: it is folded in
         # after every rollout (and its statistics travel with the weights).
@@ -131,7 +136,14 @@ class OnPolicyGraph(Component):
         )
         network = network_maker(config.network, components, field="agent.network")
         self.policy = ActorCritic(
-            network, action_space, config.shared_trunk, preprocessor, seed, config.log_std_init, name="policy"
+            network,
+            action_space,
+            config.shared_trunk,
+            preprocessor,
+            seed,
+            config.log_std_init,
+            name="policy",
+            mask=self.mask_layout,
         )
         self.gae = GAE(config.gamma, config.gae_lambda)
         self.pg_loss = loss
@@ -167,7 +179,7 @@ class OnPolicyGraph(Component):
         """Fold observations into the running normaliser (no-op without one)."""
         if self.obs_normalizer is None:
             return None
-        return self.obs_normalizer.update(obs)
+        return self.obs_normalizer.update(split_observation(obs, self.mask_layout)[0])
 
 
 class OnPolicyAgent(Agent):
@@ -213,9 +225,22 @@ class OnPolicyAgent(Agent):
             components=components,
         )
         name = self.algorithm.upper()
-        check_observation_space(observation_space, config.network, name)
-        self.discrete = isinstance(action_space, Discrete)
-        if self.discrete:
+        #: where the observation holds a legal-action mask (None: unmasked; components/masks.py)
+        self.mask = mask_layout(observation_space, action_space, name)
+        check_observation_space(
+            observation_space if self.mask is None else self.mask.policy_space, config.network, name
+        )
+        self.multi = isinstance(action_space, MultiDiscrete) and len(action_space.shape) == 1
+        self.discrete = isinstance(action_space, Discrete) or self.multi
+        #: MultiDiscrete's sub-action sizes (None otherwise)
+        self.nvec: tuple[int, ...] | None = None
+        if self.multi:
+            self.nvec = tuple(int(n) for n in np.asarray(action_space.nvec))
+            self.num_actions = len(self.nvec) * max(self.nvec)  # noise per sample: one per padded logit
+            self.action_start = np.asarray(action_space.start, np.int64)
+            action_b = IntBox(0, np.asarray(self.nvec) - 1, shape=(len(self.nvec),)).with_batch_rank()
+            noise_b = FloatBox(0.0, 1.0, shape=(self.num_actions,)).with_batch_rank()
+        elif self.discrete:
             self.num_actions = int(action_space.n)
             self.action_start = int(action_space.start)
             action_b = IntBox(0, self.num_actions - 1, shape=()).with_batch_rank()
@@ -229,7 +254,7 @@ class OnPolicyAgent(Agent):
             noise_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
         else:
             raise ConfigError(
-                f"{name} supports a single Discrete action space or a rank-1 Box of floats; this "
+                f"{name} supports a single Discrete or MultiDiscrete action space or a rank-1 Box of floats; this "
                 f"environment's is {action_space!r}. {action_space_hint(action_space)}"
             )
         self.graph = self.graph_class(
@@ -322,7 +347,9 @@ class OnPolicyAgent(Agent):
         and ``value`` (see :meth:`Agent.policy_outputs`)."""
         ops = self.backend.ops
         out = self.graph.policy.policy_outputs(obs)
-        if self.discrete:
+        if self.multi:
+            action = self.graph.policy.deterministic(obs) + ops.constant(self.action_start, "int64")
+        elif self.discrete:
             action = ops.argmax(out["logits"], axis=-1)
             action = action + self.action_start if self.action_start else action
         elif self.bounded:  # scale_action, then clip to the box: as _to_env does
@@ -336,6 +363,8 @@ class OnPolicyAgent(Agent):
         """Env-ready actions for a batch of observations; with ``explore`` caches what observe needs."""
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
         obs = to_obs_array(obs, self.observation_space)
+        if self.mask is not None:
+            check_legal(obs[MASK_KEY], self.timesteps, self.nvec)
         if not explore:
             return self._to_env(to_np(self.graph.greedy(to_t(obs))))
         actions, log_probs, values = self.graph.act(to_t(obs), to_t(self._noise(batch_len(obs))))
@@ -444,8 +473,7 @@ class OnPolicyAgent(Agent):
         metrics = self._learn(batch)
         self.weights_version += self.updates - before
         if self.graph.obs_normalizer is not None:
-            obs = batch["obs"]
-            self.graph.update_normalizer(self.backend.to_tensor(obs.reshape(-1, *obs.shape[2:])))
+            self.graph.update_normalizer(self.backend.to_tensor(self._flat(batch["obs"])))
         self._last_metrics = metrics
         return LearnResult({**metrics, **staleness})
 

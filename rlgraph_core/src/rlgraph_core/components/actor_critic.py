@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlgraph_core.components.distributions import DistributionHead
+from rlgraph_core.components.masks import MaskLayout, masked_logits, split_observation
 from rlgraph_core.components.network import DenseLayer, NetworkMaker, NetworkSpec, as_network_maker
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import FloatBox, SpaceError
@@ -39,6 +40,9 @@ class ActorCritic(Component):
         seed: seeds the initial weights (drawn in numpy, equal on every backend).
         log_std_init: initial log standard deviation of a Gaussian policy.
         name: component name.
+        mask: where observations hold a legal-action mask (:func:`~rlgraph_core.components.masks.mask_layout`):
+            the trunks see the observation without it and the categorical head takes it; None:
+            no mask (the observation goes to the trunks whole).
     """
 
     def __init__(
@@ -50,9 +54,11 @@ class ActorCritic(Component):
         seed: int = 0,
         log_std_init: float = 0.0,
         name: str = "actor_critic",
+        mask: MaskLayout | None = None,
     ):
         super().__init__(name)
         rng = np.random.default_rng(seed)
+        self.mask_layout = mask
         self.shared_trunk = shared_trunk
         self.preprocessor = preprocessor
         maker = as_network_maker(network)
@@ -77,11 +83,16 @@ class ActorCritic(Component):
         )
 
     def _features(self, obs):
-        """``(policy features, value features)`` of a batch of observations."""
+        """``(policy features, value features, legal-action mask or None)`` of a batch of observations."""
+        obs, mask = split_observation(obs, self.mask_layout)
         x = self.preprocessor.call(obs) if self.preprocessor is not None else obs
         h_pi = self.pi_trunk.call(x)
         h_v = h_pi if self.shared_trunk else self.vf_trunk.call(x)
-        return h_pi, h_v
+        return h_pi, h_v, mask
+
+    @staticmethod
+    def _masked(mask) -> tuple:
+        return () if mask is None else (mask,)
 
     def _value(self, h_v):
         return self.ops.squeeze(self.value_head.call(h_v), -1)
@@ -93,34 +104,38 @@ class ActorCritic(Component):
         ``noise`` is uniform ``[B, n]`` in (0, 1) for a categorical policy (Gumbel-max) and
         standard normal ``[B, d]`` for a Gaussian one.
         """
-        h_pi, h_v = self._features(obs)
-        actions, log_probs = self.distribution.sample(h_pi, noise)
+        h_pi, h_v, mask = self._features(obs)
+        actions, log_probs = self.distribution.sample(h_pi, noise, *self._masked(mask))
         return actions, log_probs, self._value(h_v)
 
     @api
     def deterministic(self, obs):
         """The most likely action (argmax logits, or the Gaussian mean)."""
-        h_pi, _ = self._features(obs)
-        return self.distribution.deterministic(h_pi)
+        h_pi, _, mask = self._features(obs)
+        return self.distribution.deterministic(h_pi, *self._masked(mask))
 
     def policy_outputs(self, obs) -> dict:
         """``{"logits" | "mean": the distribution's first parameter, "value": V(obs)}`` (a plain
-        method for export, not an API: built components call it after the build)."""
-        h_pi, h_v = self._features(obs)
+        method for export, not an API: built components call it after the build). Masked logits
+        are the legal-action logits, :data:`~rlgraph_core.components.masks.ILLEGAL_LOGIT` elsewhere
+        (a discrete ``logits`` is ``[B, n]``; MultiDiscrete's ``[B, len(nvec) * max(nvec)]``, unmasked)."""
+        h_pi, h_v, mask = self._features(obs)
         first = self.distribution.params(h_pi)[0]
+        if mask is not None and not self.distribution.multi:
+            first = masked_logits(self.ops, first, mask)
         return {"logits" if self.distribution.discrete else "mean": first, "value": self._value(h_v)}
 
     @api
     def value(self, obs):
         """``V(obs)`` ``[B]``."""
-        _, h_v = self._features(obs)
+        _, h_v, _ = self._features(obs)
         return self._value(h_v)
 
     @api
     def evaluate(self, obs, actions):
         """``(log pi(actions|obs), entropy of pi(.|obs), V(obs))``: what the losses need."""
-        h_pi, h_v = self._features(obs)
-        log_probs, entropy = self.distribution.log_prob_entropy(h_pi, actions)
+        h_pi, h_v, mask = self._features(obs)
+        log_probs, entropy = self.distribution.log_prob_entropy(h_pi, actions, *self._masked(mask))
         return log_probs, entropy, self._value(h_v)
 
 

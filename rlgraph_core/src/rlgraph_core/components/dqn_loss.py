@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rlgraph_core.components.masks import masked_logits
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api
 
@@ -13,6 +14,7 @@ class DQNLoss(Component):
 
         q        = Q(s)[a]                                      # [B]
         a*       = argmax_a Q_online(s')  if double_q  else argmax_a Q_target(s')
+                   (over the legal actions of s' where a next_mask is given)
         v_next   = Q_target(s')[a*]                             # [B]
         target   = r + discount * (1 - terminal) * v_next       # no gradient; discount = gamma^n
         td       = q - target
@@ -34,11 +36,19 @@ class DQNLoss(Component):
         self.huber_delta = huber_delta
 
     @api
-    def loss(self, q_values, actions, rewards, terminals, discounts, q_next_target, q_next_online, weights):
-        """Scalar loss and per-sample absolute TD errors."""
+    def loss(
+        self, q_values, actions, rewards, terminals, discounts, q_next_target, q_next_online, weights, next_mask=None
+    ):
+        """Scalar loss and per-sample absolute TD errors.
+
+        ``next_mask`` (optional, ``[B, A]``): the legal actions of ``s'``; the target bootstraps
+        from the best legal one. ``v_next`` is read from the unmasked ``Q_target``, so a final
+        observation whose mask is all false (a finished board game) still gives a finite value
+        (and a terminal one is not bootstrapped anyway).
+        """
         ops = self.ops
         q = ops.gather_last(q_values, actions)
-        selector = q_next_online if self.double_q else q_next_target
+        selector = masked_logits(ops, q_next_online if self.double_q else q_next_target, next_mask)
         next_actions = ops.argmax(selector, axis=-1)
         v_next = ops.gather_last(q_next_target, next_actions)
         not_done = 1.0 - ops.cast(terminals, "float32")

@@ -13,6 +13,7 @@ as ``{name: (ExplorationClass, SettingsModel)}`` with a model subclassing
 
 from __future__ import annotations
 
+import inspect
 from typing import Literal
 
 import numpy as np
@@ -20,9 +21,10 @@ from pydantic import Field, field_validator
 
 from rlgraph_core.components.schedules import LinearSchedule, ScheduleOrFloat, as_schedule, check_schedule_range
 from rlgraph_core.components.settings import ExplorationSettings
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api
 
-__all__ = ["EpsilonGreedy", "EpsilonGreedySettings", "Exploration"]
+__all__ = ["EpsilonGreedy", "EpsilonGreedySettings", "Exploration", "check_draws_legal", "random_legal_actions"]
 
 
 class Exploration(Component):
@@ -56,7 +58,13 @@ class Exploration(Component):
         return float(self.schedule(timestep))
 
     def draw_noise(self, rng: np.random.Generator, batch_size: int) -> np.ndarray:
-        """Float32 noise ``[batch_size, *noise_shape]`` from the agent's generator."""
+        """Float32 noise ``[batch_size, *noise_shape]`` from the agent's generator.
+
+        An exploration that can act on masked observations also takes ``legal=`` (``[batch_size,
+        num_actions]``, non-zero where an action is legal; passed only for masked observations)
+        and draws its random actions among the legal ones; :func:`check_draws_legal` tells.
+        The Q-values ``explore`` gets are already masked (illegal ones at a large negative value).
+        """
         raise NotImplementedError
 
     def actions_without_values(self, noise: np.ndarray, value: float) -> np.ndarray | None:
@@ -68,6 +76,32 @@ class Exploration(Component):
     def explore(self, q_values, noise, value):
         """Actions ``[B]`` (int64, ``0 .. n-1``) from Q-values ``[B, n]``, noise and the parameter."""
         raise NotImplementedError
+
+
+def random_legal_actions(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
+    """One action per row of ``legal`` (``[B, n]``, non-zero where legal), uniform among the legal
+    ones: the ``k``-th legal index with ``k = floor(u * count)``, ``u ~ U(0, 1)``."""
+    flags = np.asarray(legal) != 0
+    counts = flags.sum(axis=-1)
+    k = np.minimum((rng.random(len(flags)) * counts).astype(np.int64), np.maximum(counts - 1, 0))
+    return (np.cumsum(flags, axis=-1) <= k[:, None]).sum(axis=-1)
+
+
+def check_draws_legal(exploration: Exploration) -> None:
+    """Raise a ConfigError unless ``exploration.draw_noise`` takes ``legal=`` (what masked
+    observations need: random actions among the legal ones only)."""
+    try:
+        params = inspect.signature(exploration.draw_noise).parameters
+    except (TypeError, ValueError):
+        return
+    if "legal" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    raise ConfigError(
+        f"The observations hold a legal-action mask, but the exploration component '{exploration.name}' "
+        f"({type(exploration).__qualname__}) cannot draw legal random actions: its draw_noise(rng, batch_size) "
+        f"takes no legal= mask. Use agent.exploration: {{type: epsilon_greedy}} or give draw_noise a "
+        f"legal=None keyword (see Exploration.draw_noise)."
+    )
 
 
 class EpsilonGreedySettings(ExplorationSettings):
@@ -118,10 +152,14 @@ class EpsilonGreedy(Exploration):
     def noise_shape(self) -> tuple[int, ...]:
         return (2,)
 
-    def draw_noise(self, rng: np.random.Generator, batch_size: int) -> np.ndarray:
+    def draw_noise(self, rng: np.random.Generator, batch_size: int, legal: np.ndarray | None = None) -> np.ndarray:
         """``[draw, random_action]`` per sample: the action first, then the draw (the order
-        rlgraph has always drawn them in, so seeded runs explore as before)."""
-        random_actions = rng.integers(0, self.num_actions, batch_size)
+        rlgraph has always drawn them in, so seeded runs explore as before). With ``legal`` (a
+        legal-action mask ``[batch_size, n]``) the random action is uniform among the legal ones."""
+        if legal is None:
+            random_actions = rng.integers(0, self.num_actions, batch_size)
+        else:
+            random_actions = random_legal_actions(rng, legal)
         noise = np.empty((batch_size, 2), np.float32)  # filled in place: np.stack costs more per step
         noise[:, 0] = rng.random(batch_size, dtype=np.float32)
         noise[:, 1] = random_actions

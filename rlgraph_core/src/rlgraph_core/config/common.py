@@ -70,6 +70,12 @@ class EnvConfig(StrictModel):
         description="accept NaN/inf in observations (for envs that leave unused dimensions at inf); "
         "rewards are always checked",
     )
+    action_mask: Optional[str] = Field(
+        None,
+        description="where the env's legal-action mask is: a Dict observation key (PettingZoo classic: "
+        "action_mask) or an env method written with () (sb3-contrib: action_masks()); null detects either "
+        "(docs/masking.md)",
+    )
     wrappers: list[SerializeAsAny[WrapperSettings]] = Field(
         default_factory=list,
         description="ordered list of {type: NAME, ...settings} applied to every env, innermost first "

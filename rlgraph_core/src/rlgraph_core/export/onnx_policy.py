@@ -4,7 +4,10 @@ The exported graph has one input, ``observation`` (float32 ``[batch, *obs_shape]
 named outputs of the agent's :meth:`~rlgraph_core.agents.base.Agent.policy_outputs`: ``action``
 (what ``act(obs, explore=False)`` returns: int64 for discrete actions, float32 for boxes) plus
 ``q_values`` (DQN), ``logits`` / ``mean`` and ``value`` (PPO, A2C, IMPALA), ``mean`` (SAC, before
-tanh). Its metadata holds the env id and kwargs, the agent type and the whole run config
+tanh). An agent whose observations hold a legal-action mask (docs/masking.md) takes it as a second
+input, ``action_mask`` (float32 ``[batch, n]``, non-zero where legal), and ``observation`` is then the
+observation's other key (its name is in the metadata, ``rlgraph.observation_key``); the
+policy's ``action`` is legal and its ``logits`` / ``q_values`` are the masked ones. Its metadata holds the env id and kwargs, the agent type and the whole run config
 (``rlgraph.*`` keys), so ``rlgraph evaluate policy.onnx`` needs no ``--env``.
 """
 
@@ -35,8 +38,7 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
     onnx = _need("onnx", "ONNX export")
     names = {id(v): k for k, v in agent.variables().items()}
     graph = OnnxGraph(names)
-    obs_space = agent.observation_space
-    obs = graph.input("observation", np.float32, ["batch", *obs_space.shape])
+    obs, observation_key = _inputs(graph, agent)
     try:
         outputs = agent.policy_outputs(obs)
     except NotImplementedError as exc:
@@ -50,6 +52,8 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
         "rlgraph.config": json.dumps(config_dict, default=str),
         "rlgraph.outputs": ",".join(outputs),
     }
+    if observation_key is not None:
+        metadata["rlgraph.observation_key"] = observation_key
     model = graph.model(outputs, metadata, doc=f"greedy policy of a {metadata['rlgraph.agent']} agent (rlgraph)")
     onnx.checker.check_model(model, full_check=True)
     out = Path(out)
@@ -61,6 +65,25 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
             f"'{out}' could not be written ({exc.strerror or exc}); export to a writable path."
         ) from None
     return out
+
+
+def _inputs(graph, agent):
+    """``(the observation the policy is traced with, the observation key of a masked agent or None)``."""
+    from rlgraph_core.components.masks import MASK_KEY
+    from rlgraph_core.export.tracing import ExportError
+
+    layout = getattr(agent, "mask", None)
+    if layout is None:
+        return graph.input("observation", np.float32, ["batch", *agent.observation_space.shape]), None
+    if layout.single_key is None:
+        raise ExportError(
+            f"This agent's observation holds a legal-action mask beside several other keys "
+            f"({', '.join(layout.policy_space.keys())}); ONNX export takes one observation array and the mask. "
+            f"Export a policy whose observation is {{'observation': ..., '{MASK_KEY}': ...}}."
+        )
+    obs = graph.input("observation", np.float32, ["batch", *layout.policy_space.shape])
+    mask = graph.input(MASK_KEY, np.float32, ["batch", layout.mask_size])
+    return {layout.single_key: obs, MASK_KEY: mask}, layout.single_key
 
 
 class _ExportBackendPlugin:
@@ -149,7 +172,11 @@ class OnnxPolicy:
 
         trained_on = f"trained on {self.env_id}" if self.env_id else "of another env"
         want = tuple(self.session.get_inputs()[0].shape[1:])
-        got = tuple(getattr(env.observation_space, "shape", None) or ())
+        space = env.observation_space
+        key = self.metadata.get("rlgraph.observation_key")  # a masked policy's observation, beside the mask
+        if key is not None and isinstance(space, gym.spaces.Dict) and key in space.spaces:
+            space = space[key]
+        got = tuple(getattr(space, "shape", None) or ())
         if want and all(isinstance(d, int) for d in want) and int(np.prod(got or (1,))) != int(np.prod(want)):
             raise RLGraphError(
                 f"--env {env_id}: its observations have shape {got}, but the policy '{self.path}' ({trained_on}) "
@@ -165,14 +192,30 @@ class OnnxPolicy:
                 + (f" (its own: --env {self.env_id}, or leave --env out)." if self.env_id else ".")
             )
 
-    def outputs(self, obs: np.ndarray) -> dict[str, np.ndarray]:
+    def _feeds(self, obs) -> dict[str, np.ndarray]:
+        """The session's inputs for a batch of observations (a masked policy's: a dict with the
+        observation key and ``action_mask``, as the env gives them)."""
+        key = self.metadata.get("rlgraph.observation_key")
+        if key is None:
+            return {"observation": np.asarray(obs, np.float32)}
+        if not isinstance(obs, dict) or key not in obs or "action_mask" not in obs:
+            raise RLGraphError(
+                f"'{self.path}' is a masked policy: pass the observation as a dict with '{key}' and 'action_mask' "
+                f"(as the env gives it)."
+            )
+        return {
+            "observation": np.asarray(obs[key], np.float32),
+            "action_mask": np.asarray(obs["action_mask"], np.float32),
+        }
+
+    def outputs(self, obs) -> dict[str, np.ndarray]:
         """Every named output for a batch of observations."""
-        values = self.session.run(None, {"observation": np.asarray(obs, np.float32)})
+        values = self.session.run(None, self._feeds(obs))
         return dict(zip(self.output_names, values))
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
+    def __call__(self, obs) -> np.ndarray:
         """Greedy actions for a batch of observations."""
-        return self.session.run(["action"], {"observation": np.asarray(obs, np.float32)})[0]
+        return self.session.run(["action"], self._feeds(obs))[0]
 
     @property
     def env_id(self) -> str | None:

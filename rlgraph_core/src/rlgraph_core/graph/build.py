@@ -201,11 +201,14 @@ def build(
         comp._tracer = tracer
     try:
         for method, spaces in input_spaces.items():
-            params = list(inspect.signature(apis[method]).parameters)[1:]
-            if list(spaces) != params[: len(spaces)] or len(spaces) != len(params):
+            signature = list(inspect.signature(apis[method]).parameters.values())[1:]
+            params = [p.name for p in signature]
+            # Trailing arguments with defaults (a legal-action mask ...) may be left out.
+            required = sum(1 for p in signature if p.default is inspect.Parameter.empty)
+            if list(spaces) != params[: len(spaces)] or not required <= len(spaces) <= len(params):
                 raise BuildError(
                     f"Input spaces for '{root.scope}.{method}' name {list(spaces)} but the method "
-                    f"takes {params}; name every argument, in order."
+                    f"takes {params}; name every argument, in order (trailing ones with defaults may be left out)."
                 )
             args = [_zeros_for(s, backend) for s in spaces.values()]
             for arg, space in zip(args, spaces.values()):
