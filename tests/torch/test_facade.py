@@ -204,3 +204,36 @@ def test_predict_and_save_refuse_bad_input_in_one_paragraph(in_tmp, read_only_di
 
     with pytest.raises(ConfigError, match="the environment defines no action_space.*Set self.action_space"):
         rl.make("ppo", env=NoActionSpace, backend="torch")
+
+
+class SigtermInEvaluation(gym.Env):
+    """Endless episodes; an evaluation episode (reset with a seed >= 10000) sends this process
+    SIGTERM at its 20th step and counts the steps it is asked for after that."""
+
+    observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    steps_after_sigterm = 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.evaluating, self.t = seed is not None and seed >= 10_000, 0
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.evaluating and self.t == 20:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGTERM)
+        elif self.evaluating and self.t > 20:
+            SigtermInEvaluation.steps_after_sigterm += 1
+        return np.zeros(4, np.float32), 1.0, False, self.t >= 100_000, {}
+
+
+def test_sigterm_during_an_evaluation_stops_at_the_next_step(in_tmp):
+    """Issue 35 §4: SIGTERM during an evaluation waited for it to end (13.8 s seen; unbounded)."""
+    algo = rl.make("ppo", env=SigtermInEvaluation, backend="torch", **{**PPO_FAST, "eval_episodes": 3})
+    algo.learn(10_000, out=in_tmp / "run")
+    assert algo.last_summary["ended_by"] == "sigterm" and algo.last_summary["timesteps"] == 128
+    assert SigtermInEvaluation.steps_after_sigterm == 0
+    assert (in_tmp / "run" / "checkpoint" / "meta.json").is_file() and algo.last_summary["eval_return_mean"] is None

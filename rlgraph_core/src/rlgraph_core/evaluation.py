@@ -15,7 +15,8 @@ def evaluate_policy(
     episodes: int = 10,
     seed: int | None = None,
     render_frames: Union[list, Callable[[np.ndarray], None], None] = None,
-) -> dict[str, float]:
+    stop: Callable[[], bool] | None = None,
+) -> dict[str, float] | None:
     """Play ``episodes`` full episodes with ``policy`` (batch in, batch out) on a single env
     (a Dict observation becomes a dict of batches of one).
 
@@ -24,6 +25,10 @@ def evaluate_policy(
     first of each episode and the one after each step, is passed to it when it is a function
     (e.g. :meth:`rlgraph_core.integrations.video.VideoWriter.add`, which streams it to a file)
     or appended to it when it is a list.
+
+    ``stop`` (e.g. "a SIGTERM arrived") is asked after every env step; once it answers True the
+    evaluation ends there and None is returned: an episode can be arbitrarily long, and a run
+    asked to stop must not wait for it.
     """
     if isinstance(render_frames, list):
         render_frames = render_frames.append
@@ -41,6 +46,8 @@ def evaluate_policy(
             total += float(reward)
             length += 1
             done = terminated or truncated
+            if stop is not None and stop():
+                return None
         returns.append(total)
         lengths.append(length)
     return {

@@ -409,11 +409,13 @@ class Agent(abc.ABC):
         return load_checkpoint_into(self, directory, for_training=for_training)
 
     # --- evaluation ------------------------------------------------------------------------
-    def evaluate(self, env, episodes: int = 10, seed: int | None = None) -> dict[str, float]:
-        """Run ``episodes`` greedy episodes on a gymnasium env; mean and std of the returns."""
+    def evaluate(self, env, episodes: int = 10, seed: int | None = None, stop=None) -> dict[str, float] | None:
+        """Run ``episodes`` greedy episodes on a gymnasium env; mean and std of the returns (None
+        when ``stop()``, asked after every step, answered True: see
+        :func:`~rlgraph_core.evaluation.evaluate_policy`)."""
         from rlgraph_core.evaluation import evaluate_policy
 
-        return evaluate_policy(lambda o: self.act(o, explore=False), env, episodes, seed)
+        return evaluate_policy(lambda o: self.act(o, explore=False), env, episodes, seed, stop=stop)
 
 
 def _optimizer_array_problem(key: str, shape: tuple[int, ...], dtype: np.dtype, step: Any) -> str | None:

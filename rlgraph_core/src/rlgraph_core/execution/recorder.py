@@ -191,6 +191,8 @@ class RunRecorder:
         self._next_video = self.timesteps + (tc.video_interval or 0)
         #: periodic training videos (``train.video_interval``), made when the run starts
         self.videos = None
+        #: the stop request of the running loop (None outside :meth:`run`)
+        self._stop: StopRequest | None = None
         self._start = (self.timesteps, agent.updates, time.perf_counter())
         self._last = self._start
         self._checked_updates = agent.updates
@@ -275,6 +277,7 @@ class RunRecorder:
         self._callback_updates = self._checked_updates = self.agent.updates
         try:
             with StopRequest() as stop:
+                self._stop = stop
                 if tc.progress_bar:
                     from tqdm import tqdm
 
@@ -296,6 +299,7 @@ class RunRecorder:
                         self._bar.close()
                         self._bar = None
         finally:
+            self._stop = None
             self.eval_env.close()
             if self.videos is not None:
                 self.videos.close()
@@ -473,11 +477,18 @@ class RunRecorder:
             f"optimizer.max_grad_norm)."
         )
 
-    def evaluate(self) -> dict:
+    def evaluate(self) -> dict | None:
         """Evaluate the greedy policy now (``train.eval_episodes`` on the eval env, fixed seeds);
-        save a new best to ``checkpoint_best``; return the metrics for the row."""
+        save a new best to ``checkpoint_best``; return the metrics for the row. A stop request
+        (Ctrl-C, SIGTERM) ends the evaluation at the next env step and it counts for nothing
+        (None): stopping never waits for an episode to end."""
         tc, state = self.config.train, self.state
-        ev = self.agent.evaluate(self.eval_env, tc.eval_episodes, seed=10_000 + tc.seed)
+        stop = self._stop
+        ev = self.agent.evaluate(
+            self.eval_env, tc.eval_episodes, seed=10_000 + tc.seed, stop=None if stop is None else stop.requested
+        )
+        if ev is None:
+            return None
         state.last_eval_return = ev["eval_return_mean"]
         if state.best_eval_return is None or state.last_eval_return > state.best_eval_return:
             state.best_eval_return = state.last_eval_return

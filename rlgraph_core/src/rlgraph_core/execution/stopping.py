@@ -46,6 +46,10 @@ class StopRequest:
         self.reason: str | None = None
         self._previous: dict[int, object] = {}
 
+    def requested(self) -> bool:
+        """Whether a stop was requested (for loops that cannot see :attr:`reason`, e.g. an evaluation)."""
+        return self.reason is not None
+
     def request(self, reason: str) -> None:
         """Ask the loop to stop (the first reason given is kept)."""
         if self.reason is None:
