@@ -28,6 +28,9 @@ import nox
 ROOT = Path(__file__).resolve().parent
 LOCK = "requirements/test.lock"
 LOCK_INPUT = "requirements/test.in"
+#: versions that win over a dependency's own cap (gymnax 1.0.1 caps gymnasium below the 1.4 that
+#: rlgraph uses; its envs run on 1.4): passed to the lock and to every install of such a package
+OVERRIDES = "requirements/overrides.txt"
 
 nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
 nox.options.reuse_existing_virtualenvs = True
@@ -213,6 +216,8 @@ def jax(session: nox.Session) -> None:
     (serial: the module starts its own Ray session; the ray session, which has no jax, skips that
     module)."""
     _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray", "./plugins/rlgraph-jax")
+    # gymnax for the compiled executor's tests (its gymnasium cap overridden, see OVERRIDES)
+    session.install("-c", LOCK, "--override", OVERRIDES, "-e", "./plugins/rlgraph-jax[gymnax]")
     _pytest(session, "plugins/rlgraph-jax/tests", parallel=True)
     _pytest(
         session,
@@ -332,6 +337,8 @@ def lock(session: nox.Session) -> None:
         PYTHON,
         "--custom-compile-command",
         "nox -s lock",
+        "--override",
+        OVERRIDES,
         *no_emit,
         "-o",
         LOCK,

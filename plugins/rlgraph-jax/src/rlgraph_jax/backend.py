@@ -172,6 +172,22 @@ class JaxBackend(Backend):
             return super().fused_loop(body)
         return JaxFusedLoop(self._cells, body, self.loop_guard, self._guard_reset)
 
+    @property
+    def cells(self) -> CellRegistry:
+        """Every cell of this backend (variables, optimizer states, learning rates, the loop guard),
+        in creation order: what a program that runs the agent inside its own trace carries."""
+        return self._cells
+
+    def scan_loop(self, body: Callable[..., Sequence[Any]]) -> JaxFusedLoop:
+        """A :class:`~rlgraph_jax.loop.JaxFusedLoop` over ``body`` in either mode, sharing the train
+        steps' guard (the ``compiled`` executor calls its :meth:`~JaxFusedLoop.traced` scan inside
+        its own program)."""
+        return JaxFusedLoop(self._cells, body, self.loop_guard, self._guard_reset)
+
+    def reset_loop_guard(self) -> None:
+        """Mark the shared non-finite guard healthy again (before a program with fused updates)."""
+        self.loop_guard.value = self._guard_reset
+
     def gradients(self, loss_fn: Callable, variables: Sequence[Any], *inputs):
         """``(loss, [gradient per variable])`` as numpy (``jax.value_and_grad``, op by op).
 

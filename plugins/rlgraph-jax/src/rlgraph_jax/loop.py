@@ -66,6 +66,12 @@ class JaxFusedLoop:
             cell.value = value
         return stacked
 
+    def traced(self, per_step: Sequence[Any], constants: Sequence[Any] = ()) -> tuple[Any, ...]:
+        """The loop's scan inside a trace already in progress (the cells hold that trace's values):
+        the body's outputs stacked ``[K, ...]`` plus the guard's ``ok`` after each step; the cells
+        hold the values after the last step. No host read: the caller checks the guard."""
+        return self._scan(list(unwrap_tree(list(per_step))), list(constants))
+
     def __call__(self, per_step: Sequence[Any], constants: Sequence[Any] = ()) -> tuple[Any, ...]:
         """Run the body for every leading index of ``per_step``; its outputs stacked ``[K, ...]``."""
         per_step = list(unwrap_tree(list(per_step)))

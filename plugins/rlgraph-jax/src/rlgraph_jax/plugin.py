@@ -10,3 +10,12 @@ def rlgraph_backends():
     from rlgraph_jax.settings import JaxSettings
 
     return {"jax": (LazyObject("rlgraph_jax.backend:JaxBackend"), JaxSettings)}
+
+
+@hookimpl
+def rlgraph_executors():
+    """``compiled``: PPO on a gymnax env, env steps + acting + learning as one ``jax.jit`` program
+    (JAX is imported only when it runs; the settings model needs only pydantic)."""
+    from rlgraph_jax.compiled.settings import CompiledSettings
+
+    return {"compiled": (LazyObject("rlgraph_jax.compiled.executor:CompiledExecutor"), CompiledSettings)}

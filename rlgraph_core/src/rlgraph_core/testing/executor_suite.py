@@ -86,8 +86,13 @@ def check_executor(
     slack: int | None = None,
     backend: str = "torch",
     again: int = 0,
+    env: Any = "CartPole-v1",
 ) -> dict:
     """Train ``budget`` env steps of CartPole-v1 with ``executor`` into ``out``; check; return the summary.
+
+    ``env`` is what :func:`rlgraph_core.make` takes (an id or an env section dict): another
+    CartPole-v1 (one that pays 1 per step, which the episode checks rely on) for an executor that
+    needs its own kind of env.
 
     ``algo``, ``overrides``, ``executor_settings`` and ``slack`` default to the executor's entry
     in :data:`CASES` (required for an executor not listed there). With ``again``, a second
@@ -104,7 +109,7 @@ def check_executor(
     out = Path(out)
     model = rl.make(
         algo,
-        env="CartPole-v1",
+        env=env,
         backend=backend,
         executor={"type": executor, **settings},
         seed=0,

@@ -1,0 +1,319 @@
+"""The whole loop compiled: rlgraph's ``compiled`` executor vs a PureJaxRL-style PPO, CartPole.
+
+One process, meant to run on one core (``taskset -c 0``); every row is measured in the same run:
+
+* **(a) reference**: a PureJaxRL-style PPO written here in plain JAX + optax on gymnax's
+  CartPole-v1 (``lax.scan`` over rollouts and env steps, ``vmap`` over envs, GAE as a reverse
+  scan, epochs of shuffled minibatches), with the hyperparameters of
+  ``plugins/rlgraph-jax/configs/ppo_gymnax_cartpole.yaml`` (16 envs x 16 steps, 20 epochs of
+  one 256-sample minibatch, lr 1e-3 and clip 0.2 linear to 0 over 1e5 env steps, gamma 0.98,
+  lambda 0.8, separate 64-64 tanh trunks with orthogonal init, Adam eps 1e-5, grad-norm 0.5,
+  truncated episodes bootstrapped from V(final observation)). Written for this comparison, not
+  copied from PureJaxRL.
+* **(b) compiled**: ``rlgraph train`` of that config (``train.executor: compiled``), the real
+  executor with its recorder (evaluation, checkpoints).
+* **(c) rlgraph local static**: the best of ``--local`` (default torch-static, tf-static) on
+  gymnasium's CartPole-v1 with ``configs/ppo_cartpole.yaml`` through ``compare.run_one`` (the
+  real LocalExecutor; evaluations excluded from its time).
+* **(d) Stable-Baselines3** with the same config, through ``compare.run_one`` (skipped with a
+  note when it is not installed).
+
+Each run evaluates the greedy policy (10 episodes) every 8192 env steps ((c), (d): the
+config's 4096) and stops at the first mean return >= 475 or at ``--budget``. Reported:
+env steps/s over the training time (program time for (a) and (b): evaluations, host work between
+chunks and compilation excluded), env steps and training seconds to 475, and compilation
+separately: (b) is run twice with one fresh compilation cache, the second run loading its
+programs. Then the compiled executor with ``executor.num_seeds`` 16 vs 1 over ``--seeds-budget``
+env steps per seed, no evaluation: total env steps/s.
+
+    taskset -c 0 python benchmarks/bench_compiled_loop.py
+    taskset -c 0 python benchmarks/bench_compiled_loop.py --skip-local --skip-sb3 --budget 60000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+
+from rlgraph_core.assemble import train  # noqa: E402
+from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config  # noqa: E402
+from rlgraph_jax.gymnax_envs import PureEnv  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "plugins" / "rlgraph-jax" / "configs" / "ppo_gymnax_cartpole.yaml"
+EVAL_EVERY = 8192
+THRESHOLD = 475.0
+HP = dict(
+    num_envs=16, n_steps=16, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, lr=1e-3, clip=0.2,
+    vf_coef=0.5, ent_coef=0.0, max_grad_norm=0.5, decay_steps=100_000,
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- (a) the reference
+
+
+def _mlp_init(key, sizes, last_gain):
+    """Orthogonal weights (gain sqrt 2, the last layer ``last_gain``) and zero biases."""
+    keys = jax.random.split(key, len(sizes) - 1)
+    layers = []
+    for i, (k, n_in, n_out) in enumerate(zip(keys, sizes[:-1], sizes[1:])):
+        gain = last_gain if i == len(sizes) - 2 else np.sqrt(2.0)
+        layers.append((jax.nn.initializers.orthogonal(gain)(k, (n_in, n_out), jnp.float32), jnp.zeros(n_out)))
+    return layers
+
+
+def _mlp(layers, x):
+    for w, b in layers[:-1]:
+        x = jnp.tanh(x @ w + b)
+    w, b = layers[-1]
+    return x @ w + b
+
+
+class ReferencePPO:
+    """PPO as one JAX program per chunk of rollouts, PureJaxRL's shape (see the module docstring)."""
+
+    def __init__(self, seed: int):
+        self.env = PureEnv("CartPole-v1")
+        n_obs, n_act = self.env.observation_space.shape[0], int(self.env.action_space.n)
+        key = jax.random.PRNGKey(seed)
+        key, pi_key, v_key, reset_key = jax.random.split(key, 4)
+        self.params = {
+            "pi": _mlp_init(pi_key, [n_obs, 64, 64, n_act], 0.01),
+            "v": _mlp_init(v_key, [n_obs, 64, 64, 1], 1.0),
+        }
+        self.tx = optax.chain(
+            optax.clip_by_global_norm(HP["max_grad_norm"]),
+            optax.inject_hyperparams(optax.adam)(learning_rate=HP["lr"], eps=1e-5),
+        )
+        obs, state = jax.vmap(self.env.reset)(jax.random.split(reset_key, HP["num_envs"]))
+        self.carry = (self.params, self.tx.init(self.params), state, obs, key)
+        self.rollout = HP["num_envs"] * HP["n_steps"]
+
+    def _loss(self, params, mb, clip):
+        obs, act, old_logp, adv, ret = mb
+        logits = _mlp(params["pi"], obs)
+        logp_all = jax.nn.log_softmax(logits)
+        logp = jnp.take_along_axis(logp_all, act[:, None], axis=1)[:, 0]
+        entropy = -jnp.sum(jnp.exp(logp_all) * logp_all, axis=1).mean()
+        value = _mlp(params["v"], obs)[:, 0]
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        ratio = jnp.exp(logp - old_logp)
+        pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - clip, 1 + clip) * adv).mean()
+        return pg + HP["vf_coef"] * jnp.mean((ret - value) ** 2) - HP["ent_coef"] * entropy
+
+    def _iteration(self, carry, xs):
+        params, opt_state, env_state, obs, key = carry
+        lr, clip = xs
+        n, gamma, lam = HP["num_envs"], HP["gamma"], HP["gae_lambda"]
+
+        def env_step(c, _):
+            env_state, obs, key = c
+            key, act_key, env_key = jax.random.split(key, 3)
+            logits = _mlp(params["pi"], obs)
+            action = jax.random.categorical(act_key, logits)
+            logp = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], axis=1)[:, 0]
+            value = _mlp(params["v"], obs)[:, 0]
+            obs2, env_state, reward, term, trunc, final = jax.vmap(self.env.step)(
+                jax.random.split(env_key, n), env_state, action
+            )
+            final_v = jnp.where(trunc, _mlp(params["v"], final)[:, 0], 0.0)
+            return (env_state, obs2, key), (obs, action, logp, value, reward, term, trunc, final_v)
+
+        (env_state, obs, key), (t_obs, t_act, t_logp, t_v, t_r, t_term, t_trunc, t_fv) = jax.lax.scan(
+            env_step, (env_state, obs, key), None, HP["n_steps"]
+        )
+        next_v = jnp.concatenate([t_v[1:], _mlp(params["v"], obs)[:, 0][None]])
+        next_v = jnp.where(t_trunc, t_fv, next_v)
+        delta = t_r + gamma * (1.0 - t_term) * next_v - t_v
+        not_done = (1.0 - t_term) * (1.0 - t_trunc)
+
+        def gae(c, x):
+            d, nd = x
+            c = d + gamma * lam * nd * c
+            return c, c
+
+        _, adv = jax.lax.scan(gae, jnp.zeros(n), (delta, not_done), reverse=True)
+        data = tuple(x.reshape(-1, *x.shape[2:]) for x in (t_obs, t_act, t_logp, adv, adv + t_v))
+        opt_state[1].hyperparams["learning_rate"] = lr
+        n_mb = self.rollout // HP["batch_size"]
+
+        def epoch(c, k):
+            def minibatch(c2, idx):
+                p, s = c2
+                grads = jax.grad(self._loss)(p, tuple(x[idx] for x in data), clip)
+                updates, s = self.tx.update(grads, s, p)
+                return (optax.apply_updates(p, updates), s), None
+
+            idx = jax.random.permutation(k, self.rollout).reshape(n_mb, HP["batch_size"])
+            return jax.lax.scan(minibatch, c, idx)[0], None
+
+        key, learn_key = jax.random.split(key)
+        (params, opt_state), _ = jax.lax.scan(epoch, (params, opt_state), jax.random.split(learn_key, HP["n_epochs"]))
+        return (params, opt_state, env_state, obs, key), None
+
+    def chunk(self, carry, lrs, clips):
+        return jax.lax.scan(self._iteration, carry, (lrs, clips))[0]
+
+    def greedy_return(self, params, episodes: int = 10, seed: int = 10_000):
+        """Mean return of ``episodes`` greedy episodes (vmapped, up to 500 steps)."""
+
+        def episode(key):
+            obs, state = self.env.reset(key)
+
+            def step(c, k):
+                obs, state, total, alive = c
+                action = jnp.argmax(_mlp(params["pi"], obs))
+                _, state, reward, term, trunc, final = self.env.step(k, state, action)
+                total = total + reward * alive
+                alive = alive * (1.0 - jnp.maximum(term, trunc))
+                return (final, state, total, alive), None
+
+            return jax.lax.scan(step, (obs, state, 0.0, 1.0), jax.random.split(key, 500))[0][2]
+
+        return jax.vmap(episode)(jax.random.split(jax.random.PRNGKey(seed), episodes)).mean()
+
+
+def run_reference(seed: int, budget: int) -> dict:
+    ref = ReferencePPO(seed)
+    rollouts = EVAL_EVERY // ref.rollout
+    sched = jnp.zeros(rollouts, jnp.float32)
+    start = time.perf_counter()
+    chunk = jax.jit(ref.chunk).lower(ref.carry, sched, sched).compile()
+    compile_s = time.perf_counter() - start
+    evaluate = jax.jit(ref.greedy_return)
+    carry, steps, train_s, solved = ref.carry, 0, 0.0, None
+    while steps < budget and solved is None:
+        t = steps + ref.rollout * np.arange(1, rollouts + 1)
+        frac = np.maximum(0.0, 1.0 - t / HP["decay_steps"])
+        lrs, clips = jnp.asarray(HP["lr"] * frac, jnp.float32), jnp.asarray(HP["clip"] * frac, jnp.float32)
+        start = time.perf_counter()
+        carry = jax.block_until_ready(chunk(carry, lrs, clips))
+        train_s += time.perf_counter() - start
+        steps += rollouts * ref.rollout
+        if evaluate(carry[0]) >= THRESHOLD:  # outside the timed window
+            solved = (steps, train_s)
+    return {"steps": steps, "steps_per_s": steps / train_s, "solved": solved, "compile_s": compile_s}
+
+
+# ---------------------------------------------------------------------------- (b) the executor
+
+
+def compiled_config(*overrides: str):
+    return validate_config(
+        apply_overrides(
+            load_config_file(CONFIG),
+            ["train.progress_bar=false", "train.loggers=[]", f"train.checkpoint_interval={10**12}", *overrides],
+        )
+    )
+
+
+def train_compiled(cache: Path, *overrides: str) -> dict:
+    """The summary of one run of the compiled executor (in a temporary folder) with ``overrides``."""
+    out = Path(tempfile.mkdtemp(prefix="bench_compiled_"))
+    try:
+        return train(compiled_config(*overrides, f"executor.compilation_cache_dir={cache}"), out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def run_compiled(seed: int, budget: int, cache: Path) -> dict:
+    s = train_compiled(
+        cache,
+        f"train.seed={seed}",
+        f"train.total_timesteps={budget}",
+        f"train.eval_interval={EVAL_EVERY}",
+        f"executor.chunk_timesteps={EVAL_EVERY}",
+    )
+    solved = (s["timesteps"], s["compiled_run_seconds"]) if s["target_reached"] else None
+    return {
+        "steps": s["timesteps"],
+        "steps_per_s": s["compiled_env_steps_per_s"],
+        "solved": solved,
+        "compile_s": s["compile_seconds"],
+        "build_s": s["build_seconds"],
+    }
+
+
+def run_seeds(num_seeds: int, budget: int, cache: Path) -> dict:
+    s = train_compiled(
+        cache,
+        f"executor.num_seeds={num_seeds}",
+        f"train.total_timesteps={budget}",
+        "train.target_return=null",
+        f"train.eval_interval={10**12}",
+        f"executor.chunk_timesteps={budget}",
+    )
+    return {"steps_per_s": s["compiled_env_steps_per_s"], "compile_s": s["compile_seconds"]}
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def _row(name: str, r: dict, ref_rate: float | None) -> str:
+    solved = r.get("solved")
+    to = f"{solved[0]:>7,} {solved[1]:>8.1f}" if solved else f"{'-':>7} {'-':>8}"
+    ratio = f"{r['steps_per_s'] / ref_rate:6.2f}x" if ref_rate and r.get("steps_per_s") else "      -"
+    comp = f"{r['compile_s']:8.1f}" if r.get("compile_s") is not None else f"{'-':>8}"
+    return f"{name:<34} {r.get('steps_per_s') or float('nan'):>11,.0f} {ratio} {to} {comp}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=int, default=100_000, help="env-step cap of the solve runs")
+    parser.add_argument("--seeds-budget", type=int, default=32_768, help="env steps per seed of the 16-seed run")
+    parser.add_argument("--local", default="torch-static,tf-static", help="rlgraph local executor impls for (c)")
+    parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--skip-sb3", action="store_true")
+    args = parser.parse_args()
+    affinity = sorted(os.sched_getaffinity(0))
+    print(f"cores {affinity}, jax {jax.__version__}, XLA_FLAGS={os.environ.get('XLA_FLAGS')!r}")
+    rows = {}
+    rows["(a) reference PPO (PureJaxRL-style)"] = run_reference(args.seed, args.budget)
+    cache = Path(tempfile.mkdtemp(prefix="bench_xla_cache_"))
+    rows["(b) compiled executor"] = run_compiled(args.seed, args.budget, cache)
+    rows["(b) again, compilation cached"] = run_compiled(args.seed, args.budget, cache)
+    if not (args.skip_local and args.skip_sb3):
+        import compare
+
+        compare.set_threads()
+        impls = [] if args.skip_local else args.local.split(",")
+        if not args.skip_sb3:
+            if compare.sb3_available():
+                impls.append("sb3")
+            else:
+                print("Stable-Baselines3 is not installed: (d) skipped (pip install -e 'rlgraph_core[bench]').")
+        for impl in impls:
+            r = compare.run_one("ppo", impl, args.seed, args.budget, time_cap=600.0)
+            solved = (r.steps_to_solve, r.s_to_solve) if r.solved else None
+            name = "(d) Stable-Baselines3" if impl == "sb3" else f"(c) rlgraph {impl} (gymnasium)"
+            rows[name] = {"steps": r.steps, "steps_per_s": r.steps_per_s, "solved": solved, "compile_s": None}
+    one = run_seeds(1, args.seeds_budget, cache)
+    many = run_seeds(16, args.seeds_budget, cache)
+    ref_rate = rows["(a) reference PPO (PureJaxRL-style)"]["steps_per_s"]
+    print(f"\nPPO CartPole-v1, seed {args.seed}, threshold {THRESHOLD} (eval every {EVAL_EVERY} steps for (a), (b))")
+    print(f"{'implementation':<34} {'env steps/s':>11} {'vs (a)':>7} {'to 475':>7} {'s to 475':>8} {'compile':>8}")
+    for name, r in rows.items():
+        print(_row(name, r, ref_rate))
+    print(
+        f"\ncompiled executor, {args.seeds_budget:,} env steps per seed: 1 seed {one['steps_per_s']:,.0f} env steps/s "
+        f"(compile {one['compile_s']:.1f} s); 16 seeds vmapped {many['steps_per_s']:,.0f} env steps/s in total "
+        f"(compile {many['compile_s']:.1f} s): {many['steps_per_s'] / one['steps_per_s']:.1f}x"
+    )
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
