@@ -63,7 +63,7 @@ class CompiledPPO:
     """
 
     def __init__(self, agent, env: PureEnv, num_envs: int):
-        if not agent.discrete:
+        if not agent.discrete or getattr(agent, "multi", False):
             raise ValueError(
                 f"The compiled loop's PPO acts in Discrete action spaces; '{env.name}' has {env.action_space!r}."
             )
