@@ -187,16 +187,17 @@ def core(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def torch(session: nox.Session) -> None:
-    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo, Box2D): core tests again (now
-    also on torch and with the env families) and torch tests (MiniGrid learning, HalfCheetah smoke)."""
-    _install(session, "./rlgraph_core[atari,minigrid,mujoco,box2d,envpool]", "./rlgraph_torch")
+    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo, Box2D) + the offline extra
+    (Minari): core tests again (now also on torch and with the env families) and torch tests
+    (MiniGrid learning, HalfCheetah smoke, offline RL from recorded datasets)."""
+    _install(session, "./rlgraph_core[atari,minigrid,mujoco,box2d,envpool,offline]", "./rlgraph_torch")
     _pytest(session, "tests/core", "tests/torch", parallel=True)
 
 
 @nox.session(python=PYTHONS)
 def tf(session: nox.Session) -> None:
-    """Core + the TensorFlow backend."""
-    _install(session, "./rlgraph_core", "./rlgraph_tf")
+    """Core + the TensorFlow backend + the offline extra (Minari: CQL against BC on TensorFlow)."""
+    _install(session, "./rlgraph_core[offline]", "./rlgraph_tf")
     _pytest(session, "tests/core", "tests/tf", parallel=True)
 
 

@@ -165,6 +165,7 @@ def make(
     executor: str | dict | None = None,
     device: str | None = None,
     seed: int | None = None,
+    dataset: str | Path | None = None,
     out: str | Path | None = None,
     verbose: int = 0,
     plugin_manager=None,
@@ -182,6 +183,10 @@ def make(
             ``train.device``, ``train.seed``.
         executor: ``train.executor`` by name, or the ``executor:`` section as a dict (with
             ``type``: the executor's name too, e.g. ``{"type": "ray_sync", "num_workers": 4}``).
+        dataset: learn from this Minari dataset instead of env steps (a dataset folder, e.g. one
+            ``train.record_dataset`` wrote, or a dataset id in the local Minari root): the
+            ``offline`` executor with ``executor.dataset``; ``env`` (default: the env the dataset
+            was recorded on) is then only evaluated on, and :meth:`Algorithm.learn` counts updates.
         out: the default output folder of :meth:`Algorithm.learn` (None: nothing is written).
         verbose: 0 prints nothing; 1 prints the console logger's metric lines.
         plugin_manager: the plugin manager to resolve names with (default: the process's).
@@ -208,8 +213,35 @@ def make(
         raw["executor"] = executor
     elif executor is not None:
         train["executor"] = executor
+    source = _apply_dataset(raw, dataset, env_given=env is not None) if dataset is not None else None
     _apply_overrides(raw, overrides, pm)
-    return Algorithm(validate_config(raw, pm), env_factory=factory, out=out, verbose=verbose, plugin_manager=pm)
+    algo = Algorithm(validate_config(raw, pm), env_factory=factory, out=out, verbose=verbose, plugin_manager=pm)
+    if source is not None:
+        source.check_spaces(algo.observation_space, algo.action_space, f"the environment '{algo.config.env.id}'")
+    return algo
+
+
+def _apply_dataset(raw: dict, dataset: str | Path, env_given: bool):
+    """``make(dataset=...)``: the offline executor on ``dataset`` (opened and checked now, so a
+    bad one fails before anything runs), evaluated on the env it was recorded on unless ``env``
+    or the config names one."""
+    from rlgraph_core.datasets import DatasetSource
+
+    source = DatasetSource(dataset, field="dataset")
+    raw.setdefault("train", {})["executor"] = "offline"
+    executor = raw.get("executor") if isinstance(raw.get("executor"), dict) else {}
+    raw["executor"] = {**executor, "dataset": str(dataset)}
+    section = raw.get("env") if isinstance(raw.get("env"), dict) else {}
+    if env_given or section.get("id"):
+        return source
+    recorded = source.env_section()
+    if recorded is None:
+        raise ConfigError(
+            f"dataset='{dataset}' does not say which environment it was recorded on (no env spec in its metadata); "
+            f"pass the env to evaluate on: make(..., dataset=..., env='ENV-ID')."
+        )
+    raw["env"] = {**section, **recorded}
+    return source
 
 
 def _short(value, limit: int = 100) -> str:
@@ -324,17 +356,21 @@ class Algorithm:
     # ------------------------------------------------------------------ training
     def learn(
         self,
-        total_timesteps: int,
+        total_timesteps: int | None = None,
         callbacks: Iterable[Any] | Any = None,
         progress_bar: bool = False,
         *,
         out: str | Path | None = None,
         overwrite: bool = False,
+        updates: int | None = None,
     ) -> "Algorithm":
         """Train ``total_timesteps`` more env steps; return ``self``.
 
         Args:
             total_timesteps: env steps to train in this call (counted on from :attr:`timesteps`).
+                An offline run (``make(..., dataset=...)``) steps no env: its step counter
+                counts gradient updates, so this is the number of updates (``updates=`` says so).
+            updates: for offline runs, another name of ``total_timesteps`` (give one of them).
             callbacks: a :class:`~rlgraph_core.callbacks.Callback` or a list of them (after those
                 the config's ``train.callbacks`` names); one returning False stops the run.
             progress_bar: show a progress bar.
@@ -356,6 +392,13 @@ class Algorithm:
         from rlgraph_core.execution.run_dir import PYTHON_TERMS
         from rlgraph_core.training import run_training
 
+        if updates is not None:
+            if total_timesteps is not None:
+                raise ConfigError(
+                    f"learn(total_timesteps={total_timesteps!r}, updates={updates!r}): give one of them (an offline "
+                    f"run counts updates as its steps)."
+                )
+            total_timesteps = updates
         if (
             isinstance(total_timesteps, bool)
             or not isinstance(total_timesteps, (int, np.integer))

@@ -182,6 +182,8 @@ class DQNAgent(OffPolicyAgent):
     """
 
     supports_fused_rounds = True
+    #: The root component class (a subclass may extend the loss, as CQL does).
+    graph_class: type[DQNGraph] = DQNGraph
 
     def __init__(
         self,
@@ -217,7 +219,7 @@ class DQNAgent(OffPolicyAgent):
         )
         self.num_actions = int(action_space.n)
         self.action_start = int(action_space.start)
-        self.graph = DQNGraph(config, observation_space, self.num_actions, seed, components)
+        self.graph = self.graph_class(config, observation_space, self.num_actions, seed, components)
         self.exploration = self.graph.exploration
         if self.mask is not None:
             check_draws_legal(self.exploration)

@@ -189,6 +189,16 @@ class OffPolicyAgent(Agent):
     def _stored_actions(self, actions: np.ndarray) -> np.ndarray:
         """Env actions -> the actions replay stores and the loss takes."""
 
+    def stored_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Env actions as replay stores them and :meth:`learn` takes them (a dataset source
+        encodes a dataset's actions with it)."""
+        return self._stored_actions(actions)
+
+    def stored_observations(self, obs):
+        """Observations as replay stores them (float32 floats, uint8 images as they are, a dict
+        per key for a Dict space), for a dataset source."""
+        return to_obs_array(obs, self.observation_space)
+
     def _round_arrays(self, samples: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
         """The per-step inputs of a fused round from its K samples, each stacked ``[K, ...]``, in
         the order :meth:`_round_step` takes them (before ``due``); draws any per-step noise in the
@@ -351,11 +361,25 @@ class OffPolicyAgent(Agent):
             and not isinstance(self.observation_space, Dict)
         )
 
-    def _fused_round(self, steps: int) -> None:
-        """``steps`` gradient steps, target syncs included, as one program (module docstring)."""
+    def learn_from(self, memory, steps: int) -> None:
+        """Learner role on a memory the agent does not own (a dataset's, see
+        :class:`~rlgraph_core.datasets.DatasetSource`): ``steps`` gradient steps on batches
+        sampled from ``memory``, target syncs included, as one fused program where this agent
+        fuses rounds (module docstring), else step by step. Priorities are not updated."""
+        self._sync_learning_rate()
+        if self._fuses_round():
+            self._fused_round(steps, memory)
+            return
+        for _ in range(steps):
+            self._learn_step(memory.sample(self.config.batch_size))
+
+    def _fused_round(self, steps: int, memory=None) -> None:
+        """``steps`` gradient steps, target syncs included, as one program (module docstring);
+        batches from ``memory`` (default: the own memory, whose priorities are then updated)."""
         cfg = self.config
         to_t = self.backend.to_tensor
-        samples = [self.memory.sample(cfg.batch_size) for _ in range(steps)]
+        own = memory is None
+        samples = [(self.memory if own else memory).sample(cfg.batch_size) for _ in range(steps)]
         # Step k is the (updates + k + 1)-th update: the target moves after it where that is a
         # multiple of the interval, as _learn_step does.
         due = ((self.updates + np.arange(1, steps + 1)) % cfg.target_update_interval == 0).astype(np.float32)
@@ -366,7 +390,7 @@ class OffPolicyAgent(Agent):
         self._last, td = self._round_result(loop(per_step))
         self.updates += steps
         self.weights_version += steps
-        if self.prioritized:
+        if self.prioritized and own:
             td = self.backend.to_numpy(td)
             for sample, td_k in zip(samples, td):
                 if "indices" in sample:

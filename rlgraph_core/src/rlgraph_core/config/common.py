@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
 from rlgraph_core.components.schedules import ScheduleOrFloat, check_schedule_range
 from rlgraph_core.components.settings import ComponentSettings, ComponentSpec, Slot
@@ -138,6 +138,23 @@ class TrainConfig(StrictModel):
         default_factory=list,
         description="callbacks by registry name with their settings, e.g. [{type: early_stopping, patience: 5}]",
     )
+
+    record_dataset: Optional[str] = Field(
+        None,
+        description="record the episodes the run collects as a Minari dataset in this folder (a new or empty "
+        'one; the offline extra: pip install "rlgraph-core[offline]"); the local executor records; null = none',
+    )
+
+    @model_validator(mode="after")
+    def _recording_executor(self) -> "TrainConfig":
+        """Only the local executor records datasets (distributed workers would each need a writer)."""
+        if self.record_dataset is not None and self.executor != "local":
+            raise ValueError(
+                f"'train.record_dataset' is recorded by the local executor only; train.executor is "
+                f"'{self.executor}' (the offline executor steps no env, a distributed one collects in other "
+                f"processes). Record with train.executor: local, or remove train.record_dataset"
+            )
+        return self
 
     @field_validator("device")
     @classmethod

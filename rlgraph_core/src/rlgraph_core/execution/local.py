@@ -48,6 +48,7 @@ class LocalExecutor(Executor):
             agent = self.agent or parts.make_agent(
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs
             )
+            writer = self._dataset_writer(envs, agent)
             recorder = RunRecorder(
                 cfg,
                 self.out_dir,
@@ -57,15 +58,38 @@ class LocalExecutor(Executor):
                 eval_env=eval_env,
                 state=self.run_state,
             )
-            return recorder.run(lambda rec, stop: self._steps(agent, envs, rec, stop))
+            try:
+                return recorder.run(lambda rec, stop: self._steps(agent, envs, rec, stop, writer))
+            finally:
+                if writer is not None:
+                    writer.close()
         finally:
             envs.close()
 
-    def _steps(self, agent, envs, recorder: RunRecorder, stop: StopRequest) -> None:
-        """Step the vector envs (the shared :class:`EnvRunner`) until the recorder says the run is done."""
+    def _dataset_writer(self, envs, agent):
+        """``train.record_dataset``'s writer (None when the run records nothing); checked before the run."""
+        path = self.config.train.record_dataset
+        if path is None:
+            return None
+        from rlgraph_core.datasets import DatasetWriter
+
+        return DatasetWriter(
+            path,
+            envs.single_observation_space,
+            envs.single_action_space,
+            env_section=self.config.env.model_dump(mode="json", include={"id", "kwargs", "wrappers"}),
+            algorithm=self.config.agent.type,
+            append=self.resume_dir is not None or agent.timesteps > 0,
+        )
+
+    def _steps(self, agent, envs, recorder: RunRecorder, stop: StopRequest, writer=None) -> None:
+        """Step the vector envs (the shared :class:`EnvRunner`) until the recorder says the run is done;
+        ``writer`` (a :class:`~rlgraph_core.datasets.DatasetWriter`) records every step."""
         runner = EnvRunner(agent, envs, seed=self.config.train.seed + recorder.timesteps)
         while not recorder.done(stop):
-            runner.step()
+            step = runner.step()
+            if writer is not None:
+                writer.add(step)
             recorder.add_env_steps(runner.num_envs)
             agent.update()
             recorder.add_episodes(runner.take_episodes())

@@ -1,0 +1,85 @@
+"""Conservative Q-learning for discrete actions: DQN plus the CQL regulariser (Kumar et al. 2020).
+
+The loss of one gradient step, top to bottom::
+
+    q            = Q(s)                                                # [B, A]
+    td_loss, |TD| = DQNLoss(q, Q_target(s'), ...)                      (components/dqn_loss.py)
+    cql          = mean(logsumexp_a q - q[a_data])                     (components/offline_losses.py)
+    loss         = td_loss + cql_alpha * cql
+
+Everything else (double Q, dueling, n-step, target schedule, replay, fused rounds, checkpoints)
+is :class:`~rlgraph_core.agents.dqn.DQNAgent`'s. Offline, the batches come from a dataset
+(``train.executor: offline``); the regulariser keeps the Q-values of actions the data never took
+from overtaking those it did. Online it is DQN with a conservative term.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlgraph_core.agents.dqn import DQNAgent, DQNConfig, DQNGraph
+from rlgraph_core.components.offline_losses import CQLRegularizer
+from rlgraph_core.config.common import OptimizerConfig
+from rlgraph_core.graph import api
+
+__all__ = ["CQLAgent", "CQLConfig", "CQLGraph"]
+
+
+class CQLConfig(DQNConfig):
+    """DQN's hyperparameters plus ``cql_alpha``; the defaults suit learning from a dataset of a
+    small control task (one gradient step per batch, a target copy every 100 steps)."""
+
+    type: Literal["cql"] = "cql"  # type: ignore[assignment]
+    cql_alpha: float = Field(1.0, ge=0, description="weight of the CQL regulariser (0: plain DQN)")
+    batch_size: int = Field(128, gt=0)
+    learning_starts: int = Field(1_000, ge=0, description="env steps before the first update (online runs)")
+    train_freq: int = Field(4, gt=0, description="env steps between update rounds (online runs)")
+    gradient_steps: int = Field(1, gt=0, description="gradient steps per update round (online runs)")
+    target_update_interval: int = Field(100, gt=0, description="gradient steps between target updates")
+    loss_type: Literal["huber", "mse"] = "mse"
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(learning_rate=1e-3, max_grad_norm=10.0))
+
+
+class CQLGraph(DQNGraph):
+    """:class:`~rlgraph_core.agents.dqn.DQNGraph` whose loss adds ``cql_alpha`` times the
+    :class:`~rlgraph_core.components.offline_losses.CQLRegularizer`."""
+
+    def __init__(self, config: CQLConfig, obs_space, num_actions: int, seed: int, components=None):
+        super().__init__(config, obs_space, num_actions, seed, components)
+        self.cql_alpha = float(config.cql_alpha)
+        self.cql = CQLRegularizer()
+        self.add_components(self.cql)
+
+    @api
+    def loss(self, obs, actions, rewards, next_obs, terminals, discounts, weights):
+        """Total loss, |TD| and the regulariser's value for a batch of (n-step) transitions."""
+        q = self.policy.call(obs)
+        q_next_target = self.target.call(next_obs)
+        q_next_online = self.policy.call(next_obs) if self.double_q else q_next_target
+        td_loss, td = self.dqn_loss.loss(
+            q, actions, rewards, terminals, discounts, q_next_target, q_next_online, weights
+        )
+        cql, _ = self.cql.loss(q, actions, weights)
+        return td_loss + self.cql_alpha * cql, td, cql
+
+
+class CQLAgent(DQNAgent):
+    """Discrete CQL: :class:`~rlgraph_core.agents.dqn.DQNAgent` with :class:`CQLGraph` as its root."""
+
+    graph_class = CQLGraph
+
+    def _gradient_step(self, sample):
+        loss, td, cql = self.train_step(*self._loss_inputs(sample))
+        return {"loss": loss, "cql": cql}, td
+
+    def _round_step(self, obs, actions, rewards, next_obs, terminals, discounts, weights, due):
+        """One step of the fused round: the CQL update, then the target sync where ``due``."""
+        loss, td, cql = self.train_step.inline(obs, actions, rewards, next_obs, terminals, discounts, weights)
+        self.graph.target_sync.sync_if(due)
+        return loss, td, cql
+
+    def _round_result(self, outputs):
+        loss, td, cql = outputs
+        return {"loss": loss[-1], "cql": cql[-1]}, td

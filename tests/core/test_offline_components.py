@@ -1,0 +1,95 @@
+"""The offline-RL components alone, from spaces, against plain numpy: the behaviour-cloning loss
+(discrete cross-entropy, continuous squared error) and the CQL regulariser (logsumexp of Q minus Q
+of the data action), values on every available backend and mode (the numpy harness always), and
+the regulariser's gradient (softmax minus one-hot) on backends with autodiff. The agents built
+from them are tested in tests/torch/test_offline.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlgraph_core.components.offline_losses import BCLoss, CQLRegularizer
+from rlgraph_core.spaces import FloatBox, IntBox
+from rlgraph_core.testing import ComponentTest, available_backends, backend_params
+
+B, A, D = 5, 3, 2
+RNG = np.random.default_rng(3)
+Q = (RNG.standard_normal((B, A)) * 3.0).astype(np.float32)
+Q[0] = [80.0, 81.0, 79.0]  # large values: a naive exp would overflow float32 only beyond ~88, the shift keeps it exact
+ACTIONS = np.array([0, 2, 1, 1, 0], np.int64)
+WEIGHTS = np.array([1.0, 0.5, 2.0, 1.0, 0.0], np.float32)
+
+
+def fbatch(*shape):
+    return FloatBox(shape=shape).with_batch_rank()
+
+
+@pytest.fixture(params=backend_params())
+def backend(request):
+    return request.param
+
+
+def _autodiff(pair) -> bool:
+    return getattr(available_backends()[pair[0]], "supports_autodiff", True)
+
+
+def np_logsumexp(q: np.ndarray) -> np.ndarray:
+    q = q.astype(np.float64)
+    m = q.max(axis=-1, keepdims=True)
+    return np.log(np.exp(q - m).sum(axis=-1)) + m[:, 0]
+
+
+def test_cql_regularizer_is_logsumexp_minus_data_q(backend):
+    test = ComponentTest(
+        CQLRegularizer(),
+        {"loss": {"q_values": fbatch(A), "actions": IntBox(0, A - 1).with_batch_rank(), "weights": fbatch()}},
+        backend,
+    )
+    loss, per_sample = test.call("loss", Q, ACTIONS, WEIGHTS)
+    ref = np_logsumexp(Q) - Q.astype(np.float64)[np.arange(B), ACTIONS]
+    np.testing.assert_allclose(per_sample, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loss, np.mean(WEIGHTS * ref), rtol=1e-5, atol=1e-5)
+    assert np.all(per_sample >= 0) and np.all(per_sample <= np.log(A) + np.ptp(Q, axis=1) + 1e-5)
+
+
+@pytest.mark.parametrize("pair", [p.values[0] for p in backend_params() if _autodiff(p.values[0])] or [None])
+def test_cql_regularizer_gradient_is_softmax_minus_one_hot(pair):
+    if pair is None:
+        pytest.skip("no backend with automatic differentiation is installed")
+    test = ComponentTest(
+        CQLRegularizer(),
+        {"loss": {"q_values": fbatch(A), "actions": IntBox(0, A - 1).with_batch_rank(), "weights": fbatch()}},
+        pair,
+    )
+    _, grads = test.gradients("loss", Q, ACTIONS, WEIGHTS, wrt_inputs=["q_values"])
+    q = Q.astype(np.float64)
+    softmax = np.exp(q - q.max(1, keepdims=True))
+    softmax /= softmax.sum(1, keepdims=True)
+    ref = (softmax - np.eye(A)[ACTIONS]) * WEIGHTS[:, None] / B
+    np.testing.assert_allclose(grads["input:q_values"], ref, rtol=1e-4, atol=1e-6)
+
+
+def test_bc_loss_discrete_is_weighted_cross_entropy(backend):
+    test = ComponentTest(
+        BCLoss(discrete=True),
+        {"loss": {"outputs": fbatch(A), "actions": IntBox(0, A - 1).with_batch_rank(), "weights": fbatch()}},
+        backend,
+    )
+    loss, per_sample = test.call("loss", Q, ACTIONS, WEIGHTS)
+    log_softmax = Q.astype(np.float64) - np_logsumexp(Q)[:, None]
+    ref = -log_softmax[np.arange(B), ACTIONS]
+    np.testing.assert_allclose(per_sample, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loss, np.mean(WEIGHTS * ref), rtol=1e-5, atol=1e-5)
+
+
+def test_bc_loss_continuous_is_weighted_squared_error(backend):
+    pred = RNG.uniform(-1, 1, (B, D)).astype(np.float32)
+    target = RNG.uniform(-1, 1, (B, D)).astype(np.float32)
+    test = ComponentTest(
+        BCLoss(discrete=False), {"loss": {"outputs": fbatch(D), "actions": fbatch(D), "weights": fbatch()}}, backend
+    )
+    loss, per_sample = test.call("loss", pred, target, WEIGHTS)
+    ref = ((pred.astype(np.float64) - target) ** 2).sum(axis=1)
+    np.testing.assert_allclose(per_sample, ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss, np.mean(WEIGHTS * ref), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,239 @@
+"""Offline RL on the torch backend: datasets recorded by runs (``train.record_dataset``) and read
+back through Minari, datasets Minari itself wrote, the offline executor's checkpoints and resume,
+bad datasets refused before anything is written, and the learning thresholds: BC clones a
+scripted CartPole expert, CQL ends clearly above BC on mixed-quality data (tests/tf repeats
+that on TensorFlow), continuous BC fits a Pendulum controller.
+
+Every dataset is made here in a second (a hand-written CartPole controller is the expert);
+nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("minari", reason="the offline extra (minari) is not installed")
+
+import rlgraph_core as rl  # noqa: E402
+from rlgraph_core.config.run import validate_config  # noqa: E402
+from rlgraph_core.errors import ConfigError  # noqa: E402
+from rlgraph_core.plugins import get_plugin_manager  # noqa: E402
+from rlgraph_core.testing.datasets import cartpole_expert, record_policy  # noqa: E402
+from rlgraph_core.training import run_training  # noqa: E402
+
+if "torch" not in get_plugin_manager().names("backends"):
+    pytest.skip("the torch backend (rlgraph-torch) is not installed", allow_module_level=True)
+
+#: a small network and batch: the datasets hold a few thousand transitions
+SMALL = dict(network={"type": "mlp", "hidden": [64, 64]}, batch_size=64)
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    """``{"expert": (path, mean return), "mixed": (path, mean return)}``: 4 expert episodes (2,000
+    steps) and 60 episodes of a behaviour that takes the expert's action only 40% of the time."""
+    root = tmp_path_factory.mktemp("datasets")
+    expert = record_policy(root / "expert", cartpole_expert, episodes=4)
+    mixed = record_policy(root / "mixed", cartpole_expert, episodes=60, p_other=0.6, seed=1)
+    return {"expert": (root / "expert", expert), "mixed": (root / "mixed", mixed)}
+
+
+def _one_paragraph(exc: pytest.ExceptionInfo) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and len(text) < 900, text
+    return text
+
+
+def test_a_run_records_a_minari_dataset_that_bc_learns_from(tmp_path, monkeypatch):
+    import minari
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "dqn_data"
+    dqn = rl.make(
+        "dqn", env="CartPole-v1", num_envs=2, record_dataset=str(path), learning_starts=100, eval_interval=10_000
+    )
+    dqn.learn(200)
+    data = minari.MinariDataset(path / "data")  # Minari reads what the run wrote
+    assert data.total_steps == 200 and data.spec.env_spec.id == "CartPole-v1"
+    for episode in data.iterate_episodes():
+        assert len(episode.observations) == len(episode.actions) + 1 == len(episode.rewards) + 1
+        assert set(np.unique(episode.actions)) <= {0, 1} and episode.terminations.sum() <= 1
+    dqn.learn(100)  # the same run goes on: its episodes are appended
+    assert minari.MinariDataset(path / "data").total_steps == 300
+
+    bc = rl.make("bc", dataset=str(path), eval_interval=20, eval_episodes=1, **SMALL)
+    assert bc.config.env.id == "CartPole-v1" and bc.config.train.executor == "offline"  # env from the dataset
+    bc.learn(updates=20)
+    summary = bc.last_summary
+    assert summary["updates"] == 20 == bc.updates and summary["dataset_transitions"] == 300
+    assert summary["eval_return_mean"] is not None
+    assert summary["dataset_episodes"] == minari.MinariDataset(path / "data").total_episodes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dqn_data"]  # no output folder: nothing else written
+
+
+def test_a_dataset_written_by_minari_is_found_by_its_id(tmp_path, monkeypatch):
+    import gymnasium as gym
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    env = gym.make("CartPole-v1")
+    buffers = []
+    for seed in range(3):
+        obs, _ = env.reset(seed=seed)
+        observations, actions, rewards = [obs], [], []
+        done = False
+        while not done:
+            action = int(cartpole_expert(obs[None])[0])
+            obs, reward, terminated, truncated, _ = env.step(action)
+            observations.append(obs)
+            actions.append(action)
+            rewards.append(reward)
+            done = terminated or truncated or len(rewards) == 50
+        flags = np.zeros(len(rewards), bool)
+        buffers.append(
+            EpisodeBuffer(
+                observations=np.stack(observations),
+                actions=np.array(actions),
+                rewards=np.array(rewards),
+                terminations=flags,
+                truncations=np.r_[flags[:-1], True],
+            )
+        )
+    minari.create_dataset_from_buffers(
+        "cartpole/scripted-v0",
+        buffers,
+        env="CartPole-v1",
+        eval_env="CartPole-v1",
+        algorithm_name="scripted",
+        author="tests",
+        author_email="tests@example.org",
+        code_permalink="tests",
+        description="three short episodes",
+    )
+    algo = rl.make("bc", dataset="cartpole/scripted-v0", **SMALL)
+    assert algo.config.env.id == "CartPole-v1"
+    algo.learn(updates=10)
+    assert algo.last_summary["dataset_transitions"] == 150 and algo.last_summary["dataset_episodes"] == 3
+
+
+def test_bad_datasets_are_refused_in_one_paragraph_before_anything_is_written(tmp_path, datasets, monkeypatch):
+    import gymnasium as gym
+    from minari.dataset.minari_storage import MinariStorage
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    expert_path, _ = datasets["expert"]
+    with pytest.raises(ConfigError) as exc:
+        rl.make("bc", dataset=str(tmp_path / "nowhere"))
+    assert "no Minari dataset there" in _one_paragraph(exc) and "never downloaded" in str(exc.value)
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cartpole = gym.make("CartPole-v1")
+    storage = MinariStorage.new(
+        (empty / "data").resolve(), observation_space=cartpole.observation_space, action_space=cartpole.action_space
+    )
+    storage.update_metadata({"dataset_id": "empty-v0", "minari_version": "0.5.4"})
+    with pytest.raises(ConfigError) as exc:
+        rl.make("bc", dataset=str(empty))
+    assert "holds no transitions" in _one_paragraph(exc)
+
+    truncated = tmp_path / "truncated"
+    shutil.copytree(expert_path, truncated)
+    main = truncated / "data" / "main_data.hdf5"
+    main.write_bytes(main.read_bytes()[: main.stat().st_size // 2])
+    with pytest.raises(ConfigError) as exc:
+        rl.make("bc", dataset=str(truncated))
+    assert "cannot be read" in _one_paragraph(exc) and "truncated" in str(exc.value)
+
+    with pytest.raises(ConfigError) as exc:
+        rl.make("bc", dataset=str(expert_path), env="Acrobot-v1")
+    text = _one_paragraph(exc)
+    assert "does not fit the environment 'Acrobot-v1'" in text and "observation space" in text
+
+    before = {p.name: p.stat().st_mtime_ns for p in (expert_path / "data").iterdir()}
+    with pytest.raises(ConfigError) as exc:
+        rl.make("dqn", env="CartPole-v1", record_dataset=str(expert_path)).learn(64)
+    assert "already holds a Minari dataset" in _one_paragraph(exc)
+    assert {p.name: p.stat().st_mtime_ns for p in (expert_path / "data").iterdir()} == before
+
+    with pytest.raises(ConfigError) as exc:
+        rl.make("bc", dataset=str(expert_path), record_dataset=str(tmp_path / "again"))
+    assert "local executor only" in _one_paragraph(exc)
+    with pytest.raises(ConfigError) as exc:
+        rl.make("bc", env="CartPole-v1")
+    assert "train.executor: offline" in _one_paragraph(exc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "truncated"]  # the test's own: nothing else
+
+
+def test_offline_runs_checkpoint_and_resume_counting_updates(tmp_path, datasets):
+    path, _ = datasets["expert"]
+    raw = {
+        "agent": {"type": "cql", **SMALL},
+        "env": {"id": "CartPole-v1"},
+        "train": {
+            "executor": "offline",
+            "total_timesteps": 200,
+            "eval_interval": 100,
+            "eval_episodes": 1,
+            "log_interval": 100,
+            "progress_bar": False,
+            "loggers": ["jsonl"],
+        },
+        "executor": {"dataset": str(path), "updates_per_round": 50},
+    }
+    out = tmp_path / "run"
+    summary = run_training(validate_config(raw), out)
+    assert summary["updates"] == summary["timesteps"] == 200 and summary["dataset_transitions"] == 2000
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["timesteps"] for r in rows] == [100, 200] and all(r["eval_return_mean"] is not None for r in rows)
+    assert "cql" in rows[-1] and (out / "checkpoint_best").is_dir()
+    raw["train"]["total_timesteps"] = 300
+    resumed = run_training(validate_config(raw), out, resume=out / "checkpoint")
+    assert resumed["updates"] == resumed["timesteps"] == 300
+    assert json.loads((out / "summary.json").read_text())["updates"] == 300
+
+
+@pytest.mark.learning
+def test_bc_clones_a_scripted_expert(datasets):
+    path, expert_return = datasets["expert"]
+    assert expert_return == 500.0
+    algo = rl.make("bc", dataset=str(path), eval_interval=500, eval_episodes=5, **SMALL)
+    algo.learn(updates=500)
+    assert algo.last_summary["eval_return_mean"] >= 0.9 * expert_return, algo.last_summary
+
+
+@pytest.mark.learning
+def test_cql_ends_clearly_above_bc_on_mixed_quality_data(datasets):
+    path, data_return = datasets["mixed"]
+    returns = {}
+    for name in ("bc", "cql"):
+        algo = rl.make(name, dataset=str(path), eval_interval=1000, eval_episodes=5, **SMALL)
+        algo.learn(updates=1000)
+        returns[name] = algo.last_summary["eval_return_mean"]
+    # BC imitates the behaviour, which mostly takes the wrong action; CQL learns from the rewards
+    assert returns["bc"] < 2 * data_return, returns
+    assert returns["cql"] >= max(200.0, returns["bc"] + 150.0), returns
+
+
+@pytest.mark.learning
+def test_continuous_bc_fits_a_pendulum_controller(tmp_path):
+    def controller(obs):
+        cos, sin, speed = obs[:, 0], obs[:, 1], obs[:, 2]
+        return np.clip(-(2.0 * np.arctan2(sin, cos) + 0.5 * speed), -2.0, 2.0)[:, None].astype(np.float32)
+
+    record_policy(tmp_path / "pendulum", controller, env_id="Pendulum-v1", episodes=2, num_envs=2)
+    algo = rl.make("bc", dataset=str(tmp_path / "pendulum"), eval_interval=10_000, **SMALL)
+    assert algo.config.env.id == "Pendulum-v1"
+    algo.learn(updates=600)
+    import minari
+
+    data = minari.MinariDataset(tmp_path / "pendulum" / "data")
+    obs = np.concatenate([episode.observations[:-1] for episode in data.iterate_episodes()])
+    error = np.abs(algo.predict(obs) - controller(obs))  # on the states the controller visited
+    assert error.shape == (len(obs), 1) and float(error.mean()) < 0.2, float(error.mean())
