@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rlgraph_core.execution.base import Executor
-from rlgraph_core.execution.recorder import RunRecorder, RunState
+from rlgraph_core.execution.local import LocalExecutor
+from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.settings import ExecutorSettings
 
 __all__ = ["OfflineExecutor", "OfflineExecutorSettings"]
@@ -46,17 +46,12 @@ class OfflineExecutorSettings(ExecutorSettings):
     )
 
 
-class OfflineExecutor(Executor):
-    """Learns from ``executor.dataset`` (module docstring); ``env`` is only evaluated on."""
+class OfflineExecutor(LocalExecutor):
+    """Learns from ``executor.dataset`` (module docstring); ``env`` is only evaluated on.
 
-    accepts_agent = True
-
-    def __init__(self, config, out_dir, *, assembly, resume_dir=None, agent=None, run_state: RunState | None = None):
-        super().__init__(config, out_dir, assembly=assembly, resume_dir=resume_dir)
-        #: an agent built by the caller to train on (the facade's), or None to build one
-        self.agent = agent
-        #: the run state to carry on with ``agent`` (best evaluation, wall time), or None
-        self.run_state = run_state
+    The local executor with a dataset source instead of an env runner: one process, and, like it,
+    it can train an agent the caller built (``agent=``, ``run_state=``: the facade's ``learn``).
+    """
 
     def _start_updates(self) -> int:
         """Updates made before this session (the resumed checkpoint's, or the caller's agent's)."""
