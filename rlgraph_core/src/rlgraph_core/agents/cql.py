@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import Field
 
 from rlgraph_core.agents.dqn import DQNAgent, DQNConfig, DQNGraph
+from rlgraph_core.components.masks import masked_logits
 from rlgraph_core.components.offline_losses import CQLRegularizer
 from rlgraph_core.config.common import OptimizerConfig
 from rlgraph_core.graph import api
@@ -54,14 +55,10 @@ class CQLGraph(DQNGraph):
 
     @api
     def loss(self, obs, actions, rewards, next_obs, terminals, discounts, weights):
-        """Total loss, |TD| and the regulariser's value for a batch of (n-step) transitions."""
-        q = self.policy.call(obs)
-        q_next_target = self.target.call(next_obs)
-        q_next_online = self.policy.call(next_obs) if self.double_q else q_next_target
-        td_loss, td = self.dqn_loss.loss(
-            q, actions, rewards, terminals, discounts, q_next_target, q_next_online, weights
-        )
-        cql, _ = self.cql.loss(q, actions, weights)
+        """Total loss, |TD| and the regulariser's value for a batch of (n-step) transitions; where the
+        observation holds a legal-action mask, the logsumexp runs over the legal actions only."""
+        td_loss, td, q, mask = self._td(obs, actions, rewards, next_obs, terminals, discounts, weights)
+        cql, _ = self.cql.loss(masked_logits(self.ops, q, mask), actions, weights)
         return td_loss + self.cql_alpha * cql, td, cql
 
 

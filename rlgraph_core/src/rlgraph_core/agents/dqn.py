@@ -156,16 +156,23 @@ class DQNGraph(Component):
         q, mask = self._q(self.policy, obs)
         return masked_logits(self.ops, q, mask)
 
-    @api
-    def loss(self, obs, actions, rewards, next_obs, terminals, discounts, weights):
-        """DQN loss and |TD| for a batch of (n-step) transitions."""
-        q, _ = self._q(self.policy, obs)
+    def _td(self, obs, actions, rewards, next_obs, terminals, discounts, weights):
+        """``(loss, |TD|, Q(s), legal-action mask of s or None)`` of a batch: what :meth:`loss`
+        returns, and the Q-values a subclass adds terms from (CQL's regulariser)."""
+        q, mask = self._q(self.policy, obs)
         q_next_target, next_mask = self._q(self.target, next_obs)
         q_next_online = self._q(self.policy, next_obs)[0] if self.double_q else q_next_target
         masked = () if next_mask is None else (next_mask,)
-        return self.dqn_loss.loss(
+        loss, td = self.dqn_loss.loss(
             q, actions, rewards, terminals, discounts, q_next_target, q_next_online, weights, *masked
         )
+        return loss, td, q, mask
+
+    @api
+    def loss(self, obs, actions, rewards, next_obs, terminals, discounts, weights):
+        """DQN loss and |TD| for a batch of (n-step) transitions."""
+        loss, td, _, _ = self._td(obs, actions, rewards, next_obs, terminals, discounts, weights)
+        return loss, td
 
     @api
     def sync_target(self):
