@@ -309,3 +309,18 @@ def test_vector_env_carries_masks_and_final_masks():
         assert obs["action_mask"].any(axis=-1).all()  # the next episodes' first masks
     finally:
         envs.close()
+
+
+def test_a_mask_method_of_the_wrong_length_names_the_episode_step():
+    class Grows(PickLegalMax):
+        def action_masks(self):
+            return np.ones(self.n + (self._t >= 2), bool)
+
+    env = with_action_mask(Grows(n=3, p_legal=1.0, mask_in="method"))
+    env.reset(seed=0)
+    env.step(0)
+    with pytest.raises(
+        ValueError,
+        match=r"action_masks\(\) returned 4 flags at step 2 of the episode, but its action space Discrete\(3\) needs 3",
+    ):
+        env.step(0)

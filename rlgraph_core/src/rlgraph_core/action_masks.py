@@ -56,7 +56,9 @@ class ActionMasksObservation(gym.ObservationWrapper):
     def __init__(self, env: gym.Env, method: str = "action_masks"):
         super().__init__(env)
         self._method = env.get_wrapper_attr(method)
-        size = _mask_size(env.action_space)
+        self._name = method
+        self._size = size = _mask_size(env.action_space)
+        self._episode_step = 0
         mask_space = gym.spaces.Box(0, 1, (size,), np.int8)
         inner = env.observation_space
         if isinstance(inner, gym.spaces.Dict):
@@ -69,9 +71,26 @@ class ActionMasksObservation(gym.ObservationWrapper):
         else:
             self.observation_space = gym.spaces.Dict({OBSERVATION_KEY: inner, MASK_KEY: mask_space})
 
+    def reset(self, **kwargs):
+        """Reset, counting the episode's steps from 0 (for the error of a bad mask)."""
+        self._episode_step = 0
+        return super().reset(**kwargs)
+
+    def step(self, action):
+        """Step, counting the episode's steps."""
+        self._episode_step += 1
+        return super().step(action)
+
     def observation(self, observation):
         """The observation with the env's current mask beside it."""
         mask = np.asarray(self._method(), dtype=np.int8).reshape(-1)
+        if mask.size != self._size:
+            when = "after reset" if self._episode_step == 0 else f"at step {self._episode_step} of the episode"
+            raise ValueError(
+                f"The env's {self._name}() returned {mask.size} flags {when}, but its action space "
+                f"{str(self.env.action_space)[:80]} needs {self._size} (one per action; for MultiDiscrete the "
+                f"flags of every sub-action, concatenated). Make {self._name}() match the action space."
+            )
         if isinstance(observation, dict):
             return {**observation, MASK_KEY: mask}
         return {OBSERVATION_KEY: observation, MASK_KEY: mask}

@@ -118,6 +118,8 @@ class JaxBackend(Backend):
             value = value.value
         if isinstance(value, jax.Array):
             return value if dtype is None else value.astype(dtype_of(dtype))
+        if isinstance(value, dict):  # a Dict observation (a legal-action mask's too): one array per key
+            return {k: self.to_tensor(v, dtype) for k, v in value.items()}
         arr = np.asarray(value)
         arr = _canonical(arr) if dtype is None else arr.astype(dtype_of(dtype), copy=False)
         return self._put(arr)
