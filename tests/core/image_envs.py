@@ -41,3 +41,12 @@ class DictFlickerEnv(FlickerEnv):
     def step(self, action):
         frame, *rest = super().step(action)
         return ({"image": frame, "vector": np.array([self.t], np.float32)}, *rest)
+
+
+class RgbFlickerEnv(FlickerEnv):
+    """FlickerEnv with H x W x 3 RGB frames."""
+
+    observation_space = gym.spaces.Box(0, 255, (H, W, 3), np.uint8)
+
+    def _frame(self):
+        return self.np_random.integers(0, 256, (H, W, 3), dtype=np.uint8)

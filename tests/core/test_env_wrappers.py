@@ -170,3 +170,64 @@ def test_pong_through_atari_preprocessing_and_frame_stack(pm):
     obs, _ = env.reset(seed=0)
     assert obs.shape == (84, 84, 4) and obs.dtype == np.uint8
     env.close()
+
+
+def test_an_observation_wrapper_before_one_that_reads_the_raw_screen_is_refused(pm):
+    """Issue 35: frame_stack before atari_preprocessing validated and trained on single frames."""
+    pytest.importorskip("cv2")
+    with pytest.raises(ConfigError) as info:
+        validate_wrappers(pm, [{"type": "frame_stack"}, {"type": "clip_reward"}, {"type": "atari_preprocessing"}])
+    msg = str(info.value)
+    assert "'env.wrappers.0' = frame_stack comes before 'env.wrappers.2' = atari_preprocessing" in msg, msg
+    assert "single frames" in msg and "env.wrappers: [clip_reward, atari_preprocessing, frame_stack]" in msg
+    validate_wrappers(pm, [{"type": "clip_reward"}, {"type": "atari_preprocessing"}, {"type": "frame_stack"}])
+
+
+def test_reading_the_raw_screen_is_a_declared_property_of_a_wrapper_entry():
+    """A plugin's wrapper that declares ``reads_raw_screen`` gets the same check (no list of names)."""
+
+    class EmulatorSettings(WrapperSettings):
+        reads_raw_screen = True
+        type: str = "emulator_frames"
+
+    plugin = types.SimpleNamespace(
+        rlgraph_wrappers=hookimpl(lambda: {"emulator_frames": (lambda env, s: env, EmulatorSettings)})
+    )
+    pm = PluginManager(load_entry_points=False)
+    pm.register(plugin, "rlgraph-emulator")
+    with pytest.raises(
+        ConfigError, match="'env.wrappers.0' = grayscale comes before 'env.wrappers.2' = emulator_frames"
+    ):
+        validate_wrappers(pm, [{"type": "grayscale"}, {"type": "time_limit", "max_episode_steps": 9},
+                               {"type": "emulator_frames"}])  # fmt: skip
+    validate_wrappers(pm, [{"type": "time_limit", "max_episode_steps": 9}, {"type": "emulator_frames"}])
+
+
+@pytest.mark.parametrize("late", ["grayscale", "resize"])
+def test_grayscale_or_resize_after_frame_stack_names_the_wrapper_not_env_kwargs(pm, late):
+    """Issue 35: grayscale/resize in the wrong place failed with a message that blamed env.kwargs."""
+    if late == "resize":
+        pytest.importorskip("cv2")
+    cfg = _env({"id": "image_envs:RgbFlickerEnv", "wrappers": [{"type": "frame_stack"}, {"type": late}]}, pm)
+    with pytest.raises(ConfigError) as info:
+        make_eval_env(cfg, wrappers=resolve_wrappers(pm, cfg.wrappers))
+    msg = str(info.value)
+    assert "\n" not in msg and "env.kwargs" not in msg, msg
+    assert f"'env.wrappers.1' = {late} cannot be applied" in msg and "Box of shape (6, 6, 3, 4)" in msg
+    assert "from 'env.wrappers.0'" in msg
+    good = _env({"id": "image_envs:RgbFlickerEnv", "wrappers": [{"type": late}, {"type": "frame_stack"}]}, pm)
+    make_eval_env(good, wrappers=resolve_wrappers(pm, good.wrappers)).close()
+
+
+def test_frame_stack_of_a_dict_observation_with_a_text_mission_is_one_paragraph(pm):
+    """Issue 35: frame_stack on MiniGrid's Dict observation (a text mission) was a gymnasium traceback."""
+
+    class TextEnv(DictFlickerEnv):
+        observation_space = gym.spaces.Dict({"image": FlickerEnv.observation_space, "mission": gym.spaces.Text(20)})
+
+    wrap = resolve_wrappers(pm, validate_wrappers(pm, [{"type": "frame_stack"}]))[0]
+    with pytest.raises(ConfigError) as info:
+        wrap(TextEnv())
+    msg = str(info.value)
+    assert "\n" not in msg and "'env.wrappers.0' = frame_stack cannot be applied" in msg
+    assert "a Dict observation (image (Box), mission (text))" in msg and "minigrid_image" in msg, msg

@@ -329,3 +329,31 @@ def test_resume_with_a_raised_budget_trains_on_past_the_target_and_carries_wall_
     assert second["wall_time"] > first["wall_time"] and second["session_wall_time"] < second["wall_time"]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["timesteps"] for r in rows] == [500, 1000] and rows[1]["wall_time"] > rows[0]["wall_time"]
+
+
+def test_a_checkpoint_never_imports_an_env_module_from_the_current_folder(tmp_path, monkeypatch):
+    """Issue 35: evaluating a checkpoint imported the module its config.json's env.id named from the
+    current folder, so a copied checkpoint could run code. Now only with consent."""
+    import rlgraph_core
+
+    path = tmp_path / "ckpt"
+    rlgraph_core.make("dqn", env="CartPole-v1", network={"hidden": [8]}).save(path)
+    config = json.loads((path / "config.json").read_text())
+    config["env"]["id"] = "evil_env_mod:CartPoleEnv"
+    (path / "config.json").write_text(json.dumps(config))
+    marker = tmp_path / "ran"
+    (tmp_path / "evil_env_mod.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nfrom gymnasium.envs.classic_control import CartPoleEnv\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    for command in (["evaluate", str(path), "--episodes", "1"], ["export", str(path), "--out", "p.onnx"],
+                    ["train", "--resume", str(path), "--out", "o"]):  # fmt: skip
+        code, _, stderr = run_cli(*command)
+        assert_user_error(code, stderr, "evil_env_mod", "current folder", "inert", "--trust-env-module")
+        assert not marker.exists(), command
+    with pytest.raises(rlgraph_core.ConfigError, match="inert"):
+        rlgraph_core.load(path)
+    assert not marker.exists()
+    code, stdout, stderr = run_cli("evaluate", str(path), "--episodes", "1", "--trust-env-module")
+    assert code == 0, stderr
+    assert marker.exists() and "mean return" in stdout

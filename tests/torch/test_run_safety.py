@@ -214,3 +214,76 @@ def test_an_env_error_ends_the_run_with_a_checkpoint_summary_and_exit_code_1(tmp
     meta, _ = read_meta(out / "checkpoint")
     assert meta["counters"]["timesteps"] == summary["timesteps"] >= 500
     assert (out / "learning_curve.png").is_file()
+
+
+def test_resume_of_a_run_folder_chooses_its_checkpoint_under_the_lock(tmp_path, monkeypatch):
+    """Issue 35: '--resume RUN' chose step 15,000 before taking the lock; the run still writing there
+    ended at 20,000 and the resumed run replaced its final checkpoint and cut metrics.jsonl back.
+
+    Deterministic: the moment between choosing and locking is where the test lets the first run
+    "end" (the folder becomes the finished run's), through the lock function itself.
+    """
+    import shutil
+
+    import rlgraph_core.execution.run_dir as run_dir
+    from cli_helpers import run_cli
+    from rlgraph_core.checkpoint import remove_checkpoint
+    from rlgraph_core.execution.run_dir import trim_metrics
+
+    small = ["--no-progress", "--set", "agent.network.hidden=[16]", "--set", "agent.learning_starts=100",
+             "--set", "train.eval_interval=200", "--set", "train.eval_episodes=1", "--set", "env.num_envs=1"]  # fmt: skip
+    out, finished = tmp_path / "run", tmp_path / "finished"
+    assert run_cli("train", "--out", str(out), *small, "--set", "train.total_timesteps=500")[0] == 0
+    shutil.copytree(out, finished, symlinks=True)
+    # ``out`` as the live run looked at step 200: no final checkpoint, the newest periodic one at 200.
+    remove_checkpoint(out / "checkpoint")
+    (out / "summary.json").unlink()
+    for folder in periodic(out)[1:]:
+        shutil.rmtree(folder)
+    (out / "checkpoints" / "latest").unlink()
+    os.symlink("step-200", out / "checkpoints" / "latest")
+    trim_metrics(out / "metrics.jsonl", 200)
+    real_claim = run_dir.claim_run_dir
+
+    def claim_after_the_live_run_ended(folder, **kwargs):
+        shutil.rmtree(out)
+        shutil.copytree(finished, out, symlinks=True)
+        return real_claim(folder, **kwargs)
+
+    monkeypatch.setattr(run_dir, "claim_run_dir", claim_after_the_live_run_ended)
+    code, stdout, stderr = run_cli("train", "--resume", str(out), *small, "--set", "train.total_timesteps=600")
+    assert code == 0, stderr
+    assert "(500 steps)" in stdout, stdout
+    kept = [r["timesteps"] for r in read_metrics(finished / "metrics.jsonl")]
+    assert [r["timesteps"] for r in read_metrics(out / "metrics.jsonl")][: len(kept)] == kept
+    assert read_meta(out / "checkpoint")[0]["counters"]["timesteps"] >= 600
+
+
+def test_signals_during_the_final_phase_wait_until_the_plot_and_the_last_line_are_written(tmp_path):
+    """Issue 35: a second SIGTERM (or INT then TERM) during the final phase killed the run before
+    its plot and its "stopped" line. Fault points, not sleeps: the run stops itself with SIGINT
+    at step 300, then sends SIGTERM and SIGINT from inside the final checkpoint's save and again
+    while the CLI formats its last line."""
+    out = tmp_path / "run"
+    code = (
+        "import os, signal, sys\n"
+        "import rlgraph_core.execution.recorder as recorder, rlgraph_core.training as training\n"
+        "from rlgraph_core.cli import main\n"
+        "def twice():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM); os.kill(os.getpid(), signal.SIGINT)\n"
+        "done, finish, end_line = recorder.RunRecorder.done, recorder.RunRecorder.finish, training.end_line\n"
+        "def first(self, stop=None):\n"
+        "    if self.timesteps >= 300 and stop is not None and stop.reason is None:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return done(self, stop)\n"
+        "recorder.RunRecorder.done = first\n"
+        "recorder.RunRecorder.finish = lambda self: (twice(), finish(self))[1]\n"
+        "training.end_line = lambda summary: (twice(), end_line(summary))[1]\n"
+        f"sys.exit(main(['train', '--out', {str(out)!r}, *{LONG_RUN!r}]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    assert "stopped (sigint)" in proc.stdout and "ended because Ctrl-C" in proc.stdout, proc.stdout[-2000:]
+    assert (out / "learning_curve.png").is_file()
+    assert json.loads((out / "summary.json").read_text())["ended_by"] == "sigint"
+    assert read_meta(out / "checkpoint")[0]["counters"]["timesteps"] >= 300

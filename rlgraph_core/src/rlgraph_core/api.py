@@ -569,6 +569,13 @@ def load(
     from rlgraph_core.execution.recorder import RunState
 
     meta, stored = read_meta(path)
+    if env is None:  # the checkpoint names its env: its module never comes from the current folder
+        from rlgraph_core.envs import check_stored_env_id
+
+        stored_env = stored.get("env")
+        consent = "pass it yourself: rlgraph_core.load(path, env='module:EnvId')"
+        stored_id = stored_env.get("id") if isinstance(stored_env, dict) else None
+        check_stored_env_id(stored_id, f"the checkpoint '{path}'", consent)
     algo = make(
         stored,
         env,

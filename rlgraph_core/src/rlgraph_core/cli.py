@@ -68,9 +68,9 @@ def cmd_train(args) -> int:
     from rlgraph_core.config.run import apply_overrides, validate_config
     from rlgraph_core.execution.out_dir import check_out_dir
     from rlgraph_core.execution.run_dir import run_dir_of
-    from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed
+    from rlgraph_core.execution.stopping import final_phase_held
     from rlgraph_core.plugins import get_plugin_manager
-    from rlgraph_core.training import default_out_dir, end_line, run_training
+    from rlgraph_core.training import default_out_dir
 
     if args.out is not None:
         check_out_dir(args.out)
@@ -83,7 +83,9 @@ def cmd_train(args) -> int:
             )
         resume = resolve_resume(args.resume)
         _, stored = read_meta(resume)
-        config = validate_config(apply_overrides(stored, _overrides(args)))
+        raw = apply_overrides(stored, _overrides(args))
+        _check_stored_env(stored, raw, args, f"the checkpoint '{resume}'", "--set env.id=ID")
+        config = validate_config(raw)
     else:
         config = _resolve_config(args)
     if args.no_progress:
@@ -96,8 +98,21 @@ def cmd_train(args) -> int:
 
         print(dry_run(assembly, out, resume_dir=resume))
         return 0
+    with final_phase_held():  # a signal during the run's final phase waits until the last line is out
+        return _train_and_report(config, out, args, assembly)
+
+
+def _train_and_report(config, out: Path, args, assembly) -> int:
+    """``run_training`` and the run's last line (or the failure paragraph); the exit code."""
+    from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed
+    from rlgraph_core.training import end_line, run_training
+
     try:
-        summary = run_training(config, out, resume=resume, overwrite=args.overwrite, assembly=assembly, announce=print)
+        # The run folder, not the checkpoint chosen above: run_training chooses again under the
+        # folder's lock (a run still writing there until then may have saved a newer one).
+        summary = run_training(
+            config, out, resume=args.resume or None, overwrite=args.overwrite, assembly=assembly, announce=print
+        )
     except RunFailed as exc:
         summary = exc.summary
         if summary.get("checkpoint") is None:  # a process that does not own the folder
@@ -117,6 +132,19 @@ def cmd_train(args) -> int:
     if EXIT_CODES.get(ended, 0):
         print(f"rlgraph: resume with: rlgraph train --resume {out}", file=sys.stderr)
     return EXIT_CODES.get(ended, 0)
+
+
+def _check_stored_env(stored: dict, raw: dict, args, source: str, named: str) -> None:
+    """Refuse a checkpoint's env module from the current folder (checkpoints are inert) unless the
+    user consented: ``--trust-env-module``, or an ``env.id`` of their own (``named``, ``--set env.id=``)."""
+    from rlgraph_core.envs import check_stored_env_id
+
+    stored_id = (stored.get("env") or {}).get("id") if isinstance(stored.get("env"), dict) else None
+    chosen = (raw.get("env") or {}).get("id") if isinstance(raw.get("env"), dict) else None
+    if getattr(args, "trust_env_module", False) or chosen != stored_id:
+        return
+    consent = f"pass --trust-env-module (or name the environment yourself: {named} or --set env.id=ID)"
+    check_stored_env_id(stored_id, source, consent)
 
 
 def _checkpoint_arg(path: str) -> str:
@@ -153,18 +181,17 @@ def cmd_evaluate(args) -> int:
     from rlgraph_core.checkpoint import read_meta
     from rlgraph_core.config.run import apply_overrides, validate_config
 
-    if args.env is not None:
-        raise RLGraphError(
-            "--env applies to an exported .onnx policy; a checkpoint evaluates on the env it was trained on "
-            "(change it with --set env.id=...)."
-        )
     _, stored = read_meta(args.checkpoint)
     overrides = list(args.set or [])
+    if args.env is not None:
+        overrides.append(f"env.id={args.env}")
     if args.backend:
         overrides.append(f"train.backend={args.backend}")
     if args.mode:
         overrides.append(f"train.mode={args.mode}")
-    config = validate_config(apply_overrides(stored, overrides))
+    raw = apply_overrides(stored, overrides)
+    _check_stored_env(stored, raw, args, f"the checkpoint '{args.checkpoint}'", "--env ID")
+    config = validate_config(raw)
     algo = Algorithm(config, verbose=1)
     algo.agent.load(args.checkpoint, for_training=False)  # weights only; counters are not needed
     env = algo.make_eval_env(render_mode="rgb_array" if video else None)
@@ -248,6 +275,10 @@ def cmd_export(args) -> int:
 
     out = check_out_file(args.out)  # an existing folder, a read-only or virtual one: before the export's work
     args.checkpoint = _checkpoint_arg(args.checkpoint)
+    from rlgraph_core.checkpoint import read_meta
+
+    stored = read_meta(args.checkpoint)[1]
+    _check_stored_env(stored, stored, args, f"the checkpoint '{args.checkpoint}'", "--trust-env-module")
     path = export_onnx(args.checkpoint, out)
     print(f"exported the greedy policy of {args.checkpoint} to {path} (ONNX; run it with: rlgraph evaluate {path})")
     return 0
@@ -338,6 +369,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+#: What ``--trust-env-module`` does (checkpoints are inert without it).
+TRUST_HELP = (
+    "import the env module a checkpoint's config names even from the current folder (by default only an "
+    "installed distribution or PYTHONPATH may provide it: a checkpoint never runs code on its own)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rlgraph`` command."""
     p = argparse.ArgumentParser(prog="rlgraph", description="Design and run deep RL algorithms on any backend.")
@@ -379,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue a run: its --out folder (newest checkpoint) or a checkpoint folder; flags and --set apply",
     )
     t.add_argument("--overwrite", action="store_true", help="replace the previous run in a non-empty --out folder")
+    t.add_argument("--trust-env-module", action="store_true", help=TRUST_HELP)
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument(
         "--dry-run",
@@ -401,7 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="stream the evaluation's frames to a .mp4 or .gif (or the last frame to a .png); extra 'render'",
     )
-    e.add_argument("--env", help="environment id for a .onnx policy (default: the one it was trained on)")
+    e.add_argument("--env", help="environment id to evaluate on (default: the one it was trained on)")
+    e.add_argument("--trust-env-module", action="store_true", help=TRUST_HELP)
     e.add_argument("--backend", help="evaluate on another backend than the one that trained")
     e.add_argument("--mode", choices=["eager", "static"])
     e.add_argument("--seed", type=int, help="first evaluation episode seed (default: as in training)")
@@ -415,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     x.add_argument("--format", choices=["onnx"], default="onnx", help="export format (default onnx; extra 'onnx')")
     x.add_argument("--out", required=True, help="output file, e.g. policy.onnx")
+    x.add_argument("--trust-env-module", action="store_true", help=TRUST_HELP)
     x.set_defaults(func=cmd_export)
 
     _plugin_commands(sub)

@@ -29,6 +29,7 @@ import functools
 import importlib
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,6 +44,7 @@ from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
 
 __all__ = [
     "check_observation_space",
+    "check_stored_env_id",
     "make_eval_env",
     "make_vector_env",
     "make_vector_env_from",
@@ -82,6 +84,64 @@ def _import_env_module(module_name: str, env_id: str) -> ModuleType:
         raise ConfigError(
             f"'env.id' = '{env_id}': importing the module '{module_name}' failed with {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _module_root(module_name: str) -> Path | None:
+    """The search-path folder ``module_name``'s top-level package would be imported from, or None.
+
+    Searched as :func:`_import_env_module` imports: ``sys.path`` first, then the current folder.
+    Nothing is imported (``importlib.util.find_spec`` of the top-level name only).
+    """
+    import importlib.util
+
+    top = module_name.split(".")[0]
+    if top in sys.modules:
+        return None  # imported already: nothing more runs
+    cwd = os.getcwd()
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.append(cwd)
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    finally:
+        if added:
+            sys.path.remove(cwd)
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:  # a package: its folder sits in the search-path folder
+        return Path(list(spec.submodule_search_locations)[0]).parent
+    return Path(spec.origin).parent if spec.origin else None
+
+
+def check_stored_env_id(env_id: Any, source: str, consent: str) -> None:
+    """Refuse to import a stored ``env.id``'s module from the current folder.
+
+    A checkpoint is data: evaluating, exporting or resuming it must not run code it names. A
+    stored ``module:EnvId`` / ``module.path:ClassName`` is imported only when its module comes
+    from an installed distribution (or a folder on ``PYTHONPATH``), never when the current
+    folder provides it, unless the user consents for this id (``consent`` says how). ``source``
+    names the checkpoint. Registered ids (``CartPole-v1``) import nothing of the checkpoint's.
+
+    Raises:
+        ConfigError: the module would be imported from the current folder.
+    """
+    if not isinstance(env_id, str) or ":" not in env_id:
+        return
+    module_name = env_id.partition(":")[0]
+    if not module_name:
+        return
+    root = _module_root(module_name)
+    if root is None or root.resolve() != Path(os.getcwd()).resolve():
+        return
+    raise ConfigError(
+        f"'env.id' = {shorten(env_id)} stored in {source} names the module '{module_name}', which would be "
+        f"imported from the current folder ('{root}'), not from an installed distribution. A checkpoint is "
+        f"inert: rlgraph never runs code that a checkpoint names unless you say so, since a copied checkpoint "
+        f"could bring the module with it. If you trust that module, {consent}; otherwise install the package "
+        f"that provides it (pip install), or run rlgraph from another folder."
+    )
 
 
 def _registered(env_id: str) -> bool:

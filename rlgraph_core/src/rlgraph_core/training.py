@@ -108,7 +108,9 @@ def run_training(
         out: the output folder. It is checked, then locked for the run: a folder in use by a live
             run is refused (naming its pid), and one that holds another run is refused unless
             ``overwrite`` (its run files are removed) or the run continues it.
-        resume: a checkpoint to load first (counters, replay, best evaluation and wall time carry on).
+        resume: a checkpoint to load first (counters, replay, best evaluation and wall time carry on),
+            or a run folder: its newest checkpoint (:func:`resolve_resume`), chosen again once the
+            folder's lock is held, so that a run that held the folder until then is never rewound.
         overwrite: replace a previous run in ``out``.
         continuing: this run continues the run already in ``out`` (its files are kept and metric
             rows after the resumed step are trimmed). Default: ``resume`` lies in ``out``.
@@ -139,7 +141,8 @@ def run_training(
     from rlgraph_core.plugins import get_plugin_manager
 
     terms = terms or CLI_TERMS
-    resume = None if resume is None else Path(resume)
+    asked = resume
+    resume = None if resume is None else resolve_resume(resume)
     try:
         out = None if out is None else check_out_dir(out, terms.out)
     except ConfigError as exc:
@@ -166,12 +169,15 @@ def run_training(
         # than 0): another process owns, writes and reports the run; this one only takes part.
         return execute()
     resumed_steps = None
-    if resume is not None:
-        resumed_steps = read_meta(resume)[0].get("counters", {}).get("timesteps", 0)
     assembly.check_loggers_out_dir(out)  # a logger that cannot write there refuses before anything is made
     before = folder_before(out)
     with claim_run_dir(out, resume=continuing, overwrite=overwrite, terms=terms):
         try:
+            if asked is not None:
+                # Chosen again under the lock: the run that held the folder until now may have written
+                # a newer checkpoint; resuming the one chosen before would rewind it.
+                resume = resolve_resume(asked)
+                resumed_steps = read_meta(resume)[0].get("counters", {}).get("timesteps", 0)
             if continuing and resumed_steps is not None:
                 # Rows logged after the checkpoint would be logged again by the resumed run.
                 trim_metrics(out / "metrics.jsonl", int(resumed_steps))

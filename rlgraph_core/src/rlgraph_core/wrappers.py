@@ -68,8 +68,61 @@ class WrapperSettings(BaseModel):
 
     #: Optional packages (import names) the wrapper needs; empty: gymnasium only.
     requires: ClassVar[tuple[str, ...]] = ()
+    #: Whether the wrapper changes observations (False: it acts on actions, rewards or time only).
+    changes_observation: ClassVar[bool] = True
+    #: Whether the wrapper reads the screen from the emulator itself instead of the observation of
+    #: the wrapper inside it (``atari_preprocessing``): observation wrappers placed before it
+    #: would be bypassed, so validation refuses them there.
+    reads_raw_screen: ClassVar[bool] = False
+    #: The observation the wrapper takes (checked against the env before it is applied):
+    #: "any", "array" (a Box), "image" (a Box of rank 2, or rank 3 with 1, 3 or 4 channels),
+    #: "rgb" (an H x W x 3 Box) or "dict" (a Dict space).
+    takes: ClassVar[str] = "any"
 
     type: str = Field(description="registry name of the wrapper, e.g. frame_stack")
+
+    def observation_problem(self, space: Any) -> str | None:
+        """Why this wrapper cannot take the gymnasium observation ``space`` (by :attr:`takes`), or None."""
+        return observation_kind_problem(self.takes, space)
+
+
+def _describe_space(space: Any) -> str:
+    """A short description of a gymnasium space (a Dict's keys with their kinds)."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Dict):
+        keys = ", ".join(
+            f"{k} ({'text' if isinstance(v, gym.spaces.Text) else type(v).__name__})" for k, v in space.spaces.items()
+        )
+        return f"a Dict observation ({keys})"
+    if isinstance(space, gym.spaces.Box):
+        return f"a Box of shape {tuple(space.shape)} ({space.dtype})"
+    return f"a {type(space).__name__} observation"
+
+
+#: What each kind of :attr:`WrapperSettings.takes` means, in words.
+_TAKES = {
+    "array": "an array observation (a Box)",
+    "image": "an image (a Box of shape H x W or H x W x C)",
+    "rgb": "an RGB image (a Box of shape H x W x 3)",
+    "dict": "a Dict observation",
+}
+
+
+def observation_kind_problem(takes: str, space: Any) -> str | None:
+    """Why ``space`` is not the kind of observation ``takes`` names (see :attr:`WrapperSettings.takes`), or None."""
+    import gymnasium as gym
+
+    if takes == "any":
+        return None
+    box = isinstance(space, gym.spaces.Box)
+    fits = {
+        "array": box,
+        "image": box and (len(space.shape) == 2 or (len(space.shape) == 3 and space.shape[-1] in (1, 3, 4))),
+        "rgb": box and len(space.shape) == 3 and space.shape[-1] == 3,
+        "dict": isinstance(space, gym.spaces.Dict),
+    }.get(takes, True)
+    return None if fits else f"it takes {_TAKES[takes]}, but gets {_describe_space(space)}"
 
 
 # ---------------------------------------------------------------------------- built-in settings
@@ -81,6 +134,7 @@ class AtariPreprocessingSettings(WrapperSettings):
     with ``env.kwargs: {frameskip: 1}`` when ``frame_skip`` > 1."""
 
     requires: ClassVar[tuple[str, ...]] = ("cv2",)
+    reads_raw_screen: ClassVar[bool] = True
     type: Literal["atari_preprocessing"] = "atari_preprocessing"
     noop_max: int = Field(30, ge=0)
     frame_skip: int = Field(4, ge=1)
@@ -95,6 +149,7 @@ class FrameStackSettings(WrapperSettings):
     """gymnasium's ``FrameStackObservation``; with ``channels_last`` the stack axis is moved last,
     so that 84x84 frames become one 84x84x4 image (NHWC, what the ``cnn`` network reads)."""
 
+    takes: ClassVar[str] = "array"
     type: Literal["frame_stack"] = "frame_stack"
     stack_size: int = Field(4, ge=1)
     padding_type: Literal["reset", "zero"] = "reset"
@@ -105,6 +160,7 @@ class ResizeSettings(WrapperSettings):
     """gymnasium's ``ResizeObservation`` (needs opencv-python, as gymnasium says when missing)."""
 
     requires: ClassVar[tuple[str, ...]] = ("cv2",)
+    takes: ClassVar[str] = "image"
     type: Literal["resize"] = "resize"
     shape: tuple[int, int] = (84, 84)
 
@@ -112,6 +168,7 @@ class ResizeSettings(WrapperSettings):
 class GrayscaleSettings(WrapperSettings):
     """gymnasium's ``GrayscaleObservation`` of an RGB image."""
 
+    takes: ClassVar[str] = "rgb"
     type: Literal["grayscale"] = "grayscale"
     keep_dim: bool = False
 
@@ -126,6 +183,7 @@ class MaxAndSkipSettings(WrapperSettings):
 class ClipRewardSettings(WrapperSettings):
     """gymnasium's ``ClipReward`` (Atari agents clip rewards to [-1, 1])."""
 
+    changes_observation: ClassVar[bool] = False
     type: Literal["clip_reward"] = "clip_reward"
     min_reward: float = -1.0
     max_reward: float = 1.0
@@ -140,6 +198,7 @@ class FlattenSettings(WrapperSettings):
 class FilterObservationSettings(WrapperSettings):
     """gymnasium's ``FilterObservation``: keep only ``keys`` of a Dict observation."""
 
+    takes: ClassVar[str] = "dict"
     type: Literal["filter_observation"] = "filter_observation"
     keys: list[str] = Field(min_length=1)
 
@@ -147,6 +206,7 @@ class FilterObservationSettings(WrapperSettings):
 class TimeLimitSettings(WrapperSettings):
     """gymnasium's ``TimeLimit``: truncate episodes after ``max_episode_steps``."""
 
+    changes_observation: ClassVar[bool] = False
     type: Literal["time_limit"] = "time_limit"
     max_episode_steps: int = Field(gt=0)
 
@@ -155,6 +215,7 @@ class MiniGridImageSettings(WrapperSettings):
     """MiniGrid's ``ImgObsWrapper``: the partial-view image only (drops the text ``mission``)."""
 
     requires: ClassVar[tuple[str, ...]] = ("minigrid",)
+    takes: ClassVar[str] = "dict"
     type: Literal["minigrid_image"] = "minigrid_image"
 
 
@@ -163,6 +224,7 @@ class MiniGridFullyObservableSettings(WrapperSettings):
     ``minigrid_image``)."""
 
     requires: ClassVar[tuple[str, ...]] = ("minigrid",)
+    takes: ClassVar[str] = "dict"
     type: Literal["minigrid_fully_observable"] = "minigrid_fully_observable"
 
 

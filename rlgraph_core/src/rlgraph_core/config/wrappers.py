@@ -73,18 +73,69 @@ def validate_wrappers(plugin_manager, raw: Any, field: str = "env.wrappers") -> 
             if importlib.util.find_spec(module) is None:
                 raise ConfigError(missing_extra_message(module, f"'{where}' = {entry['type']}"))
         out.append(settings)
+    _check_order(out, field)
     return out
 
 
-def _apply(factory: Callable, settings: WrapperSettings, env):
-    return factory(env, settings)
+def _check_order(wrappers: Sequence[WrapperSettings], field: str) -> None:
+    """Refuse an observation wrapper placed before one that reads the emulator's screen itself
+    (:attr:`~rlgraph_core.wrappers.WrapperSettings.reads_raw_screen`): its work would be bypassed."""
+    for j, reader in enumerate(wrappers):
+        if not reader.reads_raw_screen:
+            continue
+        for i, early in enumerate(wrappers[:j]):
+            if early.changes_observation:
+                fixed = [w.type for w in wrappers[:i]] + [w.type for w in wrappers[i + 1 : j + 1]]
+                fixed += [early.type] + [w.type for w in wrappers[j + 1 :]]
+                raise ConfigError(
+                    f"'{field}.{i}' = {early.type} comes before '{field}.{j}' = {reader.type}, which reads the "
+                    f"screen from the emulator itself, not the observation of the wrappers before it: {early.type} "
+                    f"would silently do nothing (with frame_stack, the agent would train on single frames). Put "
+                    f"it after {reader.type}: env.wrappers: [{', '.join(fixed)}]."
+                )
+
+
+def _apply(factory: Callable, settings: WrapperSettings, index: int, dict_readers: tuple[str, ...], env):
+    """``factory(env, settings)``, after checking the observation it takes; errors name the wrapper.
+
+    ``dict_readers`` names the registered wrappers that take a Dict observation (the hint for one).
+    """
+    import gymnasium as gym
+
+    from rlgraph_core.wrappers import _describe_space
+
+    space = env.observation_space
+    problem = settings.observation_problem(space)
+    if problem is None:
+        try:
+            return factory(env, settings)
+        except (TypeError, ValueError, AssertionError, gym.error.Error) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            problem = f"it cannot wrap {_describe_space(space)} ({type(exc).__name__}: {str(exc)[:200]})"
+    inner = "the environment itself" if index == 0 else f"'env.wrappers.{index - 1}'"
+    hint = ""
+    if isinstance(space, gym.spaces.Dict) and settings.takes != "dict" and dict_readers:
+        hint = f" A Dict observation needs a wrapper that takes one first: {', '.join(dict_readers)}."
+    raise ConfigError(
+        f"'env.wrappers.{index}' = {settings.type} cannot be applied: {problem}, from {inner}. Wrappers "
+        f"apply in order, the first innermost: place {settings.type} where the observation is what it takes.{hint}"
+    )
 
 
 def resolve_wrappers(plugin_manager, settings: Sequence[WrapperSettings]) -> list[Callable]:
     """``env -> wrapped env`` callables of validated ``settings``, in order (picklable, for async envs)."""
     pm = _manager(plugin_manager)
+    dict_readers = tuple(
+        sorted(
+            name
+            for name in pm.names("wrappers")
+            if getattr(pm.get("wrappers", name)[1], "takes", None) == "dict"
+            and pm.get("wrappers", name)[1].changes_observation
+        )
+    )
     out = []
-    for s in settings:
+    for i, s in enumerate(settings):
         factory, _ = pm.get("wrappers", s.type, field="env.wrappers")
-        out.append(functools.partial(_apply, factory, s))
+        out.append(functools.partial(_apply, factory, s, i, dict_readers))
     return out

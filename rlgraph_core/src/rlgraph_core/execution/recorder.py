@@ -275,9 +275,9 @@ class RunRecorder:
         self.counter.sync_from_agent()
         self._start = self._last = (self.timesteps, self.agent.updates, time.perf_counter())
         self._callback_updates = self._checked_updates = self.agent.updates
-        try:
-            with StopRequest() as stop:
-                self._stop = stop
+        with StopRequest() as stop:
+            self._stop = stop
+            try:
                 if tc.progress_bar:
                     from tqdm import tqdm
 
@@ -298,15 +298,16 @@ class RunRecorder:
                     if self._bar is not None:
                         self._bar.close()
                         self._bar = None
-        finally:
-            self._stop = None
-            self.eval_env.close()
-            if self.videos is not None:
-                self.videos.close()
-            for lg in self.loggers:  # a logger that cannot close is warned about: the final artifacts come first
-                call_logger(lg, "close")
-        summary = self.finish()
-        self._notify_end(summary)
+            finally:
+                self._stop = None
+                stop.hold()  # the final phase: further signals are ignored until everything is written
+                self.eval_env.close()
+                if self.videos is not None:
+                    self.videos.close()
+                for lg in self.loggers:  # a logger that cannot close is warned about: the final artifacts come first
+                    call_logger(lg, "close")
+            summary = self.finish()
+            self._notify_end(summary)
         if self.state.ended_by == "error":
             raise RunFailed(summary) from self.state.cause
         return summary

@@ -62,14 +62,65 @@ _INNER_FILE_RE = re.compile(r"^(?:meta\.json|config\.json|[a-z][a-z0-9_]{0,63}\.
 #: Folders the built-in logger plugins write into a run folder (``train.loggers``).
 _LOGGER_FOLDERS = frozenset({"tensorboard", "wandb"})
 
+#: Folders that hold checkpoints (the periodic ones, version stores, replay-shard snapshots).
+_CONTAINER_RE = re.compile(r"^(?:checkpoints|replay_snapshots|\.[a-z0-9_-]+\.versions)$")
+#: Folders each holding one checkpoint or array snapshot; each must prove it with its meta.json.
+_LEAF_RE = re.compile(r"^(?:v\d+|step-\d+(?:\.\d+)?|shard-\d+|checkpoint|checkpoint_best|\.checkpoint(?:_best)?\.old)$")
+#: Temporary folders of interrupted saves (partial files, no meta.json yet).
+_TEMP_RE = re.compile(r"^(?:\.tmp-.*|\.checkpoint(?:_best)?\.[a-z0-9_]{8})$")
+#: Keys that every row of rlgraph's ``metrics.jsonl`` and its ``summary.json`` carry.
+_METRICS_KEYS = frozenset({"timesteps"})
+_SUMMARY_KEYS = frozenset({"ended_by", "exit_code", "timesteps"})
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-def _foreign_inside(folder: Path, shown: str, found: list[str], limit: int) -> None:
-    """Append to ``found`` what under ``folder`` rlgraph's checkpoint layout does not explain."""
+
+def _rlgraph_meta(folder: Path) -> dict | None:
+    """``folder/meta.json`` if it proves the folder rlgraph's (a JSON object of rlgraph's format version)."""
+    from rlgraph_core.checkpoint import FORMAT_VERSION
+
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and meta.get("format_version") == FORMAT_VERSION else None
+
+
+def _leaf_files(meta: dict) -> set[str]:
+    """The files a checkpoint (or array snapshot) folder with ``meta`` holds."""
+    if meta.get("kind") == "arrays":
+        return {"meta.json", "arrays.npz"}
+    attached = meta.get("attachments")
+    return {"meta.json", "config.json", "weights.npz", "state.npz"} | {
+        f"{name}.npz" for name in (attached if isinstance(attached, dict) else {}) if isinstance(name, str)
+    }
+
+
+def _entries(folder: Path) -> list[os.DirEntry] | None:
+    try:
+        return sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
+        return None
+
+
+def _foreign_inside(folder: Path, shown: str, found: list[str], limit: int, kind: str = "container") -> None:
+    """Append to ``found`` what under ``folder`` (a ``kind`` of rlgraph's folder) does not prove itself rlgraph's.
+
+    A container (``checkpoints/``, a versions store) holds only checkpoint folders, temporaries
+    and rlgraph's relative links; a leaf (one checkpoint) only the files its ``meta.json`` of
+    rlgraph's format names; a temporary folder only files named like a checkpoint's.
+    """
+    entries = _entries(folder)
+    if entries is None:
         found.append(shown + "/")
         return
+    allowed: set[str] | None = None
+    if kind == "leaf" and entries:
+        meta = _rlgraph_meta(folder)
+        if meta is None:  # no proof: every file in it is foreign (named, so the user sees what)
+            found.extend(f"{shown}/{e.name}" + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries)
+            del found[limit:]
+            return
+        allowed = _leaf_files(meta)
     for entry in entries:
         if len(found) >= limit:
             return
@@ -77,26 +128,95 @@ def _foreign_inside(folder: Path, shown: str, found: list[str], limit: int) -> N
         if entry.is_symlink():
             target = os.readlink(entry.path)
             # rlgraph's links are relative and stay inside the run folder (latest -> step-N)
-            if os.path.isabs(target) or not _INNER_DIR_RE.match(Path(target).name):
+            if kind != "container" or os.path.isabs(target) or not _INNER_DIR_RE.match(Path(target).name):
                 found.append(name)
         elif entry.is_dir():
-            if _INNER_DIR_RE.match(entry.name):
-                _foreign_inside(Path(entry.path), name, found, limit)
-            else:
+            inner = "leaf" if _LEAF_RE.match(entry.name) else "temp" if _TEMP_RE.match(entry.name) else None
+            if kind == "container" and _CONTAINER_RE.match(entry.name):
+                inner = "container"
+            if kind != "container" or inner is None:
                 found.append(name + "/")
-        elif not _INNER_FILE_RE.match(entry.name):
+            else:
+                _foreign_inside(Path(entry.path), name, found, limit, inner)
+        elif kind == "leaf":
+            if entry.name not in (allowed or ()):
+                found.append(name)
+        elif kind == "temp":
+            if not _INNER_FILE_RE.match(entry.name):
+                found.append(name)
+        elif not _TEMP_RE.match(entry.name):  # a container holds folders; a file there is not a checkpoint
             found.append(name)
+
+
+def _json_rows_prove(path: Path, keys: frozenset[str]) -> bool:
+    """True if every line of ``path`` is a JSON object with ``keys`` (an empty file holds no data).
+
+    The last line may be torn (a run killed while writing it) when it does not end the file with
+    a newline.
+    """
+    try:
+        *lines, last = path.read_text().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return False
+
+    def proves(line: str) -> bool:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            return False
+        return isinstance(row, dict) and keys <= row.keys()
+
+    rows = [line for line in lines if line.strip()]
+    if not all(proves(line) for line in rows):
+        return False
+    if not last.strip():
+        return True
+    try:
+        json.loads(last)
+    except ValueError:
+        return bool(rows)  # torn, after rows that proved the file rlgraph's
+    return proves(last)
+
+
+def _top_file_proves(path: Path, out_dir: Path) -> bool:
+    """True if the top-level file ``path`` of ``out_dir`` proves itself rlgraph's by its content."""
+    name = path.name
+    if name == LOCK_NAME or _HIDDEN_RE.match(name):
+        return True
+    if name == METRICS_NAME:
+        return _json_rows_prove(path, _METRICS_KEYS)
+    if name == "summary.json":
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(summary, dict) and _SUMMARY_KEYS <= summary.keys()
+    with_records = (out_dir / METRICS_NAME).is_file() or (out_dir / "summary.json").is_file()
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if name == "metrics.csv":  # a logger plugin's file, but only next to a run's own records
+        return with_records and b"timesteps" in head.split(b"\n", 1)[0]
+    if name == "learning_curve.png":
+        return with_records and head.startswith(_PNG_MAGIC)
+    return False
 
 
 def foreign_files(out_dir: str | Path, limit: int = 20) -> list[str]:
     """What in ``out_dir`` an rlgraph run did not write (paths relative to it; at most ``limit``).
 
-    rlgraph's own files are recognised by their names and places: the top-level files of a run
-    (``metrics.jsonl``, ``summary.json`` ...), checkpoint links and folders holding only
-    checkpoint files (``meta.json``, ``config.json``, ``*.npz``) in rlgraph's layout, and the
-    hidden stores and temporaries its saves leave. Anything else (``checkpoints/my_model.pt``,
-    ``notes.txt``, a link out of the folder) is foreign, and :func:`claim_run_dir` never
-    deletes a folder that holds any.
+    Something is rlgraph's only if it proves it, by name, place and content: ``metrics.jsonl``
+    whose every row is a JSON object with ``timesteps``, ``summary.json`` with ``ended_by``,
+    ``exit_code`` and ``timesteps``; ``metrics.csv`` (a ``timesteps`` column) and
+    ``learning_curve.png`` (a PNG) only next to those; checkpoint folders (``checkpoint/``,
+    ``checkpoints/step-N/``, ``.checkpoint.versions/vN/`` ...) only with a ``meta.json`` of
+    rlgraph's format version, holding exactly the files it names; rlgraph's relative links
+    and the temporaries its saves leave. Anything else (``checkpoints/my_model.pt``,
+    ``checkpoint/weights.npz`` without ``meta.json``, a ``summary.json`` of another tool, a
+    link out of the folder) is foreign, and :func:`claim_run_dir` never deletes a folder that
+    holds any.
     """
     out_dir = Path(out_dir)
     found: list[str] = []
@@ -110,16 +230,28 @@ def foreign_files(out_dir: str | Path, limit: int = 20) -> list[str]:
             if not ok:
                 found.append(name)
         elif entry.is_dir():
-            if name in _TOP_FOLDERS or _HIDDEN_RE.match(name):
-                _foreign_inside(Path(entry.path), name, found, limit)
-            elif name in _LOGGER_FOLDERS and any((out_dir / n).is_file() for n in ("metrics.jsonl", "summary.json")):
+            kind = (
+                "container"
+                if _CONTAINER_RE.match(name)
+                else "leaf"
+                if _LEAF_RE.match(name)
+                else "temp"
+                if _TEMP_RE.match(name)
+                else None
+            )
+            if kind is not None:
+                _foreign_inside(Path(entry.path), name, found, limit, kind)
+            elif name in _LOGGER_FOLDERS and any(
+                (out_dir / n).is_file() and _top_file_proves(out_dir / n, out_dir)
+                for n in (METRICS_NAME, "summary.json")
+            ):
                 pass  # the tensorboard / wandb loggers' folders, next to a run's own records
             else:
                 found.append(name + "/")
         elif name not in _TOP_FILES and not _HIDDEN_RE.match(name):
             found.append(name)
-        elif name == "metrics.csv" and not any((out_dir / n).is_file() for n in ("metrics.jsonl", "summary.json")):
-            found.append(name)  # a logger plugin's file, but only next to a run's own records
+        elif not _top_file_proves(Path(entry.path), out_dir):
+            found.append(name)
     return found
 
 
@@ -134,14 +266,8 @@ def linked_stores(out_dir: str | Path) -> list[str]:
     would write and delete wherever the link leads, outside the run folder.
     """
     out_dir = Path(out_dir)
-    return sorted(n for n in _listdir_quiet(out_dir) if _STORE_RE.match(n) and (out_dir / n).is_symlink())
-
-
-def _listdir_quiet(folder: Path) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
+    entries = _entries(out_dir) or []
+    return [e.name for e in entries if _STORE_RE.match(e.name) and e.is_symlink()]
 
 
 def _remove_run_files(out_dir: Path) -> None:

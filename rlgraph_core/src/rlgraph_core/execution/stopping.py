@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from types import FrameType
+from typing import Iterator
 
 #: Why a run ended, and the exit code ``rlgraph train`` returns for it (128 + signal number
 #: for signals, as shells report them).
@@ -30,14 +32,47 @@ class RunFailed(Exception):
         super().__init__(summary.get("error", "the run failed"))
 
 
+#: Handlers to restore once a held final phase ends (see :func:`final_phase_held`).
+_held: dict[int, object] = {}
+#: How many callers hold the final phase beyond the run (e.g. the CLI, until its last line).
+_holders = 0
+
+
+def _ignore(signum: int, frame: FrameType | None) -> None:
+    """The final phase's handler: the run is writing what it ends with; nothing may cut it short."""
+
+
+@contextlib.contextmanager
+def final_phase_held() -> Iterator[None]:
+    """Keep SIGINT/SIGTERM ignored from a run's final phase until this block ends.
+
+    A run's final phase (closing the loggers, the final checkpoint, ``summary.json``, the plot)
+    ignores further signals; inside this block they stay ignored after the run returns, so that
+    what the caller writes last (the CLI's "done"/"stopped" line) is written too. The handlers
+    from before the run are restored when the block ends.
+    """
+    global _holders
+    _holders += 1
+    try:
+        yield
+    finally:
+        _holders -= 1
+        if not _holders:
+            for signum, handler in _held.items():
+                signal.signal(signum, handler)
+            _held.clear()
+
+
 class StopRequest:
     """Turns SIGINT and SIGTERM into a request to stop at the next safe point of the loop.
 
     Use as a context manager around a training loop and check :attr:`reason` once per step:
-    the loop then ends cleanly (final checkpoint, summary, plot). A second Ctrl-C while
-    stopping raises KeyboardInterrupt at once (checkpoint saves are atomic, so that loses at
-    most the checkpoint being written). Outside the main thread signals cannot be handled and
-    the request only ever comes from :meth:`request`.
+    the loop then ends cleanly (final checkpoint, summary, plot). A second Ctrl-C while the
+    loop is stopping raises KeyboardInterrupt at once (checkpoint saves are atomic, so that
+    loses at most the checkpoint being written). Once the loop has ended, :meth:`hold` starts
+    the final phase: every further signal is ignored until everything is written (until the
+    block ends, or, inside :func:`final_phase_held`, until that ends). Outside the main thread
+    signals cannot be handled and the request only ever comes from :meth:`request`.
     """
 
     SIGNALS = {signal.SIGINT: "sigint", signal.SIGTERM: "sigterm"}
@@ -45,6 +80,13 @@ class StopRequest:
     def __init__(self) -> None:
         self.reason: str | None = None
         self._previous: dict[int, object] = {}
+        self._holding = False
+
+    def hold(self) -> None:
+        """Start the final phase: SIGINT and SIGTERM are ignored from now on (see the class)."""
+        self._holding = True
+        for signum in self._previous:
+            signal.signal(signum, _ignore)
 
     def requested(self) -> bool:
         """Whether a stop was requested (for loops that cannot see :attr:`reason`, e.g. an evaluation)."""
@@ -67,6 +109,10 @@ class StopRequest:
         return self
 
     def __exit__(self, *exc) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+        if self._holding and _holders:
+            for signum, handler in self._previous.items():
+                _held.setdefault(signum, handler)  # restored when final_phase_held ends
+        else:
+            for signum, handler in self._previous.items():
+                signal.signal(signum, handler)
         self._previous.clear()
