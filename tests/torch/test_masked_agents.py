@@ -66,6 +66,9 @@ def test_masked_dqn_learns_without_an_illegal_action():
     after = algo.evaluate(20)["eval_return_mean"]
     assert before < 9.0
     assert after >= 12.0, f"masked DQN reached {after} (from {before}) in 3000 env steps"
+    # replay stores the mask with the observation, and the next observation's with it
+    stored = algo.agent.memory.state_dict()
+    assert stored["data/obs/action_mask"].dtype == np.int8 and stored["data/next_obs/action_mask"].shape[1:] == (6,)
 
 
 def test_predict_takes_the_mask_and_refuses_an_all_false_one():

@@ -1,0 +1,140 @@
+"""Masked PPO: rlgraph against sb3-contrib's MaskablePPO on the same env, settings and run.
+
+Both train PPO on :class:`rlgraph_core.testing.masked_env.PickLegalMax` (sb3-contrib's
+``action_masks()`` convention; an illegal action raises) with the same hyperparameters (those of
+``configs/ppo_masked_pick.yaml``: 8 envs, 64-step rollouts, minibatch 128, 4 epochs, Adam 1e-3,
+gamma 0.9, entropy 0.01, separate 64-64 tanh trunks), one CPU thread each, one after the other in
+this run. Every ``--eval-every`` env steps training pauses for a greedy evaluation (10 episodes,
+not timed); reported: env steps/s of training alone, the env steps at which the mean eval return
+first reached ``--threshold``, and the last eval return.
+
+MaskablePPO runs in a separate interpreter (``--sb3-python``: a venv with ``pip install
+sb3-contrib``, and rlgraph-core for the env), so neither library's imports touch the other::
+
+    python3.11 -m venv /tmp/sb3venv
+    /tmp/sb3venv/bin/pip install sb3-contrib -e ./rlgraph_core
+    python benchmarks/bench_masked.py --sb3-python /tmp/sb3venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+SETTINGS = dict(n_steps=64, batch_size=128, n_epochs=4, gamma=0.9, gae_lambda=0.95, ent_coef=0.01, lr=1e-3, envs=8)
+
+SB3 = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np, torch
+    torch.set_num_threads(1)
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from rlgraph_core.testing.masked_env import PickLegalMax
+    a = json.loads(sys.argv[1])
+    s = a["settings"]
+    env = make_vec_env(lambda: PickLegalMax(mask_in="method"), n_envs=s["envs"], seed=a["seed"])
+    model = MaskablePPO(
+        "MlpPolicy", env, n_steps=s["n_steps"], batch_size=s["batch_size"], n_epochs=s["n_epochs"],
+        gamma=s["gamma"], gae_lambda=s["gae_lambda"], ent_coef=s["ent_coef"], learning_rate=s["lr"],
+        policy_kwargs=dict(net_arch=[64, 64], activation_fn=torch.nn.Tanh), seed=a["seed"], device="cpu",
+    )
+    def evaluate(episodes=10):
+        e = PickLegalMax(mask_in="method")
+        total = 0.0
+        for i in range(episodes):
+            obs, _ = e.reset(seed=10_000 + i)
+            done = False
+            while not done:
+                action, _ = model.predict(obs, action_masks=e.action_masks(), deterministic=True)
+                obs, r, term, trunc, _ = e.step(int(action))
+                total += r
+                done = term or trunc
+        return total / episodes
+    train_s, reached, ret, done = 0.0, None, None, 0
+    while done < a["steps"]:
+        t = time.perf_counter()
+        model.learn(a["eval_every"], reset_num_timesteps=False)
+        train_s += time.perf_counter() - t
+        done = model.num_timesteps
+        ret = evaluate()
+        if reached is None and ret >= a["threshold"]:
+            reached = done
+    print(json.dumps({"steps": done, "train_s": train_s, "reached": reached, "final": ret}))
+    """
+)
+
+
+def run_rlgraph(args) -> dict:
+    """rlgraph's PPO on the same env and settings (torch eager), timed the same way."""
+    import rlgraph_core as rl
+
+    s = SETTINGS
+    algo = rl.make(
+        "ppo",
+        env={
+            "id": "rlgraph_core.testing.masked_env:PickLegalMax",
+            "kwargs": {"mask_in": "method"},
+            "num_envs": s["envs"],
+        },
+        backend="torch",
+        mode=args.mode,
+        seed=args.seed,
+        network={"type": "mlp", "hidden": [64, 64], "activation": "tanh", "initializer": "orthogonal"},
+        n_steps=s["n_steps"],
+        batch_size=s["batch_size"],
+        n_epochs=s["n_epochs"],
+        gamma=s["gamma"],
+        gae_lambda=s["gae_lambda"],
+        ent_coef=s["ent_coef"],
+        optimizer={"learning_rate": s["lr"]},
+        eval_interval=10**9,
+        num_threads=1,
+    )
+    train_s, reached, ret, done = 0.0, None, None, 0
+    while done < args.steps:
+        t = time.perf_counter()
+        algo.learn(args.eval_every)
+        train_s += time.perf_counter() - t
+        done = algo.timesteps
+        ret = algo.evaluate(10)["eval_return_mean"]
+        if reached is None and ret >= args.threshold:
+            reached = done
+    return {"steps": done, "train_s": train_s, "reached": reached, "final": ret}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sb3-python", required=True, help="an interpreter with sb3-contrib and rlgraph-core")
+    p.add_argument("--steps", type=int, default=32_768)
+    p.add_argument("--eval-every", type=int, default=4096)
+    p.add_argument("--threshold", type=float, default=14.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mode", default="eager", choices=["eager", "static"])
+    args = p.parse_args(argv)
+    payload = json.dumps({**vars(args), "settings": SETTINGS})
+    done = subprocess.run([args.sb3_python, "-c", SB3, payload], capture_output=True, text=True, timeout=7200)
+    if done.returncode != 0:
+        print(done.stderr[-3000:], file=sys.stderr)
+        return 1
+    rows = {"sb3-contrib MaskablePPO": json.loads(done.stdout.strip().splitlines()[-1])}
+    rows[f"rlgraph ppo (torch {args.mode})"] = run_rlgraph(args)
+    print(f"PickLegalMax, {args.steps:,} env steps, seed {args.seed}, threshold {args.threshold}")
+    print(f"{'':28s} {'env steps/s':>12s} {'steps to threshold':>19s} {'final eval':>11s}")
+    for name, r in rows.items():
+        reached = f"{r['reached']:,}" if r["reached"] is not None else "not reached"
+        print(f"{name:28s} {r['steps'] / r['train_s']:12.0f} {reached:>19s} {r['final']:11.1f}")
+    base = rows["sb3-contrib MaskablePPO"]
+    ours = rows[f"rlgraph ppo (torch {args.mode})"]
+    print(
+        f"rlgraph / MaskablePPO env steps/s: {(ours['steps'] / ours['train_s']) / (base['steps'] / base['train_s']):.2f}x"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
