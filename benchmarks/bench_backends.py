@@ -48,7 +48,7 @@ ROWS = ("torch-eager", "torch-static", "tf-eager", "tf-static")
 
 def make_env(seed: int):
     """The vector env the local executor uses (one CartPole, same-step autoreset)."""
-    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.config.sections import EnvConfig
     from rlgraph_core.envs import make_vector_env
 
     return make_vector_env(EnvConfig(id="CartPole-v1", num_envs=1), seed)

@@ -177,7 +177,7 @@ def measure(memory, chunks: dict[int, list], update_args: list, batch: int, iter
 
 def pong_transitions(steps: int, num_envs: int, n_step: int, seed: int) -> list[dict]:
     """n-step batches of random play in ALE/Pong-v5 (84x84 grayscale, stack of 4, uint8)."""
-    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.config.sections import EnvConfig
     from rlgraph_core.config.wrappers import resolve_wrappers
     from rlgraph_core.envs import make_vector_env
     from rlgraph_core.execution.local import true_next_obs

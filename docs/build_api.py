@@ -35,6 +35,8 @@ MODULES = [
     "rlgraph_core.spaces",
     "rlgraph_core.config.run",
     "rlgraph_core.config.common",
+    "rlgraph_core.config.sections",
+    "rlgraph_core.config.errors",
     "rlgraph_core.errors",
     "rlgraph_core.plugins",
     "rlgraph_core.execution.base",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
 
-from rlgraph_core.config.common import EnvConfig
+from rlgraph_core.config.sections import EnvConfig
 from rlgraph_core.envs import make_eval_env, make_vector_env
 from rlgraph_core.errors import EnvDataError
 

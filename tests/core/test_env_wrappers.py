@@ -11,7 +11,7 @@ import pytest
 from gymnasium.wrappers import FrameStackObservation
 
 from rlgraph_core import envs as envs_module
-from rlgraph_core.config.common import EnvConfig
+from rlgraph_core.config.sections import EnvConfig
 from rlgraph_core.config.wrappers import resolve_wrappers, validate_wrappers
 from rlgraph_core.envs import make_eval_env, make_vector_env, resolve_env_id
 from rlgraph_core.errors import ConfigError

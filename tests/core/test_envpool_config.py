@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rlgraph_core.config.common import EnvConfig
+from rlgraph_core.config.sections import EnvConfig
 from rlgraph_core.config.wrappers import validate_wrappers
 from rlgraph_core.envpool_envs import envpool_id, envpool_kwargs
 from rlgraph_core.envs import make_vector_env

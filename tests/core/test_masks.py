@@ -289,7 +289,7 @@ def test_named_mask_sources():
 
 
 def test_vector_env_carries_masks_and_final_masks():
-    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.config.sections import EnvConfig
     from rlgraph_core.envs import make_vector_env
     from rlgraph_core.execution.env_runner import true_next_obs
 

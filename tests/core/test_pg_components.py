@@ -507,7 +507,7 @@ def test_shipped_configs_validate(name):
     """Every section validates (the backend named in ``train`` need not be installed here)."""
     from rlgraph_core.agents.a2c import A2CConfig
     from rlgraph_core.agents.ppo import PPOConfig
-    from rlgraph_core.config.common import EnvConfig, TrainConfig
+    from rlgraph_core.config.sections import EnvConfig, TrainConfig
     from rlgraph_core.config.run import load_config_file
 
     raw = load_config_file(CONFIGS / name)

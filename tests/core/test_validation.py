@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from rlgraph_core.agents.dqn import DQNConfig
 from rlgraph_core.components.schedules import LinearSchedule, check_schedule_range
-from rlgraph_core.config.common import OptimizerConfig, TrainConfig
+from rlgraph_core.config.common import OptimizerConfig
+from rlgraph_core.config.sections import TrainConfig
 from rlgraph_core.config.run import (
     apply_overrides,
     shipped_configs,
@@ -283,7 +284,7 @@ def example_env_on_path(monkeypatch):
 def test_custom_env_ids_resolve_as_class_and_as_registered_id(example_env_on_path):
     import gymnasium as gym
 
-    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.config.sections import EnvConfig
     from rlgraph_core.envs import make_eval_env, make_vector_env, resolve_env_id
 
     spec = resolve_env_id("my_env:Corridor")
@@ -338,7 +339,7 @@ def test_a_module_that_fails_to_import_is_named(tmp_path, monkeypatch):
 
 
 def test_bad_env_kwargs_are_a_config_error_naming_the_env_and_the_kwargs():
-    from rlgraph_core.config.common import EnvConfig
+    from rlgraph_core.config.sections import EnvConfig
     from rlgraph_core.envs import make_eval_env, make_vector_env
 
     for vectorization in ("sync", "async"):

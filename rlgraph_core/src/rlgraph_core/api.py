@@ -30,7 +30,22 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from rlgraph_core.assemble import assemble
+from rlgraph_core.callbacks import make_callbacks
+from rlgraph_core.checkpoint import read_meta
+from rlgraph_core.config.run import deep_merge, load_raw_config, shipped_configs, validate_config
+from rlgraph_core.config.sections import EnvConfig, TrainConfig
+from rlgraph_core.datasets import DatasetSource
+from rlgraph_core.envs import missing_space_message, resolve_env_id
 from rlgraph_core.errors import ConfigError
+from rlgraph_core.evaluation import evaluate_policy
+from rlgraph_core.execution.out_dir import check_out_dir
+from rlgraph_core.execution.recorder import RunState
+from rlgraph_core.execution.run_dir import PYTHON_TERMS
+from rlgraph_core.plugins import get_plugin_manager
+from rlgraph_core.spaces import from_gym
+from rlgraph_core.training import run_training
+from rlgraph_core.envs import check_stored_env_id
 
 __all__ = ["Algorithm", "load", "make"]
 
@@ -39,20 +54,19 @@ _facade_env_ids = itertools.count()
 
 def _raw_config(algo: Any, plugin_manager) -> dict:
     """A raw config dict from an agent name, a shipped config name, a file path, a dict or a RunConfig."""
-    from rlgraph_core.config.run import load_config_file, load_shipped_config, shipped_configs
 
     if hasattr(algo, "to_dict") and hasattr(algo, "train"):  # a validated RunConfig
         return algo.to_dict()
     if isinstance(algo, dict):
         return copy.deepcopy(algo)
     if isinstance(algo, Path) or (isinstance(algo, str) and Path(algo).is_file()):
-        return load_config_file(algo)
+        return load_raw_config(algo)
     if isinstance(algo, str):
         agents = sorted(plugin_manager.names("agents"))
         if algo in agents:
             return {"agent": {"type": algo}}
         if algo in shipped_configs():
-            return load_shipped_config(algo)
+            return load_raw_config(algo)
         close = difflib.get_close_matches(algo, agents + shipped_configs(), n=1)
         raise ConfigError(
             f"make({algo!r}): not an agent name, a shipped config or a config file."
@@ -70,8 +84,6 @@ def _env_id_for(env) -> str:
     """A config ``env.id`` for a gymnasium env instance: its registered id, its class path, or a
     process-local id registered with gymnasium (an env class that cannot be imported by name)."""
     import gymnasium as gym
-
-    from rlgraph_core.envs import resolve_env_id
 
     spec = getattr(env, "spec", None)
     if spec is not None and spec.id in gym.registry:
@@ -142,8 +154,6 @@ def _apply_overrides(raw: dict, overrides: dict, plugin_manager) -> None:
     """Keyword overrides: a section name (``train={...}``) merges that section; a field of the
     train or env section goes there (``total_timesteps=...``, ``num_envs=8``); anything else is an
     agent field (``learning_rate=...``, ``n_steps=...``)."""
-    from rlgraph_core.config.common import EnvConfig, TrainConfig
-    from rlgraph_core.config.run import deep_merge
 
     for key, value in overrides.items():
         if key in ("agent", "train", "executor") and isinstance(value, dict):
@@ -196,8 +206,6 @@ def make(
     Raises:
         ConfigError: a name, field or value that is not valid (one paragraph naming it).
     """
-    from rlgraph_core.config.run import validate_config
-    from rlgraph_core.plugins import get_plugin_manager
 
     pm = plugin_manager or get_plugin_manager()
     raw = _raw_config(algo, pm)
@@ -225,7 +233,6 @@ def _apply_dataset(raw: dict, dataset: str | Path, env_given: bool):
     """``make(dataset=...)``: the offline executor on ``dataset`` (opened and checked now, so a
     bad one fails before anything runs), evaluated on the env it was recorded on unless ``env``
     or the config names one."""
-    from rlgraph_core.datasets import DatasetSource
 
     source = DatasetSource(dataset, field="dataset")
     raw.setdefault("train", {})["executor"] = "offline"
@@ -303,9 +310,6 @@ class Algorithm:
     def __init__(
         self, config, *, env_factory=None, out: str | Path | None = None, verbose: int = 0, plugin_manager=None
     ):
-        from rlgraph_core.assemble import assemble
-        from rlgraph_core.execution.recorder import RunState
-        from rlgraph_core.plugins import get_plugin_manager
 
         self._pm = plugin_manager or get_plugin_manager()
         self._assembly = dataclasses.replace(assemble(config, self._pm), env_factory=env_factory)
@@ -324,12 +328,9 @@ class Algorithm:
             probe.close()
         for what, space in (("observation", obs_space), ("action", act_space)):
             if space is None:  # a custom env class that sets no space (gymnasium.make would say so)
-                from rlgraph_core.envs import missing_space_message
-
                 raise ConfigError(missing_space_message(self.config.env.id, what))
         self.observation_space = obs_space
         self.action_space = act_space
-        from rlgraph_core.spaces import from_gym
 
         #: the observation space as rlgraph's space, converted once (predict is called per step)
         self._obs_space = from_gym(obs_space)
@@ -388,9 +389,6 @@ class Algorithm:
             RunFailed: the environment, the agent or a plugin raised (after a final checkpoint
                 where ``out`` is given); ``__cause__`` is the original error.
         """
-        from rlgraph_core.callbacks import make_callbacks
-        from rlgraph_core.execution.run_dir import PYTHON_TERMS
-        from rlgraph_core.training import run_training
 
         if updates is not None:
             if total_timesteps is not None:
@@ -448,8 +446,6 @@ class Algorithm:
     def _learn_through_checkpoint(self, config, assembly, out, overwrite, continuing) -> dict:
         """Run an executor that builds its own learner (a distributed one): hand it this agent
         as a checkpoint to resume from, and load the weights and counters it ends with."""
-        from rlgraph_core.execution.run_dir import PYTHON_TERMS
-        from rlgraph_core.training import run_training
 
         with tempfile.TemporaryDirectory(prefix="rlgraph-facade-") as tmp:
             resume = None
@@ -511,7 +507,6 @@ class Algorithm:
         in training's evaluations). ``render_frames``: a list that gets an rgb frame per step, or
         a function called with each frame (e.g. a video writer's ``add``).
         """
-        from rlgraph_core.evaluation import evaluate_policy
 
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
             raise ConfigError(f"evaluate(episodes={episodes!r}): pass a whole number of episodes >= 1.")
@@ -528,7 +523,6 @@ class Algorithm:
 
         ``rlgraph evaluate PATH``, ``rlgraph train --resume PATH`` and :func:`load` read it.
         """
-        from rlgraph_core.execution.out_dir import check_out_dir
 
         path = check_out_dir(path, "save(path)")  # read-only, virtual (/proc) or invalid: one paragraph
         try:
@@ -565,13 +559,9 @@ def load(
     ``env.id``; pass the env again for one made from an instance or factory). ``backend``/``mode``
     load the weights into another backend or mode; ``overrides`` as in :func:`make`.
     """
-    from rlgraph_core.checkpoint import read_meta
-    from rlgraph_core.execution.recorder import RunState
 
     meta, stored = read_meta(path)
     if env is None:  # the checkpoint names its env: its module never comes from the current folder
-        from rlgraph_core.envs import check_stored_env_id
-
         stored_env = stored.get("env")
         consent = "pass it yourself: rlgraph_core.load(path, env='module:EnvId')"
         stored_id = stored_env.get("id") if isinstance(stored_env, dict) else None

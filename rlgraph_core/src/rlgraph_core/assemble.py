@@ -25,15 +25,22 @@ from typing import Any, Callable
 from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.backend.contract import Backend
 from rlgraph_core.backend.settings import backend_entry
+from rlgraph_core.callbacks import make_callbacks
 from rlgraph_core.components.settings import component_entry
-from rlgraph_core.config.memory import make_memory
 from rlgraph_core.components.sizing import check_networks_fit
+from rlgraph_core.config.memory import make_memory
+from rlgraph_core.config.run import validate_backend_settings
+from rlgraph_core.config.slots import validated_agent_config
+from rlgraph_core.config.wrappers import resolve_wrappers
 from rlgraph_core.envs import make_eval_env, make_vector_env, make_vector_env_from
 from rlgraph_core.errors import ConfigError, PluginError
+from rlgraph_core.execution.loggers import start_loggers
+from rlgraph_core.execution.settings import executor_entry
+from rlgraph_core.integrations.video import TrainingVideos
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
-from rlgraph_core.spaces import from_gym
+from rlgraph_core.spaces import Space, SpaceError, from_gym
 from rlgraph_core.wrappers import apply_wrappers
 
 
@@ -173,7 +180,6 @@ class Assembly:
         :func:`rlgraph_core.execution.loggers.make_logger`); one whose constructor raises is a
         ConfigError naming it (:func:`rlgraph_core.execution.loggers.start_loggers`).
         """
-        from rlgraph_core.execution.loggers import start_loggers
 
         return start_loggers(self.config.train.loggers, self.logger_classes, out_dir, self.config)
 
@@ -203,8 +209,6 @@ class Assembly:
         (made here, in the application layer, so the run recorder never imports the integrations)."""
         import gymnasium as gym
 
-        from rlgraph_core.integrations.video import TrainingVideos
-
         config = self.config
         try:
             return TrainingVideos(
@@ -229,7 +233,6 @@ class Assembly:
 def _as_space(space):
     """An env's gymnasium space as an rlgraph space; one that cannot be converted (a text space)
     is a ConfigError naming the wrapper that would help, never a traceback."""
-    from rlgraph_core.spaces import Space, SpaceError
 
     if isinstance(space, Space):
         return space
@@ -256,7 +259,6 @@ def _memory_class(pm: PluginManager, agent_config):
 
 def _executor_class(pm: PluginManager, name: str) -> type:
     """The executor class registered as ``name`` (a lazily registered one is imported now)."""
-    from rlgraph_core.execution.settings import executor_entry
 
     cls, _ = executor_entry(_get(pm, "executors", name, "train.executor"))
     return cls.resolve() if hasattr(cls, "resolve") else cls
@@ -269,7 +271,6 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
     that cannot be resolved, and a PluginError for an agent class that breaks the constructor
     contract.
     """
-    from rlgraph_core.config.slots import validated_agent_config
 
     pm = plugin_manager
     tc = config.train
@@ -290,8 +291,6 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
             backend.set_num_threads(tc.num_threads)
         return backend
 
-    from rlgraph_core.callbacks import make_callbacks
-
     return Assembly(
         config=config,
         plugin_manager=pm,
@@ -311,7 +310,6 @@ def _backend_settings(pm: PluginManager, config, model) -> Any:
     settings = getattr(config, "backend", None)
     if isinstance(settings, model):
         return settings
-    from rlgraph_core.config.run import validate_backend_settings
 
     dump = getattr(settings, "model_dump", None)
     raw = dump() if dump is not None else settings
@@ -320,7 +318,6 @@ def _backend_settings(pm: PluginManager, config, model) -> Any:
 
 def _env_wrappers(pm: PluginManager, env_cfg) -> list[Callable]:
     """``config.env.wrappers`` resolved through ``pm`` (a PluginError becomes a ConfigError)."""
-    from rlgraph_core.config.wrappers import resolve_wrappers
 
     try:
         return resolve_wrappers(pm, env_cfg.wrappers)

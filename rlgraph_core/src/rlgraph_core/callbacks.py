@@ -41,7 +41,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rlgraph_core.errors import ConfigError
+from rlgraph_core.errors import ConfigError, PluginError
 
 __all__ = [
     "Callback",
@@ -236,7 +236,6 @@ def _resolved(cls):
 
 def _entry_kwargs(plugin_manager, entry: Any, index: int) -> tuple[Any, dict]:
     """Validate one ``train.callbacks`` entry; return (callback class or LazyObject, kwargs)."""
-    from rlgraph_core.errors import PluginError
 
     where = f"train.callbacks.{index}"
     if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):

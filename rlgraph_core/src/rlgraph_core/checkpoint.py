@@ -58,6 +58,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from rlgraph_core.errors import CheckpointError, DiskFullError, NonFiniteError
+from rlgraph_core.spaces import Space
 
 FORMAT_VERSION = 1
 
@@ -917,7 +918,6 @@ def load_checkpoint_into(agent, directory: str | os.PathLike, *, for_training: b
         CheckpointError: a missing, corrupt or mismatching checkpoint; the message names the
             file, the array, what was found and what was expected.
     """
-    from rlgraph_core.spaces import Space
 
     shown = Path(directory)
     folder = resolve_checkpoint(shown)

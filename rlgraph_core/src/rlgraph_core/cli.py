@@ -8,8 +8,27 @@ import os
 import sys
 from pathlib import Path
 
+from rlgraph_core.api import Algorithm
+from rlgraph_core.assemble import assemble
+from rlgraph_core.checkpoint import read_meta
+from rlgraph_core.components.settings import ExplorationSettings, NetworkSettings, component_entry
+from rlgraph_core.config.run import RunConfig, apply_overrides, resolve_config, validate_config
+from rlgraph_core.config.sections import EnvConfig
+from rlgraph_core.envs import check_stored_env_id, make_eval_env
 from rlgraph_core.errors import RLGraphError
-
+from rlgraph_core.evaluation import evaluate_policy
+from rlgraph_core.execution.dry_run import dry_run
+from rlgraph_core.execution.out_dir import check_out_dir, check_out_file
+from rlgraph_core.execution.run_dir import resume_checkpoint, run_dir_of
+from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, final_phase_held
+from rlgraph_core.export.onnx_policy import OnnxPolicy, export_onnx
+from rlgraph_core.graph.drawing import write_graph
+from rlgraph_core.integrations.video import VideoWriter, check_video_path
+from rlgraph_core.plugins import KINDS, get_plugin_manager
+from rlgraph_core.plugins.manager import DISABLE_ENV, block_hint, disabled_from_env, parse_plugin_names
+from rlgraph_core.training import default_out_dir, end_line, run_training
+from rlgraph_core.training import resolve_resume as resolve
+from rlgraph_core.warning_lines import warning_lines
 
 #: Flags that override a config field (on a new run and on a resumed one alike).
 FLAG_FIELDS = (
@@ -31,24 +50,13 @@ def _overrides(args) -> list[str]:
     return overrides
 
 
-def _resolve_config(args) -> "RunConfig":  # noqa: F821
-    from rlgraph_core.config.run import (
-        DEFAULT_CONFIG_NAME,
-        apply_overrides,
-        load_config_file,
-        load_shipped_config,
-        shipped_configs,
-        validate_config,
-    )
-
-    name = getattr(args, "config", None) or DEFAULT_CONFIG_NAME
-    raw = load_shipped_config(name) if name in shipped_configs() and not Path(name).exists() else load_config_file(name)
-    return validate_config(apply_overrides(raw, _overrides(args)))
+def _resolve_config(args) -> RunConfig:
+    """The run config of a command's CONFIG argument, ``--set`` items and shortcut flags."""
+    return resolve_config(getattr(args, "config", None), _overrides(args))
 
 
 def resolve_resume(path: str | Path) -> Path:
     """The checkpoint ``--resume PATH`` means (see :func:`rlgraph_core.training.resolve_resume`)."""
-    from rlgraph_core.training import resolve_resume as resolve
 
     return resolve(path)
 
@@ -63,14 +71,6 @@ def cmd_train(args) -> int:
     after Ctrl-C, 143 after SIGTERM (both after a final checkpoint), 1 when the environment, the
     agent or a plugin raised (after a final checkpoint), 2 for a user mistake (nothing run).
     """
-    from rlgraph_core.assemble import assemble
-    from rlgraph_core.checkpoint import read_meta
-    from rlgraph_core.config.run import apply_overrides, validate_config
-    from rlgraph_core.execution.out_dir import check_out_dir
-    from rlgraph_core.execution.run_dir import run_dir_of
-    from rlgraph_core.execution.stopping import final_phase_held
-    from rlgraph_core.plugins import get_plugin_manager
-    from rlgraph_core.training import default_out_dir
 
     if args.out is not None:
         check_out_dir(args.out)
@@ -94,8 +94,6 @@ def cmd_train(args) -> int:
     out = Path(args.out) if args.out is not None else (resumed_run or default_out_dir(config))
     assembly = assemble(config, get_plugin_manager())
     if args.dry_run:
-        from rlgraph_core.execution.dry_run import dry_run
-
         print(dry_run(assembly, out, resume_dir=resume))
         return 0
     with final_phase_held():  # a signal during the run's final phase waits until the last line is out
@@ -104,8 +102,6 @@ def cmd_train(args) -> int:
 
 def _train_and_report(config, out: Path, args, assembly) -> int:
     """``run_training`` and the run's last line (or the failure paragraph); the exit code."""
-    from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed
-    from rlgraph_core.training import end_line, run_training
 
     try:
         # The run folder, not the checkpoint chosen above: run_training chooses again under the
@@ -137,7 +133,6 @@ def _train_and_report(config, out: Path, args, assembly) -> int:
 def _check_stored_env(stored: dict, raw: dict, args, source: str, named: str) -> None:
     """Refuse a checkpoint's env module from the current folder (checkpoints are inert) unless the
     user consented: ``--trust-env-module``, or an ``env.id`` of their own (``named``, ``--set env.id=``)."""
-    from rlgraph_core.envs import check_stored_env_id
 
     stored_id = (stored.get("env") or {}).get("id") if isinstance(stored.get("env"), dict) else None
     chosen = (raw.get("env") or {}).get("id") if isinstance(raw.get("env"), dict) else None
@@ -153,8 +148,6 @@ def _checkpoint_arg(path: str) -> str:
     passed on unchanged (and refused, if it is no checkpoint, by the code that reads it)."""
     folder = Path(path)
     if folder.is_dir() and not (folder / "meta.json").is_file():
-        from rlgraph_core.execution.run_dir import resume_checkpoint
-
         best = resume_checkpoint(folder, argument="checkpoint")
         print(f"rlgraph: '{folder}' is a run folder; using its newest checkpoint {best}", file=sys.stderr)
         return str(best)
@@ -171,15 +164,10 @@ def cmd_evaluate(args) -> int:
     """
     video = args.video
     if video is not None:
-        from rlgraph_core.integrations.video import check_video_path
-
         check_video_path(video)
     if str(args.checkpoint).endswith(".onnx"):
         return _evaluate_onnx(args, video)
     args.checkpoint = _checkpoint_arg(args.checkpoint)
-    from rlgraph_core.api import Algorithm
-    from rlgraph_core.checkpoint import read_meta
-    from rlgraph_core.config.run import apply_overrides, validate_config
 
     _, stored = read_meta(args.checkpoint)
     overrides = list(args.set or [])
@@ -212,13 +200,9 @@ def _run_evaluation(policy, env, env_id: str, args, seed: int, video: str | None
     """``evaluate_policy`` with frames streamed to ``video``; closes ``env``; returns (result, frames written)."""
     import gymnasium as gym
 
-    from rlgraph_core.evaluation import evaluate_policy
-
     writer = None
     try:
         if video:
-            from rlgraph_core.integrations.video import VideoWriter
-
             writer = VideoWriter(video, fps=(getattr(env, "metadata", None) or {}).get("render_fps") or 30)
         result = evaluate_policy(policy, env, args.episodes, seed, writer.add if writer else None)
     except gym.error.DependencyNotInstalled as exc:
@@ -236,9 +220,6 @@ def _run_evaluation(policy, env, env_id: str, args, seed: int, video: str | None
 
 def _evaluate_onnx(args, video: str | None) -> int:
     """``rlgraph evaluate policy.onnx``: onnxruntime, gymnasium and numpy only (no backend)."""
-    from rlgraph_core.config.common import EnvConfig
-    from rlgraph_core.envs import make_eval_env
-    from rlgraph_core.export.onnx_policy import OnnxPolicy
 
     for flag in ("backend", "mode", "set"):
         if getattr(args, flag):
@@ -270,12 +251,9 @@ def _evaluate_onnx(args, video: str | None) -> int:
 
 def cmd_export(args) -> int:
     """Export a checkpoint's greedy policy for serving (``--format onnx``)."""
-    from rlgraph_core.execution.out_dir import check_out_file
-    from rlgraph_core.export.onnx_policy import export_onnx
 
     out = check_out_file(args.out)  # an existing folder, a read-only or virtual one: before the export's work
     args.checkpoint = _checkpoint_arg(args.checkpoint)
-    from rlgraph_core.checkpoint import read_meta
 
     stored = read_meta(args.checkpoint)[1]
     _check_stored_env(stored, stored, args, f"the checkpoint '{args.checkpoint}'", "--trust-env-module")
@@ -291,8 +269,6 @@ def cmd_plugins(args) -> int:
     A name that several plugins register is listed once per claimant, followed by a line that
     says how to block one.
     """
-    from rlgraph_core.plugins import KINDS, get_plugin_manager
-    from rlgraph_core.plugins.manager import block_hint
 
     pm = get_plugin_manager()
     for kind in KINDS:
@@ -323,7 +299,6 @@ def cmd_plugins(args) -> int:
 
 def _slot_note(obj) -> str:
     """``  [network slot]`` / ``  [exploration slot]`` for a component registered with such a settings model."""
-    from rlgraph_core.components.settings import ExplorationSettings, NetworkSettings, component_entry
 
     _, model = component_entry(obj)
     for base, role in ((NetworkSettings, "network"), (ExplorationSettings, "exploration")):
@@ -343,9 +318,6 @@ def cmd_config(args) -> int:
 def cmd_graph(args) -> int:
     """Build the configured agent and print its component graph and build time, or write it as
     dot text, SVG or PNG (``--format``, ``--out``)."""
-    from rlgraph_core.assemble import assemble
-    from rlgraph_core.graph.drawing import write_graph
-    from rlgraph_core.plugins import get_plugin_manager
 
     if args.format in ("svg", "png") and args.out is None:
         raise RLGraphError(f"--format {args.format} writes a file: pass --out FILE.{args.format}.")
@@ -491,7 +463,6 @@ PLUGIN_COMMANDS = {"tune": ("hyperparameter search on Ray Tune", "rlgraph-core[t
 def _plugin_commands(sub) -> None:
     """Add the subcommands plugins register (``rlgraph_commands`` hook); a known one that no
     installed plugin provides (``tune``) answers with the extra to install."""
-    from rlgraph_core.plugins import get_plugin_manager
 
     commands: dict = {}
     try:
@@ -527,7 +498,6 @@ def _plugins_disabled(values: list[str] | None):
     if not values:
         yield
         return
-    from rlgraph_core.plugins.manager import DISABLE_ENV, disabled_from_env, parse_plugin_names
 
     names = disabled_from_env().union(*(parse_plugin_names(v) for v in values))
     before = os.environ.get(DISABLE_ENV)
@@ -547,7 +517,6 @@ def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--disable-plugins", action="append")
     known, _ = pre.parse_known_args(argv)
-    from rlgraph_core.warning_lines import warning_lines
 
     with _plugins_disabled(known.disable_plugins), warning_lines():
         args = build_parser().parse_args(argv)

@@ -29,9 +29,9 @@ import functools
 import importlib
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -39,7 +39,9 @@ from gymnasium.envs.registration import EnvSpec
 
 from rlgraph_core.action_masks import mask_wrapper
 from rlgraph_core.env_checks import CheckedEnv
+from rlgraph_core.envpool_envs import make_envpool_env
 from rlgraph_core.errors import ConfigError, prefix, shorten
+from rlgraph_core.spaces import SpaceError, from_gym
 from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
 
 __all__ = [
@@ -346,7 +348,6 @@ def check_observation_space(space, env_id: str = "?") -> None:
     Raises:
         ConfigError: one paragraph naming ``env.id``, the space and the wrapper to add.
     """
-    from rlgraph_core.spaces import SpaceError, from_gym
 
     try:
         from_gym(space)
@@ -380,8 +381,6 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
     that observations and rewards are finite numbers as the agent will see them.
     """
     if env_cfg.vectorization == "envpool":  # C++ batch envs: the wrappers are EnvPool's own (translated)
-        from rlgraph_core.envpool_envs import make_envpool_env
-
         return _checked_vector_env(make_envpool_env(env_cfg, seed), env_cfg.id, seed)
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
     wrap = _all_wrappers(env_cfg, wrappers)

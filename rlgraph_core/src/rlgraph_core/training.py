@@ -16,8 +16,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlgraph_core.assemble import assemble
+from rlgraph_core.checkpoint import read_meta
 from rlgraph_core.errors import ConfigError
-
+from rlgraph_core.execution.out_dir import check_out_dir
+from rlgraph_core.execution.run_dir import (
+    CLI_TERMS,
+    claim_run_dir,
+    folder_before,
+    remove_unused_claim,
+    resume_checkpoint,
+    run_dir_of,
+    trim_metrics,
+)
+from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed
+from rlgraph_core.plugins import get_plugin_manager
 
 __all__ = ["default_out_dir", "end_line", "resolve_resume", "run_training", "start_line"]
 
@@ -30,7 +43,6 @@ def resolve_resume(path: str | Path) -> Path:
     save left is recovered as loading recovers it (see
     :func:`rlgraph_core.execution.run_dir.resume_checkpoint`).
     """
-    from rlgraph_core.execution.run_dir import resume_checkpoint
 
     return resume_checkpoint(path)
 
@@ -74,7 +86,6 @@ def _why(summary: dict) -> str:
 
 def end_line(summary: dict) -> str:
     """The last line of a run: done or stopped, why, steps, speed, last evaluation, checkpoint."""
-    from rlgraph_core.execution.stopping import EXIT_CODES
 
     ended = summary.get("ended_by", "total_timesteps")
     head = "done" if EXIT_CODES.get(ended, 0) == 0 else f"stopped ({ended})"
@@ -126,19 +137,6 @@ def run_training(
         RunDirError: the folder is locked or holds another run.
         RunFailed: the environment, the agent or a plugin raised (after the final checkpoint).
     """
-    from rlgraph_core.assemble import assemble
-    from rlgraph_core.checkpoint import read_meta
-    from rlgraph_core.execution.out_dir import check_out_dir
-    from rlgraph_core.execution.run_dir import (
-        CLI_TERMS,
-        claim_run_dir,
-        folder_before,
-        remove_unused_claim,
-        run_dir_of,
-        trim_metrics,
-    )
-    from rlgraph_core.execution.stopping import RunFailed
-    from rlgraph_core.plugins import get_plugin_manager
 
     terms = terms or CLI_TERMS
     asked = resume

@@ -25,8 +25,12 @@ from pathlib import Path
 
 import yaml
 
+from rlgraph_core.checkpoint import latest_checkpoint
+from rlgraph_core.config.run import apply_overrides, resolve_config, validate_config
 from rlgraph_core.errors import RLGraphError
 from rlgraph_core.plugins import hookimpl
+from rlgraph_core.plugins.manager import PluginManager
+from rlgraph_core.training import run_training
 
 #: Distribution names of a search space and their Tune functions' arity.
 DISTRIBUTIONS = ("loguniform", "uniform", "quniform", "randint", "choice", "grid")
@@ -95,11 +99,6 @@ def _make_trainable(raw_config: dict, trials_dir: str):
     def trainable(params):
         from ray import tune
 
-        from rlgraph_core.checkpoint import latest_checkpoint
-        from rlgraph_core.config.run import apply_overrides, validate_config
-        from rlgraph_core.plugins.manager import PluginManager
-        from rlgraph_core.training import run_training
-
         pm = PluginManager()
         pm.register(_Reporter(tune.report), "rlgraph-ray", name="tune-reporter")
         config = validate_config(apply_overrides(raw_config, _overrides(params)), pm)
@@ -122,15 +121,12 @@ def _make_trainable(raw_config: dict, trials_dir: str):
 
 def run_tune(args) -> int:
     """Run (or resume) a search; write ``trials.csv`` and ``best_config.yaml``; print the table."""
-    from rlgraph_core.cli import _resolve_config  # the same config resolution as rlgraph train
-
     space = load_space(args.space)
     if args.samples < 1:
         raise RLGraphError(f"--samples must be at least 1, got {args.samples}.")
-    args.backend = args.mode = args.executor = args.device = args.seed = None
-    base = _resolve_config(args)  # validates the config and --set before any trial runs
+    # the config resolution of rlgraph train; validates the config and --set before any trial runs
+    base = resolve_config(args.config, args.set or [])
     raw = base.to_dict()
-    from rlgraph_core.config.run import apply_overrides, validate_config
 
     for key, (kind, argv) in space.items():  # every path must exist: check with the first value
         probe = argv[0] if kind in ("choice", "grid") else argv[0]
@@ -167,8 +163,6 @@ def _can_restore(experiment: Path) -> bool:
 def _search(args, base, raw: dict, space: dict, out: Path) -> int:
     """Run or resume the search on the connected Ray; write the trial table and the best config."""
     from ray import tune
-
-    from rlgraph_core.config.run import apply_overrides, validate_config
 
     trials_dir = str(out / "trials")
     trainable = tune.with_resources(_make_trainable(raw, trials_dir), {"cpu": args.cpus_per_trial})

@@ -25,8 +25,9 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from rlgraph_core.checkpoint import dtype_family, is_count, weight_problem
+from rlgraph_core.checkpoint import dtype_family, is_count, load_checkpoint_into, save_checkpoint, weight_problem
 from rlgraph_core.errors import CheckpointError, PluginError
+from rlgraph_core.evaluation import evaluate_policy
 from rlgraph_core.memories.snapshot import record_array_problem, replay_values_problem
 from rlgraph_core.spaces import Space
 
@@ -392,7 +393,6 @@ class Agent(abc.ABC):
 
     def save(self, directory: str, extra: dict | None = None) -> str:
         """Write a checkpoint (weights as npz, config and counters as JSON) atomically."""
-        from rlgraph_core.checkpoint import save_checkpoint
 
         return save_checkpoint(self, directory, extra or {})
 
@@ -404,7 +404,6 @@ class Agent(abc.ABC):
         (evaluation): the weights only, and missing counters only warn. Every array is checked
         against this agent before anything changes (see docs/checkpoints.md).
         """
-        from rlgraph_core.checkpoint import load_checkpoint_into
 
         return load_checkpoint_into(self, directory, for_training=for_training)
 
@@ -413,7 +412,6 @@ class Agent(abc.ABC):
         """Run ``episodes`` greedy episodes on a gymnasium env; mean and std of the returns (None
         when ``stop()``, asked after every step, answered True: see
         :func:`~rlgraph_core.evaluation.evaluate_policy`)."""
-        from rlgraph_core.evaluation import evaluate_policy
 
         return evaluate_policy(lambda o: self.act(o, explore=False), env, episodes, seed, stop=stop)
 

@@ -40,7 +40,7 @@ from rlgraph_core.config.common import ScheduleOrFloat
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import api
 from rlgraph_core.memories.rollout_buffer import iterate_minibatches, minibatch_indices
-from rlgraph_core.spaces import Dict
+from rlgraph_core.spaces import Dict, FloatBox
 
 #: The rollout fields a minibatch step takes, in the order of the loss's arguments.
 MINIBATCH_FIELDS = ("obs", "actions", "log_probs", "values", "advantages", "returns")
@@ -129,7 +129,6 @@ class PPOAgent(OnPolicyAgent):
         return PPOLoss(config.vf_coef, config.ent_coef, config.clip_range_vf, config.normalize_advantage)
 
     def _loss_spaces(self, obs_b, action_b, float_b):
-        from rlgraph_core.spaces import FloatBox
 
         return {
             "obs": obs_b,

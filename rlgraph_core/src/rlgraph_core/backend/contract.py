@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from rlgraph_core.errors import NonFiniteError
+from rlgraph_core.errors import ConfigError, NonFiniteError
 
 #: A backend tensor (``torch.Tensor``, ``tf.Tensor``, ``np.ndarray`` ...). Core never looks inside.
 Tensor = Any
@@ -442,8 +442,6 @@ class Backend(abc.ABC):
 
     def __init__(self, mode: str = "eager", device: str = "auto", seed: int | None = None):
         if mode not in self.MODES:
-            from rlgraph_core.errors import ConfigError
-
             raise ConfigError(
                 f"Backend mode '{mode}' is not known; use one of {', '.join(self.MODES)} "
                 f"(eager = define-by-run, static = compiled graph)."

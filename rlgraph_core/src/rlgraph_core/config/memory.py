@@ -13,10 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rlgraph_core.config.run import _format_validation_error
+from rlgraph_core.config.errors import format_validation_error
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.memories.protocol import Memory
 from rlgraph_core.memories.settings import MemorySettings
+from rlgraph_core.plugins import get_plugin_manager
 
 __all__ = ["DEFAULT_MEMORY_TYPE", "make_memory", "validate_memory_settings"]
 
@@ -27,7 +28,6 @@ DEFAULT_MEMORY_TYPE = "replay"
 def _manager(plugin_manager):
     if plugin_manager is not None:
         return plugin_manager
-    from rlgraph_core.plugins import get_plugin_manager
 
     return get_plugin_manager()
 
@@ -78,7 +78,7 @@ def validate_memory_settings(
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(
-            f"Invalid {name} memory settings: {_format_validation_error(exc, field, raw, model)}."
+            f"Invalid {name} memory settings: {format_validation_error(exc, field, raw, model)}."
         ) from None
 
 

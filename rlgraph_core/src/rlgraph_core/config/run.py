@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -11,12 +12,19 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model, field_serializer
 
-from rlgraph_core.backend.settings import BackendSettings
-from rlgraph_core.config.common import EnvConfig, TrainConfig
+from rlgraph_core.backend.settings import BackendSettings, backend_entry
+from rlgraph_core.callbacks import validate_callbacks
+from rlgraph_core.config.errors import format_validation_error
 from rlgraph_core.config.limits import MAX_CONFIG_BYTES, MAX_KEY_DEPTH, check_document, parse_json, parse_yaml, shorten
+from rlgraph_core.config.memory import validate_memory_settings
+from rlgraph_core.config.sections import EnvConfig, TrainConfig
+from rlgraph_core.config.slots import validate_agent_slots
+from rlgraph_core.config.wrappers import validate_wrappers
+from rlgraph_core.envs import resolve_env_id
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.execution.loggers import check_logger_available
-from rlgraph_core.execution.settings import ExecutorSettings
+from rlgraph_core.execution.settings import ExecutorSettings, executor_entry
+from rlgraph_core.plugins import get_plugin_manager
 
 
 class RunConfig(BaseModel):
@@ -108,107 +116,11 @@ def run_config_model(plugin_manager) -> type[RunConfig]:
     return model
 
 
-def _model_at(model, loc) -> type[BaseModel] | None:
-    """The pydantic model that holds the field at ``loc`` (a path below ``model``), if any."""
-    import typing
-
-    for part in loc:
-        field = getattr(model, "model_fields", {}).get(part)
-        if field is None:
-            return None
-        candidates = [field.annotation, *typing.get_args(field.annotation)]
-        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
-        if model is None:
-            return None
-    return model
-
-
-def _models_in(annotation) -> list[type[BaseModel]]:
-    """The pydantic models an annotation can hold (through Optional, Union, Annotated, lists)."""
-    import typing
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
-
-
-def _nested_fields(model, name: str, exact: bool, depth: int = 3) -> list[tuple[str, ...]]:
-    """Paths below ``model`` (sub-models, ``depth`` levels at most) of fields called ``name``
-    (``exact``) or close to it: where an unknown key most likely belongs (shortest paths first)."""
-    import difflib
-
-    exact_paths: list[tuple[str, ...]] = []
-    close: list[tuple[str, ...]] = []
-    frontier: list[tuple[tuple[str, ...], type[BaseModel]]] = [((), model)]
-    for _ in range(depth):
-        below = []
-        for path, owner in frontier:
-            for field_name, field in owner.model_fields.items():
-                for sub in _models_in(field.annotation):
-                    for sub_name in sub.model_fields:
-                        target = (*path, field_name, sub_name)
-                        if sub_name == name:
-                            exact_paths.append(target)
-                        elif difflib.get_close_matches(name, [sub_name], n=1, cutoff=0.85):
-                            close.append(target)
-                    below.append(((*path, field_name), sub))
-        frontier = below
-    return list(dict.fromkeys(exact_paths if exact else close))
-
-
-def _format_validation_error(exc: ValidationError, prefix: str, raw: dict, model=None) -> str:
-    import difflib
-
-    parts = []
-    for err in exc.errors():
-        path = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
-        value = err.get("input")
-        shown = shorten(value) if not isinstance(value, dict) else "{...}"
-        if err["type"] == "extra_forbidden":
-            owner = _model_at(model, err["loc"][:-1]) if model is not None else None
-            msg = f"'{path}' is not a known field (value {shown})"
-            if owner is not None:
-                known = list(owner.model_fields)
-                key = str(err["loc"][-1])
-                section = ".".join(str(p) for p in (prefix, *err["loc"][:-1]) if p != "")
-                # e.g. agent.learning_rate: a field of that name lives in agent.optimizer (an exact
-                # name one level down beats a close one here: learning_starts is not meant)
-                nested = _nested_fields(owner, key, exact=True)
-                close = [] if nested else difflib.get_close_matches(key, known, n=1)
-                if not nested and not close:
-                    nested = _nested_fields(owner, key, exact=False)
-                if nested:
-                    close = [".".join(nested[0])]
-                msg += (
-                    f"; did you mean '{section + '.' if nested and section else ''}{close[0]}'?" if close else ";"
-                ) + f" Known fields of '{section}': {', '.join(known) or '(none)'}"
-            parts.append(msg)
-        elif err["type"] == "value_error" and isinstance(value, dict):
-            # a model-level check (e.g. capacity vs batch_size): its message names the fields
-            text = _value_error_text(err)
-            parts.append(text if text.startswith("'") else f"'{path}': {text}")
-        else:
-            msg = _value_error_text(err) if err["type"] == "value_error" else err["msg"]
-            parts.append(f"'{path}' = {shown}: {msg}")
-    return "; ".join(parts)
-
-
-def _value_error_text(err: dict) -> str:
-    """The message of a validator's ValueError, without pydantic's 'Value error, ' prefix."""
-    ctx = err.get("ctx") or {}
-    return str(ctx["error"]) if "error" in ctx else err["msg"]
-
-
-def _known_fields(model) -> str:
-    return ", ".join(model.model_fields)
-
-
 def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     """Validate a raw config dict; raise ConfigError naming each bad field, value and remedy.
 
     Names are checked against ``plugin_manager`` (default: the process's plugin manager).
     """
-    from rlgraph_core.plugins import get_plugin_manager
 
     pm = plugin_manager or get_plugin_manager()
     if not isinstance(raw, dict):
@@ -253,11 +165,8 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         raise ConfigError(str(exc)) from None
     errors = []
     if "memory" in model.model_fields and agent_raw.get("memory") is not None:
-        from rlgraph_core.config.memory import validate_memory_settings
-
         # The memory's own registered settings model validates its section (plugins add fields).
         agent_raw["memory"] = validate_memory_settings(pm, agent_raw["memory"], field="agent.memory")
-    from rlgraph_core.config.slots import validate_agent_slots
 
     # Each component slot (network, exploration, preprocessor ...) is validated by the settings
     # model its component's plugin registered.
@@ -265,23 +174,21 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     try:
         agent = model.model_validate(agent_raw)
     except ValidationError as exc:
-        errors.append(_format_validation_error(exc, "agent", agent_raw, model))
+        errors.append(format_validation_error(exc, "agent", agent_raw, model))
         agent = None
     env = train = None
     env_raw = dict(raw.get("env") or {})
     if env_raw.get("wrappers") is not None:
-        from rlgraph_core.config.wrappers import validate_wrappers
-
         # Each wrapper's own registered settings model validates its entry (plugins add wrappers).
         env_raw["wrappers"] = validate_wrappers(pm, env_raw["wrappers"], field="env.wrappers")
     try:
         env = EnvConfig.model_validate(env_raw)
     except ValidationError as exc:
-        errors.append(_format_validation_error(exc, "env", env_raw, EnvConfig))
+        errors.append(format_validation_error(exc, "env", env_raw, EnvConfig))
     try:
         train = TrainConfig.model_validate(raw.get("train") or {})
     except ValidationError as exc:
-        errors.append(_format_validation_error(exc, "train", raw.get("train"), TrainConfig))
+        errors.append(format_validation_error(exc, "train", raw.get("train"), TrainConfig))
     if errors:
         raise ConfigError("Invalid config: " + "; ".join(errors) + ".")
     for kind, name, field in (
@@ -297,7 +204,6 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             check_logger_available(pm.get("loggers", name, field="train.loggers"))
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
-    from rlgraph_core.callbacks import validate_callbacks
 
     validate_callbacks(pm, train.callbacks)
     _check_env_id(env.id)
@@ -328,7 +234,6 @@ def validate_backend_settings(
             paragraph naming each bad field as ``backend.<field>`` with its value and the
             constraint (or the known fields).
     """
-    from rlgraph_core.backend.settings import backend_entry
 
     try:
         _, model = backend_entry(plugin_manager.get("backends", name, field="train.backend"))
@@ -354,7 +259,7 @@ def validate_backend_settings(
     except ValidationError as exc:
         known = f" (train.backend '{name}' has no settings)" if not model.model_fields else ""
         raise ConfigError(
-            f"Invalid config: {_format_validation_error(exc, field, raw, model)}. The '{field}' section holds the "
+            f"Invalid config: {format_validation_error(exc, field, raw, model)}. The '{field}' section holds the "
             f"settings of train.backend '{name}'{known}; after switching train.backend, remove or replace that section."
         ) from None
 
@@ -368,7 +273,6 @@ def validate_executor_settings(plugin_manager, name: str, raw: Any, field: str =
         ConfigError: ``name`` is unknown, or one paragraph naming each bad field as
             ``executor.<field>`` with its value and the constraint (or the known fields).
     """
-    from rlgraph_core.execution.settings import executor_entry
 
     try:
         _, model = executor_entry(plugin_manager.get("executors", name, field="train.executor"))
@@ -387,7 +291,7 @@ def validate_executor_settings(plugin_manager, name: str, raw: Any, field: str =
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(
-            f"Invalid config: {_format_validation_error(exc, field, raw, model)}. The '{field}' section holds the "
+            f"Invalid config: {format_validation_error(exc, field, raw, model)}. The '{field}' section holds the "
             f"settings of train.executor '{name}'."
         ) from None
 
@@ -409,7 +313,6 @@ def _non_finite_values(value: Any, path: str):
 def _check_env_id(env_id: str) -> None:
     """Check that ``env.id`` names an environment gymnasium can make: a registered id,
     ``module:EnvId`` or ``module.path:ClassName`` (see :func:`rlgraph_core.envs.resolve_env_id`)."""
-    from rlgraph_core.envs import resolve_env_id
 
     resolve_env_id(env_id)
 
@@ -457,6 +360,25 @@ def load_config_file(path: str | Path) -> dict:
         )
     check_document(data, f"config file '{path}'")
     return data
+
+
+def load_raw_config(source: str | Path | None = None) -> dict:
+    """The raw config a CLI argument or :func:`rlgraph_core.make` string names: the name of a shipped
+    config (``ppo_cartpole``; unless a file of that name exists) or a YAML/JSON file; None means the
+    default run (:data:`DEFAULT_CONFIG_NAME`)."""
+    name = str(source) if source is not None else DEFAULT_CONFIG_NAME
+    if name in shipped_configs() and not Path(name).exists():
+        return load_shipped_config(name)
+    return load_config_file(name)
+
+
+def resolve_config(source: str | Path | None = None, overrides: Sequence[str] = (), plugin_manager=None) -> RunConfig:
+    """A validated run config: :func:`load_raw_config` of ``source``, then the ``key.path=value``
+    ``overrides`` (``--set``), validated against ``plugin_manager``'s registry (default: the process's).
+
+    The one config resolution of ``rlgraph train``/``config``/``graph``, ``rlgraph tune`` and the facade.
+    """
+    return validate_config(apply_overrides(load_raw_config(source), list(overrides)), plugin_manager)
 
 
 def _parse_override_value(item: str, value: str):

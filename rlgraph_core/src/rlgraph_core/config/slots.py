@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from rlgraph_core.components.settings import ComponentSettings, ComponentSpec, Slot, component_entry, slot_fields
-from rlgraph_core.config.run import _format_validation_error
+from rlgraph_core.config.errors import format_validation_error
 from rlgraph_core.errors import ConfigError, PluginError
 
 __all__ = ["known_slot_components", "validate_agent_slots", "validate_slot_settings"]
@@ -124,7 +124,7 @@ def validate_slot_settings(plugin_manager, slot: Slot, raw: Any, field: str) -> 
         return model.model_validate(dict(value))
     except ValidationError as exc:
         raise ConfigError(
-            f"Invalid {name} {slot.role} settings: {_format_validation_error(exc, field, dict(value), model)}."
+            f"Invalid {name} {slot.role} settings: {format_validation_error(exc, field, dict(value), model)}."
         ) from None
 
 

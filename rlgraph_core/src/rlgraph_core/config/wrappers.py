@@ -15,8 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rlgraph_core.config.errors import format_validation_error
 from rlgraph_core.errors import ConfigError, PluginError
+from rlgraph_core.plugins import get_plugin_manager
 from rlgraph_core.wrappers import WrapperSettings, missing_extra_message
+from rlgraph_core.wrappers import _describe_space
 
 __all__ = ["resolve_wrappers", "validate_wrappers"]
 
@@ -24,7 +27,6 @@ __all__ = ["resolve_wrappers", "validate_wrappers"]
 def _manager(plugin_manager):
     if plugin_manager is not None:
         return plugin_manager
-    from rlgraph_core.plugins import get_plugin_manager
 
     return get_plugin_manager()
 
@@ -37,8 +39,6 @@ def validate_wrappers(plugin_manager, raw: Any, field: str = "env.wrappers") -> 
             the known wrappers (with a close match), a bad or unknown field, or a missing optional
             package with its pip command.
     """
-    from rlgraph_core.config.run import _format_validation_error
-
     pm = _manager(plugin_manager)
     if raw is None:
         return []
@@ -67,7 +67,7 @@ def validate_wrappers(plugin_manager, raw: Any, field: str = "env.wrappers") -> 
             settings = model.model_validate(dict(entry))
         except ValidationError as exc:
             raise ConfigError(
-                f"Invalid {entry['type']} wrapper settings: {_format_validation_error(exc, where, dict(entry), model)}."
+                f"Invalid {entry['type']} wrapper settings: {format_validation_error(exc, where, dict(entry), model)}."
             ) from None
         for module in model.requires:
             if importlib.util.find_spec(module) is None:
@@ -101,8 +101,6 @@ def _apply(factory: Callable, settings: WrapperSettings, index: int, dict_reader
     ``dict_readers`` names the registered wrappers that take a Dict observation (the hint for one).
     """
     import gymnasium as gym
-
-    from rlgraph_core.wrappers import _describe_space
 
     space = env.observation_space
     problem = settings.observation_problem(space)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rlgraph_core.datasets import DatasetWriter
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.env_runner import EnvRunner, true_next_obs
 from rlgraph_core.execution.recorder import RunRecorder, RunState
@@ -71,7 +72,6 @@ class LocalExecutor(Executor):
         path = self.config.train.record_dataset
         if path is None:
             return None
-        from rlgraph_core.datasets import DatasetWriter
 
         return DatasetWriter(
             path,

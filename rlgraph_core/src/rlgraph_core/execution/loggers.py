@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.run_dir import json_line
 
 
@@ -118,7 +119,6 @@ def start_loggers(names, classes, out_dir: str | Path, config=None) -> list[Metr
     A constructor that raises is one paragraph naming the logger (a ConfigError, raised before any
     training); the loggers made before it are closed first.
     """
-    from rlgraph_core.errors import ConfigError
 
     made: list[MetricLogger] = []
     for name, cls in zip(names, classes):

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from rlgraph_core.checkpoint import interrupted_save, latest_checkpoint
 from rlgraph_core.errors import RLGraphError
+from rlgraph_core.checkpoint import FORMAT_VERSION
 
 LOCK_NAME = ".rlgraph.lock"
 METRICS_NAME = "metrics.jsonl"
@@ -76,7 +78,6 @@ _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _rlgraph_meta(folder: Path) -> dict | None:
     """``folder/meta.json`` if it proves the folder rlgraph's (a JSON object of rlgraph's format version)."""
-    from rlgraph_core.checkpoint import FORMAT_VERSION
 
     try:
         meta = json.loads((folder / "meta.json").read_text())
@@ -552,7 +553,6 @@ def resume_checkpoint(path: str | Path, argument: str = "--resume") -> Path:
     Raises:
         RunDirError: PATH holds no checkpoint.
     """
-    from rlgraph_core.checkpoint import interrupted_save, latest_checkpoint
 
     path = Path(path)
     if (path / "meta.json").is_file():

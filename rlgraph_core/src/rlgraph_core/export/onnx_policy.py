@@ -18,8 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
+from rlgraph_core.assemble import assemble
+from rlgraph_core.checkpoint import read_meta
+from rlgraph_core.components.masks import MASK_KEY
+from rlgraph_core.config.run import validate_config
 from rlgraph_core.errors import RLGraphError
+from rlgraph_core.execution.out_dir import check_out_file
+from rlgraph_core.export.tracing import ExportBackend, ExportError, OnnxGraph
 from rlgraph_core.integrations import missing_extra
+from rlgraph_core.plugins import hookimpl
+from rlgraph_core.plugins.manager import PluginManager
 
 
 def _need(module: str, what: str):
@@ -33,7 +41,6 @@ def _need(module: str, what: str):
 
 def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
     """Trace ``agent`` (built on :class:`~rlgraph_core.export.tracing.ExportBackend`) into ``out``."""
-    from rlgraph_core.export.tracing import ExportError, OnnxGraph
 
     onnx = _need("onnx", "ONNX export")
     names = {id(v): k for k, v in agent.variables().items()}
@@ -69,8 +76,6 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
 
 def _inputs(graph, agent):
     """``(the observation the policy is traced with, the observation key of a masked agent or None)``."""
-    from rlgraph_core.components.masks import MASK_KEY
-    from rlgraph_core.export.tracing import ExportError
 
     layout = getattr(agent, "mask", None)
     if layout is None:
@@ -93,7 +98,6 @@ class _ExportBackendPlugin:
     @staticmethod
     def rlgraph_backends():
         """``{"export": ExportBackend}``."""
-        from rlgraph_core.export.tracing import ExportBackend
 
         return {"export": ExportBackend}
 
@@ -105,13 +109,6 @@ def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
     neither the backend that trained it nor its executor or loggers need be installed), its
     weights loaded, and its ``policy_outputs`` traced (see :mod:`rlgraph_core.export.tracing`).
     """
-    from rlgraph_core.assemble import assemble
-    from rlgraph_core.checkpoint import read_meta
-    from rlgraph_core.config.run import validate_config
-    from rlgraph_core.plugins import hookimpl
-    from rlgraph_core.plugins.manager import PluginManager
-
-    from rlgraph_core.execution.out_dir import check_out_file
 
     _need("onnx", "ONNX export")
     check_out_file(out)

@@ -7,10 +7,11 @@ tensorboardX) and ``wandb`` (extra ``wandb``) loggers. A missing extra is report
 config naming the part is validated, with the ``pip install`` line that brings it.
 """
 
+from rlgraph_core.errors import ConfigError
+
 
 def missing_extra(what: str, module: str, extra: str, exc: BaseException | None = None):
     """The ConfigError for ``what`` needing ``module``, installed by rlgraph-core's ``extra``."""
-    from rlgraph_core.errors import ConfigError
 
     why = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
     return ConfigError(

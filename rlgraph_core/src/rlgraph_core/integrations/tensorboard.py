@@ -8,7 +8,9 @@ row as a scalar tagged with its metrics.jsonl key (``episode_return_mean``, ``ev
 
 from __future__ import annotations
 
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.loggers import MetricLogger, metric_scalars
+from rlgraph_core.execution.out_dir import _probe_writable
 from rlgraph_core.integrations import missing_extra
 from rlgraph_core.plugins import hookimpl
 
@@ -39,9 +41,6 @@ class TensorBoardLogger(MetricLogger):
     def check_out_dir(cls, out_dir) -> None:
         """A ConfigError when ``<out_dir>/tensorboard`` exists but is not a writable folder."""
         import os
-
-        from rlgraph_core.errors import ConfigError
-        from rlgraph_core.execution.out_dir import _probe_writable
 
         folder = out_dir / "tensorboard"
         problem = None

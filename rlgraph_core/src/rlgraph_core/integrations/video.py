@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from rlgraph_core.errors import RLGraphError
+from rlgraph_core.evaluation import evaluate_policy
 from rlgraph_core.integrations import missing_extra
 
 #: File suffixes a video may be written to.
@@ -158,7 +159,6 @@ class TrainingVideos:
 
     def record(self, policy, timesteps: int) -> Path:
         """Stream one greedy episode of ``policy`` (batch in, batch out) to ``videos/step_<timesteps>``."""
-        from rlgraph_core.evaluation import evaluate_policy
 
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"step_{int(timesteps)}{self.suffix}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.loggers import MetricLogger, metric_scalars
 from rlgraph_core.integrations import missing_extra
 from rlgraph_core.plugins import hookimpl
@@ -44,8 +45,6 @@ class WandbLogger(MetricLogger):
         project name (``WANDB_PROJECT``), or when it would run online without credentials: checked
         when the config is validated, so ``--dry-run`` says so and no run folder is made."""
         import importlib.util
-
-        from rlgraph_core.errors import ConfigError
 
         if importlib.util.find_spec("wandb") is None:
             raise missing_extra("The 'wandb' logger (train.loggers)", "wandb", "wandb")

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from rlgraph_core.errors import ConfigError
+from rlgraph_core.memories.frames import frame_layout
+from rlgraph_core.spaces import Space, SpaceError, from_gym
 
 __all__ = ["available_memory_bytes", "check_replay_fits", "estimate_replay_bytes", "format_bytes", "record_bytes"]
 
@@ -45,7 +47,6 @@ FRAME_OVERHEAD_BYTES = 116
 
 def _obs_leaf_bytes(leaf, frames: str, frame_stack: int) -> int:
     """Bytes one observation leaf takes in a record, ``obs`` and ``next_obs`` together."""
-    from rlgraph_core.memories.frames import frame_layout
 
     shape = tuple(leaf.shape or ())
     numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -195,8 +196,6 @@ def _round_down(n: int) -> int:
 
 
 def _as_space(space):
-    from rlgraph_core.errors import ConfigError
-    from rlgraph_core.spaces import Space, SpaceError, from_gym
 
     if isinstance(space, Space):
         return space

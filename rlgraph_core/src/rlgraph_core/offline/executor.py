@@ -24,6 +24,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from rlgraph_core.checkpoint import read_meta
+from rlgraph_core.datasets import DatasetSource
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.local import LocalExecutor
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.settings import ExecutorSettings
@@ -59,13 +62,10 @@ class OfflineExecutor(LocalExecutor):
             return int(self.agent.timesteps)
         if self.resume_dir is None:
             return 0
-        from rlgraph_core.checkpoint import read_meta
 
         return int(read_meta(self.resume_dir)[0].get("counters", {}).get("timesteps", 0))
 
     def run(self) -> dict:
-        from rlgraph_core.datasets import DatasetSource
-        from rlgraph_core.errors import ConfigError
 
         cfg, parts = self.config, self.assembly
         settings = cfg.executor

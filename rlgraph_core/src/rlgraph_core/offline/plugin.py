@@ -1,14 +1,16 @@
 """Registers offline RL with rlgraph: the ``bc`` and ``cql`` agents, their loss components and
 the ``offline`` executor (entry point ``offline`` of the ``rlgraph`` group, like any plugin)."""
 
+from rlgraph_core.agents.bc import BCAgent, BCConfig
+from rlgraph_core.agents.cql import CQLAgent, CQLConfig
+from rlgraph_core.components.offline_losses import BCLoss, CQLRegularizer
+from rlgraph_core.offline.executor import OfflineExecutor, OfflineExecutorSettings
 from rlgraph_core.plugins import hookimpl
 
 
 @hookimpl
 def rlgraph_agents():
     """Behaviour cloning and discrete CQL, with their config models."""
-    from rlgraph_core.agents.bc import BCAgent, BCConfig
-    from rlgraph_core.agents.cql import CQLAgent, CQLConfig
 
     return {"bc": (BCAgent, BCConfig), "cql": (CQLAgent, CQLConfig)}
 
@@ -16,7 +18,6 @@ def rlgraph_agents():
 @hookimpl
 def rlgraph_components():
     """The behaviour-cloning loss and the CQL regulariser."""
-    from rlgraph_core.components.offline_losses import BCLoss, CQLRegularizer
 
     return {"bc_loss": BCLoss, "cql_regularizer": CQLRegularizer}
 
@@ -24,6 +25,5 @@ def rlgraph_components():
 @hookimpl
 def rlgraph_executors():
     """The executor that learns from a Minari dataset."""
-    from rlgraph_core.offline.executor import OfflineExecutor, OfflineExecutorSettings
 
     return {"offline": (OfflineExecutor, OfflineExecutorSettings)}

@@ -15,7 +15,6 @@ Registration is strict but never fatal to the core:
 from __future__ import annotations
 
 import difflib
-import importlib
 import importlib.metadata as md
 import os
 import warnings
@@ -25,8 +24,15 @@ from typing import Any
 
 import pluggy
 
+from rlgraph_core.backend.settings import backend_entry_problem
+from rlgraph_core.callbacks import callback_entry_problem
+from rlgraph_core.components.settings import component_entry_problem
 from rlgraph_core.errors import PluginError
+from rlgraph_core.execution.settings import executor_entry_problem
+from rlgraph_core.memories.settings import MemorySettings
 from rlgraph_core.plugins import hookspecs
+from rlgraph_core.registration import entry_problem
+from rlgraph_core.wrappers import wrapper_entry_problem
 
 KINDS = ("backends", "executors", "components", "agents", "memories", "loggers", "callbacks", "wrappers")
 ENTRY_POINT_GROUP = "rlgraph"
@@ -125,11 +131,32 @@ class PluginManager:
         if load_entry_points:
             self._load_entry_points()
         if not any(info.distribution == CORE_DISTRIBUTION for info in self._info.values()):
-            # Running from a source tree without installed metadata: register the built-ins
-            # directly, through the same hooks an installed core would use.
-            self.register(importlib.import_module("rlgraph_core.builtins"), CORE_DISTRIBUTION, name=CORE_PLUGIN)
+            self._register_core()
 
     # ------------------------------------------------------------------ loading
+    def _register_core(self) -> None:
+        """Register rlgraph-core's built-ins from its own ``core`` entry point.
+
+        The manager never names the built-ins' module: it sits below them (they import the
+        agents, which import the configs, which use this manager), so the built-ins arrive the
+        way every plugin does, from rlgraph-core's package metadata (``pyproject.toml``).
+        """
+        try:
+            dist = md.distribution(CORE_DISTRIBUTION)
+        except md.PackageNotFoundError:
+            raise PluginError(
+                f"{CORE_DISTRIBUTION} is not installed, so its built-in agents, components and executors "
+                f"cannot be registered; install it (pip install -e rlgraph_core from a source tree)."
+            ) from None
+        for ep in dist.entry_points:
+            if ep.group == ENTRY_POINT_GROUP and ep.name == CORE_PLUGIN:
+                self.register(ep.load(), CORE_DISTRIBUTION, dist.version, name=CORE_PLUGIN)
+                return
+        raise PluginError(
+            f"{CORE_DISTRIBUTION} {dist.version} declares no '{CORE_PLUGIN}' entry point in the "
+            f"'{ENTRY_POINT_GROUP}' group; reinstall it."
+        )
+
     def _is_disabled(self, name: str, distribution: str) -> bool:
         return distribution != CORE_DISTRIBUTION and bool({name, distribution} & self.disabled)
 
@@ -387,29 +414,16 @@ def providing_extra(name: str) -> tuple[str, str] | None:
 def _entry_problem(kind: str, obj: Any) -> str | None:
     """Why a registered object does not fit its kind's registration format (None: it fits)."""
     if kind == "backends":
-        from rlgraph_core.backend.settings import backend_entry_problem
-
         return backend_entry_problem(obj)
     if kind == "executors":
-        from rlgraph_core.execution.settings import executor_entry_problem
-
         return executor_entry_problem(obj)
     if kind == "components":
-        from rlgraph_core.components.settings import component_entry_problem
-
         return component_entry_problem(obj)
     if kind == "callbacks":
-        from rlgraph_core.callbacks import callback_entry_problem
-
         return callback_entry_problem(obj)
     if kind == "wrappers":
-        from rlgraph_core.wrappers import wrapper_entry_problem
-
         return wrapper_entry_problem(obj)
     if kind == "memories":
-        from rlgraph_core.memories.settings import MemorySettings
-        from rlgraph_core.registration import entry_problem
-
         return entry_problem(obj, kind="memory", base=MemorySettings, plain=False)
     return None
 

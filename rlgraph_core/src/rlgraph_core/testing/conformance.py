@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from rlgraph_core.backend import OPS_CONTRACT, ops_contract_problems
+from rlgraph_core.errors import NonFiniteError
 from rlgraph_core.testing.harness import make_test_backend
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -590,7 +591,6 @@ class BackendConformance:
         """A NaN loss (a NaN input) or a NaN gradient (finite loss): the fused step raises
         NonFiniteError before anything moves: every variable and optimizer slot stays bit-identical,
         no program is added, and the next finite batch trains as usual."""
-        from rlgraph_core.errors import NonFiniteError
 
         opt_spec = spec("adam", max_grad_norm=0.5) if name == "adam-clip" else SPECS[name]
         w = backend.variable("w", W0)
@@ -628,7 +628,6 @@ class BackendConformance:
     def test_a_non_finite_step_stops_a_fused_loop(self, backend):
         """In a fused loop the first non-finite step and every later one are not applied (the
         steps before it are), and the error names the step of the round."""
-        from rlgraph_core.errors import NonFiniteError
 
         ops = backend.ops
         xs = XS.copy()

@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from rlgraph_core.datasets import DatasetWriter
+from rlgraph_core.execution.env_runner import Step, true_next_obs
 
 __all__ = ["cartpole_expert", "record_policy"]
 
@@ -49,8 +50,6 @@ def record_policy(
     with that probability at every step. Returns the mean return of the recorded episodes.
     """
     import gymnasium as gym
-
-    from rlgraph_core.execution.env_runner import Step, true_next_obs
 
     envs = gym.vector.SyncVectorEnv(
         [lambda: gym.make(env_id)] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP

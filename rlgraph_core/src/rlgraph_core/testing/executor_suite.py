@@ -31,6 +31,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import rlgraph_core as rl
+from rlgraph_core.checkpoint import read_meta
+
 __all__ = ["CASES", "check_executor"]
 
 #: A DQN small enough for a few hundred steps (shared by the single-process executors).
@@ -99,7 +102,6 @@ def check_executor(
     ``learn(again)`` continues the run in the same folder, and the checks hold for the whole run
     (counters carried on, rows still in order); the second summary is returned.
     """
-    import rlgraph_core as rl
 
     case = CASES.get(executor, {})
     algo = algo or case["algo"]
@@ -129,7 +131,6 @@ def check_executor(
 
 def _check_run(executor: str, model, out: Path, budget: int, slack: int) -> dict:
     """The checks of :func:`check_executor` after a ``learn`` that should end at ``budget`` steps."""
-    from rlgraph_core.checkpoint import read_meta
 
     summary = model.last_summary
     assert summary is not None and summary["ended_by"] == "total_timesteps", summary

@@ -24,9 +24,12 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from rlgraph_core.backend.contract import Backend
+from rlgraph_core.backend.settings import backend_entry
 from rlgraph_core.errors import BuildError
 from rlgraph_core.graph import Component, build
+from rlgraph_core.plugins import get_plugin_manager
 from rlgraph_core.spaces import Dict, Space
+from rlgraph_core.testing.numpy_backend import NumpyBackend
 
 #: ``objective(ops, outputs) -> scalar tensor``: turns an API method's outputs into the scalar
 #: whose gradients :meth:`ComponentTest.gradients` computes.
@@ -43,11 +46,8 @@ def available_backends() -> dict[str, Callable[..., Backend]]:
     (e.g. ``torch`` when rlgraph-torch is installed). A plugin that registers the name ``numpy``
     itself is ignored here so the harness stays available.
     """
-    from rlgraph_core.plugins import get_plugin_manager
-    from rlgraph_core.testing.numpy_backend import NumpyBackend
 
     out: dict[str, Callable[..., Backend]] = {"numpy": NumpyBackend}
-    from rlgraph_core.backend.settings import backend_entry
 
     for name, entry in get_plugin_manager().names("backends").items():
         if name != "numpy":

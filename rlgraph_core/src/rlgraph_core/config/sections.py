@@ -1,0 +1,127 @@
+"""The run's own config sections: ``env`` (which environment, how many, which wrappers) and
+``train`` (backend, mode, executor, budget, evaluation, logging).
+
+They sit beside :mod:`rlgraph_core.config.run` rather than in :mod:`rlgraph_core.config.common`
+(the agents' vocabulary) because ``env.wrappers`` is validated through the plugin registry.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
+
+from rlgraph_core.config.common import StrictModel
+from rlgraph_core.config.wrappers import validate_wrappers
+from rlgraph_core.wrappers import WrapperSettings
+
+__all__ = ["EnvConfig", "TrainConfig"]
+
+
+class EnvConfig(StrictModel):
+    """A gymnasium environment id, how many copies to step at once and how, and its wrappers."""
+
+    id: str = "CartPole-v1"
+    num_envs: int = Field(4, gt=0)
+    vectorization: Literal["sync", "async", "envpool"] = Field(
+        "sync",
+        description="sync or async (gymnasium's vector envs), or envpool (C++ batch envs for Atari and MuJoCo; "
+        'pip install "rlgraph-core[envpool]")',
+    )
+    kwargs: dict = Field(default_factory=dict, description="passed to gymnasium.make")
+    allow_nonfinite_obs: bool = Field(
+        False,
+        description="accept NaN/inf in observations (for envs that leave unused dimensions at inf); "
+        "rewards are always checked",
+    )
+    action_mask: Optional[str] = Field(
+        None,
+        description="where the env's legal-action mask is: a Dict observation key (PettingZoo classic: "
+        "action_mask) or an env method written with () (sb3-contrib: action_masks()); null detects either "
+        "(docs/masking.md)",
+    )
+    wrappers: list[SerializeAsAny[WrapperSettings]] = Field(
+        default_factory=list,
+        description="ordered list of {type: NAME, ...settings} applied to every env, innermost first "
+        "(registry kind 'wrappers', e.g. minigrid_image, atari_preprocessing, frame_stack)",
+    )
+
+    @field_validator("wrappers", mode="before")
+    @classmethod
+    def _registered_wrappers(cls, v):
+        """Raw entries are validated by the settings model registered for their ``type``."""
+        if isinstance(v, (list, tuple)) and all(isinstance(e, WrapperSettings) for e in v):
+            return list(v)
+        return validate_wrappers(None, v)
+
+
+class TrainConfig(StrictModel):
+    """How a run is executed: backend, mode, executor, budget, evaluation and logging."""
+
+    backend: str = "torch"
+    mode: Literal["eager", "static"] = "eager"
+    device: str = Field(
+        "auto",
+        description="auto (an accelerator when present, else the CPU), cpu, or a device of the backend "
+        "(e.g. cuda:N); the backend's settings model checks the form, the backend that it exists",
+    )
+    num_threads: Optional[int] = Field(
+        1, gt=0, description="CPU threads of the backend; 1 suits small networks, null keeps the framework default"
+    )
+    executor: str = "local"
+    seed: int = 0
+    total_timesteps: int = Field(100_000, gt=0)
+    target_return: Optional[float] = Field(None, description="stop once mean eval return reaches it")
+    eval_interval: int = Field(5_000, gt=0, description="env steps between evaluations")
+    eval_episodes: int = Field(10, gt=0)
+    log_interval: int = Field(2_000, gt=0, description="env steps between metric lines")
+    checkpoint_interval: Optional[int] = Field(
+        None, gt=0, description="env steps between periodic checkpoints; null = every eval_interval"
+    )
+    keep_checkpoints: int = Field(3, ge=1, description="periodic checkpoints kept (the newest)")
+    loggers: list[str] = Field(
+        default_factory=lambda: ["console", "jsonl"],
+        description="metric loggers: console, jsonl, and with their extras tensorboard, wandb ('rlgraph plugins' lists them)",
+    )
+    histogram_interval: int = Field(
+        10,
+        ge=0,
+        description="metric rows between weight histograms of loggers that draw them (tensorboard, wandb); 0 = never",
+    )
+    video_interval: Optional[int] = Field(
+        None,
+        gt=0,
+        description="env steps between evaluation videos: one greedy episode streamed to videos/step_N.mp4 "
+        "in the run folder (the render extra); null = none",
+    )
+    video_format: Literal["mp4", "gif"] = Field("mp4", description="the format of train.video_interval's videos")
+    progress_bar: bool = True
+    callbacks: list[dict] = Field(
+        default_factory=list,
+        description="callbacks by registry name with their settings, e.g. [{type: early_stopping, patience: 5}]",
+    )
+
+    record_dataset: Optional[str] = Field(
+        None,
+        description="record the episodes the run collects as a Minari dataset in this folder (a new or empty "
+        'one; the offline extra: pip install "rlgraph-core[offline]"); the local executor records; null = none',
+    )
+
+    @model_validator(mode="after")
+    def _recording_executor(self) -> "TrainConfig":
+        """Only the local executor records datasets (distributed workers would each need a writer)."""
+        if self.record_dataset is not None and self.executor != "local":
+            raise ValueError(
+                f"'train.record_dataset' is recorded by the local executor only; train.executor is "
+                f"'{self.executor}' (the offline executor steps no env, a distributed one collects in other "
+                f"processes). Record with train.executor: local, or remove train.record_dataset"
+            )
+        return self
+
+    @field_validator("device")
+    @classmethod
+    def _device_named(cls, v: str) -> str:
+        """A device name is a non-empty word; its form is the backend's (see validate_config)."""
+        if not v.strip():
+            raise ValueError("the device name is empty; use auto, cpu or a device of the backend (e.g. cuda:0)")
+        return v
