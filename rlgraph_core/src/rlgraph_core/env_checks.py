@@ -17,6 +17,7 @@ first step.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -33,8 +34,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:50] + "..."
 
 
+#: reward types that are real numbers as they are (``bool`` is not among them): checked by
+#: ``math.isfinite`` alone, the common case of every env step
+_FLOAT_TYPES = frozenset({float, np.float64, np.float32, np.float16})
+_INT_TYPES = frozenset({int, np.int64, np.int32})
+
+
 def reward_problem(reward: Any) -> str | None:
     """Why ``reward`` is not a finite real number, or None."""
+    kind = type(reward)
+    if kind in _INT_TYPES or (kind in _FLOAT_TYPES and math.isfinite(reward)):  # every step's case: ~0.1 us
+        return None
     if isinstance(reward, np.ndarray) and reward.shape == ():
         reward = reward[()]
     if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.integer, np.floating)):
@@ -59,7 +69,13 @@ def observation_problem(obs: Any, allow_nonfinite: bool = False, path: str = "ob
                 return problem
         return None
     array = obs if isinstance(obs, np.ndarray) else np.asarray(obs)
-    if array.dtype.kind not in "biuf":
+    kind = array.dtype.kind
+    if kind == "f" and not allow_nonfinite and math.isfinite(np.vdot(array, array)):
+        # The every-step case in one BLAS call (about 3x cheaper than isfinite + all): a sum of
+        # squares is finite only if every value is. One that is not (a NaN or inf, or finite
+        # values so large their squares overflow) goes through the exact check below.
+        return None
+    if kind not in "biuf":
         return f"field '{path}' is {_short(obs)} (dtype {array.dtype}), not numeric"
     if array.dtype.kind == "f" and not allow_nonfinite:
         bad = ~np.isfinite(array)

@@ -20,7 +20,7 @@ and episodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def true_next_obs(next_obs, infos: dict):
     """Replace the reset observation of finished envs by their final observation (per key for a
     Dict observation, whose ``final_obs`` gymnasium gives as one dict per env)."""
     mask = infos.get("_final_obs")
-    if mask is None or not np.any(mask):
+    if mask is None or not mask.any():
         return next_obs
     done = np.flatnonzero(mask)
     if isinstance(next_obs, dict):
@@ -65,11 +65,11 @@ def _stack(steps: list):
     return np.stack([np.asarray(step) for step in steps])
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One vector step: what the agent saw and did, and what followed (``[N, ...]`` each).
 
-    ``next_obs`` is the true next observation (the final one where an episode ended).
+    ``next_obs`` is the true next observation (the final one where an episode ended). A named
+    tuple, not a dataclass: one is made every env step, and a tuple is made ~4x faster.
     """
 
     obs: Any
@@ -81,7 +81,7 @@ class Step:
 
     def fields(self) -> tuple:
         """The six fields in :data:`STEP_FIELDS` order (``agent.observe``'s arguments)."""
-        return self.obs, self.actions, self.rewards, self.next_obs, self.terminated, self.truncated
+        return tuple(self)
 
 
 @dataclass
@@ -130,7 +130,7 @@ class EnvRunner:
         next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
         step = Step(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
         if observe:
-            self.agent.observe(*step.fields())
+            self.agent.observe(*step)
         self._count(rewards, terminated, truncated)
         self.obs = next_obs
         return step
@@ -152,6 +152,11 @@ class EnvRunner:
             self.episodes += int(done.sum())
             self._returns[done] = 0.0
             self._lengths[done] = 0
+
+    @property
+    def has_episodes(self) -> bool:
+        """Whether an episode ended since the last :meth:`take_episodes` (a check without allocating)."""
+        return bool(self._finished.returns)
 
     def take_episodes(self) -> Episodes:
         """The episodes that ended since the last call (their returns and lengths), then forget them."""

@@ -92,5 +92,6 @@ class LocalExecutor(Executor):
                 writer.add(step)
             recorder.add_env_steps(runner.num_envs)
             agent.update()
-            recorder.add_episodes(runner.take_episodes())
+            if runner.has_episodes:  # most steps end no episode: nothing to hand over or allocate
+                recorder.add_episodes(runner.take_episodes())
             recorder.step()

@@ -29,7 +29,7 @@ def _stored_leaf(x: Any) -> np.ndarray:
 
 def map_obs(fn: Callable[[Any], Any], obs: Any) -> Any:
     """``fn`` applied to every array of ``obs`` (an array, or a possibly nested dict of arrays)."""
-    if isinstance(obs, Mapping):
+    if type(obs) is not np.ndarray and isinstance(obs, Mapping):  # an array skips the slow ABC check
         return {k: map_obs(fn, v) for k, v in obs.items()}
     return fn(obs)
 
@@ -44,7 +44,7 @@ def flatten_fields(batch: Mapping[str, Any]) -> dict[str, Any]:
     """``{"obs": {"image": a, "vec": b}, "actions": c}`` -> ``{"obs/image": a, "obs/vec": b, "actions": c}``."""
     out: dict[str, Any] = {}
     for name, value in batch.items():
-        if isinstance(value, Mapping):
+        if type(value) is not np.ndarray and isinstance(value, Mapping):  # arrays skip the slow ABC check
             for key, sub in flatten_fields(value).items():
                 out[f"{name}{SEP}{key}"] = sub
         else:
