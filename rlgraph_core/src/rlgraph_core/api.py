@@ -236,9 +236,10 @@ def _apply_dataset(raw: dict, dataset: str | Path, env_given: bool):
 
     source = DatasetSource(dataset, field="dataset")
     raw.setdefault("train", {})["executor"] = "offline"
-    executor = raw.get("executor") if isinstance(raw.get("executor"), dict) else {}
+    given_executor, given_env = raw.get("executor"), raw.get("env")
+    executor: dict = given_executor if isinstance(given_executor, dict) else {}
     raw["executor"] = {**executor, "dataset": str(dataset)}
-    section = raw.get("env") if isinstance(raw.get("env"), dict) else {}
+    section: dict = given_env if isinstance(given_env, dict) else {}
     if env_given or section.get("id"):
         return source
     recorded = source.env_section()
@@ -513,9 +514,14 @@ class Algorithm:
         seed = 10_000 + self.config.train.seed if seed is None else seed
         env = self._assembly.make_eval_env(render_mode="rgb_array" if render_frames is not None else None)
         try:
-            return evaluate_policy(lambda o: self.agent.act(o, explore=False), env, int(episodes), seed, render_frames)
+            result = evaluate_policy(
+                lambda o: self.agent.act(o, explore=False), env, int(episodes), seed, render_frames
+            )
         finally:
             env.close()
+        if result is None:  # evaluate_policy returns None only when its stop() says so; none was given
+            raise RuntimeError("evaluate_policy stopped an evaluation that had no stop condition")
+        return result
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
