@@ -280,11 +280,16 @@ def main() -> None:
     args = parser.parse_args()
     affinity = sorted(os.sched_getaffinity(0))
     print(f"cores {affinity}, jax {jax.__version__}, XLA_FLAGS={os.environ.get('XLA_FLAGS')!r}")
-    rows = {}
-    rows["(a) reference PPO (PureJaxRL-style)"] = run_reference(args.seed, args.budget)
+    rows: dict[str, dict] = {}
+
+    def done(name: str, result: dict) -> None:  # each row as it is measured (a long run can be cut)
+        rows[name] = result
+        print(f"{name}: {result}", flush=True)
+
+    done("(a) reference PPO (PureJaxRL-style)", run_reference(args.seed, args.budget))
     cache = Path(tempfile.mkdtemp(prefix="bench_xla_cache_"))
-    rows["(b) compiled executor"] = run_compiled(args.seed, args.budget, cache)
-    rows["(b) again, compilation cached"] = run_compiled(args.seed, args.budget, cache)
+    done("(b) compiled executor", run_compiled(args.seed, args.budget, cache))
+    done("(b) again, compilation cached", run_compiled(args.seed, args.budget, cache))
     if not (args.skip_local and args.skip_sb3):
         import compare
 
@@ -299,7 +304,7 @@ def main() -> None:
             r = compare.run_one("ppo", impl, args.seed, args.budget, time_cap=600.0)
             solved = (r.steps_to_solve, r.s_to_solve) if r.solved else None
             name = "(d) Stable-Baselines3" if impl == "sb3" else f"(c) rlgraph {impl} (gymnasium)"
-            rows[name] = {"steps": r.steps, "steps_per_s": r.steps_per_s, "solved": solved, "compile_s": None}
+            done(name, {"steps": r.steps, "steps_per_s": r.steps_per_s, "solved": solved, "compile_s": None})
     one = run_seeds(1, args.seeds_budget, cache)
     many = run_seeds(16, args.seeds_budget, cache)
     ref_rate = rows["(a) reference PPO (PureJaxRL-style)"]["steps_per_s"]
