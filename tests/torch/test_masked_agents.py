@@ -36,12 +36,13 @@ def test_ppo_trains_through_an_env_that_raises_on_illegal_actions():
         backend="torch",
         network={"type": "mlp", "hidden": [32]},
         n_steps=64,
-        n_epochs=2,
+        batch_size=128,
+        n_epochs=1,
         eval_interval=10**9,
     )
     assert set(algo.observation_space.spaces) == {"observation", "action_mask"}
-    algo.learn(3072)
-    assert algo.timesteps >= 3072 and algo.updates > 0
+    algo.learn(2048)
+    assert algo.timesteps >= 2048 and algo.updates > 0
 
 
 @pytest.mark.parametrize("name", ["a2c", "impala"])
