@@ -101,3 +101,16 @@ def test_the_public_api_is_importable_from_the_package():
     assert DQNConfig and PPOAgent and MLP and ScheduleOrFloat
     with pytest.raises(AttributeError):
         rlgraph_core.not_a_name  # noqa: B018
+
+
+def test_run_failed_copies_and_pickles_with_its_summary():
+    """Issue 35 §2: Ray copies a failed trial's error; RunFailed(message) hid the cause behind an AttributeError."""
+    import copy
+    import pickle
+
+    from rlgraph_core.execution.stopping import RunFailed
+
+    failed = RunFailed({"error": "NonFiniteError: the loss became nan", "timesteps": 300})
+    for again in (copy.copy(failed), copy.deepcopy(failed), pickle.loads(pickle.dumps(failed))):
+        assert type(again) is RunFailed and again.summary == failed.summary
+        assert str(again) == "NonFiniteError: the loss became nan"

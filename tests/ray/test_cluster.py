@@ -190,3 +190,38 @@ def test_an_address_with_nothing_listening_fails_at_once_naming_it(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"executor.address = '127.0.0.1:{port}': no Ray cluster could be reached" in result.stderr
     assert "Traceback" not in result.stderr and "ray start --head" in result.stderr
+
+
+def test_an_open_port_that_is_not_ray_fails_within_the_timeout_for_every_address_form():
+    """Issue 35 §4: an open non-Ray port passed the TCP check; Ray then retried for 150 s (host:port,
+    ignoring SIGTERM) or raised a traceback after 33 s (ray://)."""
+    import socket
+    import time
+
+    from rlgraph_ray.cluster import RayConnectError, probe_address
+
+    with socket.socket() as server:  # accepts connections, never speaks
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+            start = time.monotonic()
+            with pytest.raises(RayConnectError) as exc:
+                probe_address(address, 1.0)
+            assert time.monotonic() - start < 10  # the 1 s timeout (+ importing grpc on a loaded machine)
+            message = str(exc.value)
+            assert message.startswith(f"executor.address = '{address}': the port is open, but what answers there")
+            assert "executor.connect_timeout_s = 1 s" in message and "\n" not in message
+    # A gRPC server, as Ray's GCS and client server are, passes (the join itself is tested above).
+    from concurrent import futures
+
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        probe_address(f"127.0.0.1:{port}", 5.0)
+        probe_address(f"ray://127.0.0.1:{port}", 5.0)
+    finally:
+        server.stop(None)

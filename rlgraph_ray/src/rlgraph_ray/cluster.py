@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -68,6 +69,7 @@ def probe_address(
     target = _host_port(address)
     if target is None:
         return
+    start = time.monotonic()
     try:
         socket.create_connection(target, timeout=timeout_s).close()
     except OSError as exc:
@@ -78,6 +80,34 @@ def probe_address(
             f"--head --port={target[1]}), check the host and port (and any firewall), or leave "
             f"{setting} unset for a private local Ray."
         ) from None
+    # An open port is not yet Ray: Ray's GCS (host:port) and its client server (ray://) speak gRPC,
+    # and ray.init retries anything else for minutes (ignoring SIGTERM meanwhile). A gRPC channel
+    # that becomes ready within what is left of the timeout is the bounded check.
+    if not _grpc_ready(target, max(timeout_s - (time.monotonic() - start), 0.5)):
+        what = (
+            "a Ray client server (ray start --head starts one on port 10001)" if address.startswith("ray://") else "Ray"
+        )
+        raise RayConnectError(
+            f"{setting} = '{address}': the port is open, but what answers there did not speak {what}'s protocol "
+            f"within {timeout_setting} = {timeout_s:g} s: it is not a Ray cluster (or not yet up). Check the port "
+            f"(the head's GCS port, 6379 by default, for host:port; its client port for ray://), or leave "
+            f"{setting} unset for a private local Ray."
+        )
+
+
+def _grpc_ready(target: tuple[str, int], timeout_s: float) -> bool:
+    """Whether a gRPC channel to ``target`` becomes ready (an HTTP/2 handshake) within ``timeout_s``."""
+    import grpc
+
+    host, port = target
+    channel = grpc.insecure_channel(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+        return True
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.close()
 
 
 class RayPlacementError(RLGraphError):

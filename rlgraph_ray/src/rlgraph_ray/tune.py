@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 from pathlib import Path
 
 import yaml
@@ -154,6 +155,21 @@ def run_tune(args) -> int:
         return _search(args, base, raw, space, out)
 
 
+def _error_text(error: BaseException | None) -> str:
+    """A failed trial's cause in one line: the run's own error (e.g. ``NonFiniteError: ...``) where
+    the trial raised :class:`~rlgraph_core.execution.stopping.RunFailed`, else the error's type."""
+    from rlgraph_core.execution.stopping import RunFailed
+
+    if error is None:
+        return ""
+    cause = error
+    while cause is not None and not isinstance(cause, RunFailed):
+        cause = getattr(cause, "cause", None)  # Ray wraps a task's exception (RayTaskError.cause)
+    if cause is not None:
+        return str(cause.summary.get("error") or cause)[:300]
+    return type(error).__name__
+
+
 def _can_restore(experiment: Path) -> bool:
     from ray import tune
 
@@ -171,8 +187,14 @@ def _search(args, base, raw: dict, space: dict, out: Path) -> int:
     if args.scheduler == "asha":
         from ray.tune.schedulers import ASHAScheduler
 
+        # max_t past the budget: a trial that uses its budget ends by itself, writing its final
+        # checkpoint, summary and plot (at max_t Tune stops it as it reports its last evaluation,
+        # before they are written); the grace period fits a budget below the evaluation interval.
         scheduler = ASHAScheduler(
-            time_attr="timesteps", max_t=tc.total_timesteps, grace_period=tc.eval_interval, reduction_factor=2
+            time_attr="timesteps",
+            max_t=tc.total_timesteps + tc.eval_interval,
+            grace_period=min(tc.eval_interval, tc.total_timesteps),
+            reduction_factor=2,
         )
     searcher = None
     if args.searcher == "optuna":
@@ -202,7 +224,15 @@ def _search(args, base, raw: dict, space: dict, out: Path) -> int:
             ),
             run_config=tune.RunConfig(name="tune", storage_path=str(out), verbose=0),
         )
-    grid = tuner.fit()
+    return _write_results(args, tuner.fit(), raw, out)
+
+
+def _write_results(args, grid, raw: dict, out: Path) -> int:
+    """``trials.csv`` from Tune's result grid; for a completed search ``best_config.yaml`` and the
+    table (exit 0); for one interrupted by Ctrl-C the command that continues it (exit 130)."""
+    from rlgraph_core.config.run import apply_overrides, validate_config
+
+    trials_dir = str(out / "trials")
     rows = []
     for result in grid:
         params = {k: v for k, v in (result.config or {}).items()}
@@ -216,7 +246,7 @@ def _search(args, base, raw: dict, space: dict, out: Path) -> int:
                 "last_eval_return": (result.metrics or {}).get(METRIC),
                 "best_eval_return": best,
                 "timesteps": (result.metrics or {}).get("timesteps"),
-                "error": "" if result.error is None else type(result.error).__name__,
+                "error": _error_text(result.error),
             }
         )
     keys = list(dict.fromkeys(k for row in rows for k in row))
@@ -224,6 +254,16 @@ def _search(args, base, raw: dict, space: dict, out: Path) -> int:
         writer = csv.DictWriter(f, keys)
         writer.writeheader()
         writer.writerows(rows)
+    unfinished = len(grid) - grid.num_terminated - grid.num_errors
+    if unfinished > 0:  # Ctrl-C: Tune stops the trials and returns, but the search is not complete
+        print(
+            f"rlgraph: the search was interrupted before {unfinished} of {len(grid)} trials finished; the trials "
+            f"so far are in {out / 'trials.csv'} and each trial's run folder keeps its checkpoints. Continue it "
+            f"(finished trials are kept, interrupted ones resume from their newest checkpoint) with: "
+            f"rlgraph tune {args.config} --space {args.space} --out {out} --resume",
+            file=sys.stderr,
+        )
+        return 130
     try:
         best = grid.get_best_result(metric=METRIC, mode="max", scope="all")
     except RuntimeError:

@@ -31,6 +31,11 @@ class RunFailed(Exception):
         self.summary = summary
         super().__init__(summary.get("error", "the run failed"))
 
+    def __reduce__(self):
+        # Copied and pickled with its summary (Ray sends a failed trial's error between processes;
+        # the default would call RunFailed(message) and hide the real cause behind an AttributeError).
+        return (type(self), (self.summary,))
+
 
 #: Handlers to restore once a held final phase ends (see :func:`final_phase_held`).
 _held: dict[int, object] = {}
