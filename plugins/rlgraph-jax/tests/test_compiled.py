@@ -25,9 +25,11 @@ from rlgraph_core.testing.executor_suite import check_executor  # noqa: E402
 from rlgraph_jax.gymnax_envs import GymnaxEnv  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "ppo_gymnax_cartpole.yaml"
-#: one compilation cache for the module's runs (each run with the shapes of an earlier one loads
-#: its programs instead of compiling them: the jax build of the agent and the chunk alike)
-CACHE = Path(tempfile.mkdtemp(prefix="rlgraph-jax-xla-"))
+#: one compilation cache for these tests, kept between test sessions and shared by xdist workers:
+#: a run with the shapes of an earlier one loads its programs instead of compiling them (the
+#: agent's and the chunk's; on a loaded 2-core machine the chunk 48 s -> 8 s), so a warm CI run
+#: pays compilation once. JAX keys entries by program, JAX version and flags.
+CACHE = Path(tempfile.gettempdir()) / "rlgraph-jax-tests-xla-cache"
 QUIET = ["train.progress_bar=false", "train.loggers=[jsonl]", f"executor.compilation_cache_dir={CACHE}"]
 #: a small program (2 rollouts of 4 envs x 8 steps, 2 epochs of 2 minibatches) for the tests
 #: that check bookkeeping, not learning: it compiles in a few seconds
