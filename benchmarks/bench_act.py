@@ -20,6 +20,15 @@ time the agent's ``act`` inference function compiled against the same function r
 (``act fn compiled/eager``, µs per call), which is what decides whether a backend compiles
 acting in static mode (the torch backend does not: see ``TorchBackend.function``).
 
+``--breakdown`` instead times the real env loop (``EnvRunner.step``, ``agent.update``, the run
+recorder's counting and ``RunRecorder.step``, as ``LocalExecutor`` runs them, updates included)
+and splits each env step into: env step (the vector env's own work), checks (the non-finite
+checks of observations and rewards), act, observe, update, callbacks, recorder, runner (the rest:
+final-observation swap, episode bookkeeping), beside the bare ``envs.step`` of the same vector
+env with precomputed actions, in interleaved blocks. It measures thread CPU time by default
+(``--clock wall`` for wall time): on a machine shared with other jobs CPU time moves far less.
+A tree without ``EnvRunner`` (before it existed) runs the executor loop of its day instead.
+
 ``--baseline-tree DIR`` runs the same measurements, alternating in child processes, with the
 rlgraph packages of another checkout (e.g. ``git archive main | tar -x -C /tmp/base``) first on
 the import path, and prints both tables: before/after under the same machine load. Run:
@@ -27,6 +36,7 @@ the import path, and prints both tables: before/after under the same machine loa
     python benchmarks/bench_act.py                           # every installed backend x mode
     python benchmarks/bench_act.py --variants torch-eager,tf-eager --steps 3000
     python benchmarks/bench_act.py --baseline-tree /tmp/base --repeats 3
+    python benchmarks/bench_act.py --breakdown --algos ppo --variants torch-eager,torch-static
 """
 
 from __future__ import annotations
@@ -55,6 +65,8 @@ CONFIGS = {
 #: env steps to put each agent at before timing (past DQN's epsilon decay, SAC's random warm-up)
 START_TIMESTEPS = {"ppo": 0, "dqn": 20_000, "sac": 1_000}
 COLUMNS = ("env", "act", "observe", "loop", "overhead")
+#: the parts of one env step in ``--breakdown`` (``runner``: what the loop adds around them)
+BREAKDOWN = ("env step", "checks", "act", "observe", "update", "callbacks", "recorder", "runner", "total", "bare env")
 
 
 def installed_variants() -> list[str]:
@@ -237,8 +249,158 @@ def measure(algo: str, variant: str, steps: int, block: int, seed: int) -> dict:
         shutil.rmtree(recorder.out_dir, ignore_errors=True)
 
 
-def run_all(algos: list[str], variants: list[str], steps: int, block: int, seed: int) -> dict:
+class _Timers:
+    """Accumulated seconds per part; ``wrap`` times a callable into one part."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.acc: dict[str, float] = {}
+
+    def wrap(self, fn, key: str):
+        clock, acc = self.clock, self.acc
+        acc.setdefault(key, 0.0)
+
+        def timed(*args, **kwargs):
+            t0 = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                acc[key] += clock() - t0
+
+        return timed
+
+
+def measure_breakdown(algo: str, variant: str, steps: int, block: int, seed: int, clock) -> dict:
+    """µs per env step of each part of the real env loop (updates included), and the bare env step."""
+    import rlgraph_core.env_checks as checks
+
+    backend, mode = variant.split("-")
+    parts, envs, agent, recorder = make_parts(algo, backend, mode, seed)
+    timers = _Timers(clock)
+    saved = {name: getattr(checks, name) for name in ("observation_problem", "reward_problem")}
+    try:
+        for name, fn in saved.items():  # CheckedEnv looks them up at call time: time them in place
+            setattr(checks, name, timers.wrap(fn, "checks"))
+        agent.act = timers.wrap(agent.act, "act")
+        agent.observe = timers.wrap(agent.observe, "observe")
+        agent.update = timers.wrap(agent.update, "update")
+        env_step = envs.step
+        envs.step = timers.wrap(env_step, "envs.step")
+        recorder._notify = timers.wrap(recorder._notify, "callbacks")
+        for name in ("step", "add_env_steps", "add_episodes"):
+            setattr(recorder, name, timers.wrap(getattr(recorder, name), "recorder"))
+        loop = _loop_body(agent, envs, recorder, seed)
+        n = envs.num_envs
+        rng = np.random.default_rng(seed)
+        sample_actions = []
+        for _ in range(64):
+            envs.action_space.seed(int(rng.integers(1 << 31)))
+            sample_actions.append(envs.action_space.sample())
+        for _ in range(max(block, 300)):  # warm-up: first updates, traces / compiles, first allocations
+            loop()
+        samples: dict[str, list[float]] = {k: [] for k in BREAKDOWN}
+        done_steps = 0
+        while done_steps < steps:
+            k = min(block, steps - done_steps)
+            checks.observation_problem, checks.reward_problem = saved["observation_problem"], saved["reward_problem"]
+            t0 = clock()
+            for i in range(k):
+                env_step(sample_actions[i % len(sample_actions)])
+            bare = clock() - t0
+            for name, fn in saved.items():
+                setattr(checks, name, timers.wrap(fn, "checks"))
+            for key in timers.acc:  # in place: the wrappers hold this dict
+                timers.acc[key] = 0.0
+            t0 = clock()
+            for _ in range(k):
+                loop()
+            total = clock() - t0
+            acc = timers.acc
+            per = {
+                "env step": acc["envs.step"] - acc["checks"],
+                "checks": acc["checks"],
+                "act": acc["act"],
+                "observe": acc["observe"],
+                "update": acc["update"],
+                "callbacks": acc["callbacks"],
+                "recorder": acc["recorder"] - acc["callbacks"],
+                "total": total,
+                "bare env": bare,
+            }
+            per["runner"] = total - sum(v for key, v in per.items() if key not in ("total", "bare env"))
+            for key, v in per.items():
+                samples[key].append(v / (k * n) * 1e6)
+            done_steps += k
+        row = {key: statistics.median(v) for key, v in samples.items()}
+        row["num_envs"] = n
+        return row
+    finally:
+        for name, fn in saved.items():
+            setattr(checks, name, fn)
+        envs.close()
+        recorder.eval_env.close()
+        shutil.rmtree(recorder.out_dir, ignore_errors=True)
+
+
+def _loop_body(agent, envs, recorder, seed: int):
+    """One iteration of the local executor's loop, as the tree under test writes it."""
+    try:
+        from rlgraph_core.execution.env_runner import EnvRunner
+    except ImportError:  # a tree from before the shared env runner: its executor's loop body
+        from rlgraph_core.execution.local import true_next_obs
+
+        n = envs.num_envs
+        state = {"obs": envs.reset(seed=seed)[0], "returns": np.zeros(n)}
+
+        def old_body():
+            obs = state["obs"]
+            actions = agent.act(obs)
+            next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+            agent.observe(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
+            agent.update()
+            state["returns"] += rewards
+            done = np.logical_or(terminated, truncated)
+            if done.any():
+                recorder.add_episode_returns(state["returns"][done].tolist())
+                state["returns"][done] = 0.0
+            state["obs"] = next_obs
+            recorder.step(n)
+
+        return old_body
+    runner = EnvRunner(agent, envs, seed=seed)
+
+    def body():  # LocalExecutor._steps, one iteration
+        runner.step()
+        recorder.add_env_steps(runner.num_envs)
+        agent.update()
+        if getattr(runner, "has_episodes", True):
+            recorder.add_episodes(runner.take_episodes())
+        recorder.step()
+
+    return body
+
+
+def print_breakdown(title: str, results: dict, baseline: dict | None = None) -> None:
+    """One table per algorithm: µs per env step of each part (and the ratio to ``baseline``)."""
+    print(f"\n{title}")
+    for algo, rows in results.items():
+        n = int(next(iter(rows.values()))["num_envs"])
+        print(f"{algo} ({n} env{'s' if n > 1 else ''}), µs per env step (median of blocks)")
+        print(f"  {'variant':<14}" + "".join(f"{c:>10}" for c in BREAKDOWN))
+        for variant, r in rows.items():
+            print(f"  {variant:<14}" + "".join(f"{r[c]:>10.1f}" for c in BREAKDOWN))
+            if baseline is not None and variant in baseline.get(algo, {}):
+                b = baseline[algo][variant]
+                ratio = "".join(f"{(r[c] / b[c] if b[c] > 0.05 else float('nan')):>10.2f}" for c in BREAKDOWN)
+                print(f"  {'  / before':<14}" + ratio)
+
+
+def run_all(
+    algos: list[str], variants: list[str], steps: int, block: int, seed: int, breakdown: bool = False, clock=None
+) -> dict:
     """``{algo: {variant: row}}`` for every combination (in this process)."""
+    if breakdown:
+        return {a: {v: measure_breakdown(a, v, steps, block, seed, clock) for v in variants} for a in algos}
     return {a: {v: measure(a, v, steps, block, seed) for v in variants} for a in algos}
 
 
@@ -286,7 +448,9 @@ def _child(tree: str | None, args, out: Path) -> dict:
         str(args.threads),
         "--json-out",
         str(out),
-    ]
+        "--clock",
+        args.clock,
+    ] + (["--breakdown"] if args.breakdown else [])
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())
 
@@ -309,6 +473,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="framework CPU threads (train.num_threads is 1 too)")
     p.add_argument("--repeats", type=int, default=1, help="with --baseline-tree: alternating child runs each")
     p.add_argument("--baseline-tree", default=None, help="another checkout to compare against (before/after)")
+    p.add_argument("--breakdown", action="store_true", help="split the real env loop (updates included) into parts")
+    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="--breakdown: thread CPU or wall time")
     p.add_argument("--json-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     args.algos = args.algos.split(",")
@@ -319,11 +485,15 @@ def main() -> None:
             import torch
 
             torch.set_num_threads(args.threads)
-        results = run_all(args.algos, args.variants, args.steps, args.block, args.seed)
+        clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+        results = run_all(args.algos, args.variants, args.steps, args.block, args.seed, args.breakdown, clock)
         if args.json_out:
             Path(args.json_out).write_text(json.dumps(results))
             return
-        print_table(f"this tree, {args.steps} vector steps per column, seed {args.seed}", results)
+        title = (
+            f"this tree, {args.steps} vector steps, seed {args.seed}, {args.clock} time, load {os.getloadavg()[0]:.1f}"
+        )
+        (print_breakdown if args.breakdown else print_table)(title, results)
         return
     tmp = Path(tempfile.mkdtemp(prefix="bench_act_cmp_"))
     before, after = [], []
@@ -333,8 +503,14 @@ def main() -> None:
         for name, tree in order if i % 2 == 0 else reversed(order):
             (before if name == "before" else after).append(_child(tree, args, tmp / f"{name}{i}.json"))
     label = f"median of {args.repeats} alternating child run(s), {args.steps} vector steps per column"
-    print_table(f"BEFORE ({args.baseline_tree}), {label}", _median_results(before))
-    print_table(f"AFTER (this tree), {label}", _median_results(after))
+    if args.breakdown:
+        label += f", {args.clock} time, load average now {os.getloadavg()[0]:.1f}"
+        base = _median_results(before)
+        print_breakdown(f"BEFORE ({args.baseline_tree}), {label}", base)
+        print_breakdown(f"AFTER (this tree), {label}", _median_results(after), base)
+    else:
+        print_table(f"BEFORE ({args.baseline_tree}), {label}", _median_results(before))
+        print_table(f"AFTER (this tree), {label}", _median_results(after))
     shutil.rmtree(tmp, ignore_errors=True)
 
 
