@@ -19,6 +19,7 @@ from rlgraph_core.config.run import (
     validate_config,
 )
 from rlgraph_core.errors import ConfigError
+from rlgraph_core.install_hints import extra_install_command
 from rlgraph_core.plugins import PluginManager, get_plugin_manager
 
 from core_backend import BACKEND, DEFAULT_CONFIG
@@ -112,7 +113,7 @@ def test_tf_backend_missing_hints_at_the_extra():
         validate_config(apply_overrides(DEFAULT_CONFIG, ["train.backend=tf"]), plugin_manager=core_only)
     msg = str(info.value)
     assert "train.backend" in msg and "'tf'" in msg and "Known backends" in msg
-    assert 'pip install "rlgraph-core[tf]"' in msg
+    assert extra_install_command("tf", "rlgraph-tf") in msg  # pip install -e ./rlgraph_tf from a checkout
 
 
 def test_unknown_backend_lists_known_backends():

@@ -202,3 +202,54 @@ def test_masked_policies_export_with_the_mask_as_an_input(name, backend, tmp_pat
         policy(obs["observation"])
     code, stdout, stderr = run_cli("evaluate", str(tmp_path / "p.onnx"), "--episodes", "2")
     assert code == 0, stderr
+
+
+#: The optional package each env family of the shipped configs needs.
+_FAMILY = {"ALE/": "ale_py", "MiniGrid-": "minigrid", "HalfCheetah": "mujoco", "LunarLander": "Box2D"}
+
+
+def _shipped():
+    from rlgraph_core.config.run import shipped_configs
+
+    return shipped_configs()
+
+
+@pytest.mark.skipif(not has_backend("torch"), reason="compares with the torch backend")
+@pytest.mark.parametrize("name", _shipped())
+def test_every_shipped_configs_policy_exports_and_matches_torch(name, tmp_path):
+    """The agent of each shipped config (image policies included), built untrained on torch eager
+    (its executor is irrelevant to the policy), exports; the ONNX outputs equal torch's."""
+    from rlgraph_core.export.onnx_policy import export_onnx, OnnxPolicy
+
+    shipped = load_shipped_config(name)
+    module = next((m for prefix, m in _FAMILY.items() if shipped["env"]["id"].startswith(prefix)), None)
+    if module is not None:
+        pytest.importorskip(module)
+    agent_raw = dict(shipped["agent"])
+    if "batch_size" in agent_raw:  # the build runs the loss on one batch: a small one is cheaper, same policy
+        agent_raw["batch_size"] = min(8, agent_raw["batch_size"])
+    env_raw = {**shipped["env"], "vectorization": "sync"}
+    # 42x42 Atari frames: the same Nature CNN (8x8/4, 4x4/2, 3x3/1 down to 1x1) at a quarter of the cost
+    env_raw["wrappers"] = [
+        {**w, "screen_size": 42} if w.get("type") == "atari_preprocessing" else w for w in env_raw.get("wrappers", [])
+    ]
+    raw = {"agent": agent_raw, "env": env_raw, "train": {"backend": "torch", "mode": "eager", "seed": 1, "loggers": []}}
+    config = validate_config(raw)
+    assembly = assemble(config, get_plugin_manager())
+    env = assembly.make_eval_env()
+    agent = assembly.make_agent(env.observation_space, env.action_space, with_memory=False)
+    samples = [env.observation_space.sample() for _ in range(4)]
+    env.close()
+    if isinstance(samples[0], dict):  # a Dict observation (a legal-action mask): a dict of batches
+        obs = {k: np.stack([x[k] for x in samples]) for k in samples[0]}
+        if "action_mask" in obs:
+            obs["action_mask"][:, 0] = 1  # at least one legal action per row
+    else:
+        obs = np.stack(samples)
+    agent.save(str(tmp_path / "ck"), {"config": config.to_dict()})
+    policy = OnnxPolicy(export_onnx(tmp_path / "ck", tmp_path / "p.onnx"))
+    got = policy.outputs(obs)
+    own = {k: agent.backend.to_numpy(v) for k, v in agent.policy_outputs(agent.backend.to_tensor(obs)).items()}
+    assert set(got) == set(own)
+    for key, value in own.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-4, err_msg=key)

@@ -141,7 +141,9 @@ def test_missing_extra_is_a_config_error(monkeypatch):
     monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == "tensorboardX" else real(name, *a))
     code, _, stderr = run_cli("train", "--dry-run", "--set", "train.loggers=[tensorboard]")
     assert code == 2
-    assert "rlgraph-core[tensorboard]" in stderr and "tensorboardX" in stderr
+    from rlgraph_core.install_hints import extra_install_command
+
+    assert extra_install_command("tensorboard") in stderr and "tensorboardX" in stderr
 
 
 # ---------------------------------------------------------------- loggers that fail (issue 35 §2)

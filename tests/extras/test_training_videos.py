@@ -42,4 +42,25 @@ def test_periodic_video_mp4_and_the_missing_writer_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # as if the render extra were missing
     code, _, stderr = run_cli("train", *TINY_DQN, "--set", "train.video_interval=200", "--out", str(tmp_path / "no"))
     assert code == 2 and "Traceback" not in stderr
-    assert "train.video_interval" in stderr and "rlgraph-core[render]" in stderr
+    from rlgraph_core.install_hints import extra_install_command
+
+    assert "train.video_interval" in stderr and extra_install_command("render") in stderr
+
+
+def test_rendering_without_a_runtime_dir_prints_no_sdl_error(tmp_path):
+    """A headless process without XDG_RUNTIME_DIR renders silently (SDL gets a private one)."""
+    import os
+    import subprocess
+
+    code = (
+        "from rlgraph_core.config.sections import EnvConfig\n"
+        "from rlgraph_core.envs import make_eval_env\n"
+        "env = make_eval_env(EnvConfig(id='CartPole-v1', num_envs=1), 'rgb_array')\n"
+        "env.reset(seed=0)\n"
+        "assert env.render().shape == (400, 600, 3)\n"
+        "env.close()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "XDG_RUNTIME_DIR" not in proc.stderr + proc.stdout

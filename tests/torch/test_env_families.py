@@ -69,3 +69,38 @@ def test_zoo_configs_validate_and_build(name, env_id, module):
     code, stdout, stderr = run_cli("train", name, "--dry-run")
     assert code == 0, stderr
     assert env_id in stdout and "dqn" in stdout
+
+
+def test_atari_evaluation_plays_whole_games_while_training_ends_at_a_lost_life():
+    """ppo_atari trains on one life with clipped rewards; its evaluation env plays the whole game
+    (all five lives of Breakout) for its unclipped score: a random policy's episode is longer."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    import gymnasium as gym
+    import numpy as np
+
+    from rlgraph_core.assemble import assemble
+    from rlgraph_core.config.run import load_shipped_config, validate_config
+    from rlgraph_core.envs import register_env_family
+    from rlgraph_core.plugins import get_plugin_manager
+
+    config = validate_config(load_shipped_config("ppo_atari"))
+    assembly = assemble(config, get_plugin_manager())
+    register_env_family(config.env.id)
+    trained_on = gym.make(config.env.id, **config.env.kwargs)
+    for wrap in assembly.env_wrappers:
+        trained_on = wrap(trained_on)
+
+    def episode(env):
+        rng = np.random.default_rng(0)
+        env.reset(seed=3)
+        steps, done, info = 0, False, {}
+        while not done:
+            _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+            steps, done = steps + 1, terminated or truncated
+        env.close()
+        return steps, info["lives"]
+
+    train_steps, train_lives = episode(trained_on)
+    eval_steps, eval_lives = episode(assembly.make_eval_env())
+    assert train_lives == 4 and eval_lives == 0 and eval_steps > train_steps, (train_steps, eval_steps)

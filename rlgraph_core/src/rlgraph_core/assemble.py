@@ -42,6 +42,7 @@ from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_byte
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
 from rlgraph_core.spaces import Space, SpaceError, from_gym
 from rlgraph_core.wrappers import apply_wrappers
+from rlgraph_core.install_hints import extra_install_command
 
 
 @dataclass
@@ -64,6 +65,9 @@ class Assembly:
         env_factory: makes one environment (a gymnasium env instance or factory given to the
             facade) instead of ``config.env.id``; None: the config's env.
         env_wrappers: ``env -> env`` callables of ``config.env.wrappers``, resolved once (picklable).
+        eval_wrappers: those of evaluation envs: ``config.env.wrappers`` without their
+            training-only parts (reward clipping, a lost life ending the episode), so that
+            evaluation measures the task itself (:meth:`rlgraph_core.wrappers.WrapperSettings.for_evaluation`).
     """
 
     config: Any
@@ -77,6 +81,7 @@ class Assembly:
     callbacks: list = field(default_factory=list)
     env_factory: Callable[[], Any] | None = field(default=None, repr=False)
     env_wrappers: list[Callable] = field(default_factory=list, repr=False)
+    eval_wrappers: list[Callable] = field(default_factory=list, repr=False)
 
     def resolve_component(self, name: str, field: str) -> type:
         """The component class registered as ``name`` (a ConfigError names ``field`` otherwise)."""
@@ -199,10 +204,11 @@ class Assembly:
         return make_vector_env(self.config.env, seed, wrappers=self.env_wrappers)
 
     def make_eval_env(self, render_mode: str | None = None):
-        """A single configured env for evaluation."""
+        """A single configured env for evaluation, with :attr:`eval_wrappers` (the game's own
+        episodes and score, not the training wrappers' shaped ones)."""
         if self.env_factory is not None and render_mode is None:
-            return apply_wrappers(self.env_factory(), self.env_wrappers)
-        return make_eval_env(self.config.env, render_mode, wrappers=self.env_wrappers)
+            return apply_wrappers(self.env_factory(), self.eval_wrappers)
+        return make_eval_env(self.config.env, render_mode, wrappers=self.eval_wrappers)
 
     def make_training_videos(self, out_dir: Path):
         """``train.video_interval``'s recorder: an rgb_array eval env streaming to ``out_dir/videos``
@@ -221,7 +227,7 @@ class Assembly:
         except gym.error.DependencyNotInstalled as exc:  # rendering needs the env's extras (pygame ...)
             raise ConfigError(
                 f"train.video_interval needs rendering support for '{config.env.id}', which is not installed: "
-                f"{exc} (pip install 'rlgraph-core[render]' brings it for the classic-control envs)."
+                f"{exc} ({extra_install_command('render')} brings it for the classic-control envs)."
             ) from None
 
     @property
@@ -302,6 +308,7 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         backend_factory=backend_factory,
         callbacks=make_callbacks(pm, tc.callbacks),
         env_wrappers=_env_wrappers(pm, config.env),
+        eval_wrappers=_env_wrappers(pm, config.env, evaluation=True),
     )
 
 
@@ -316,11 +323,11 @@ def _backend_settings(pm: PluginManager, config, model) -> Any:
     return validate_backend_settings(pm, config.train.backend, raw)
 
 
-def _env_wrappers(pm: PluginManager, env_cfg) -> list[Callable]:
-    """``config.env.wrappers`` resolved through ``pm`` (a PluginError becomes a ConfigError)."""
-
+def _env_wrappers(pm: PluginManager, env_cfg, evaluation: bool = False) -> list[Callable]:
+    """``config.env.wrappers`` resolved through ``pm`` (a PluginError becomes a ConfigError);
+    with ``evaluation``, as evaluation envs apply them."""
     try:
-        return resolve_wrappers(pm, env_cfg.wrappers)
+        return resolve_wrappers(pm, env_cfg.wrappers, evaluation=evaluation)
     except PluginError as exc:
         raise ConfigError(str(exc)) from None
 

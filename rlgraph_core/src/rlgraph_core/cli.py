@@ -29,6 +29,7 @@ from rlgraph_core.plugins.manager import DISABLE_ENV, block_hint, disabled_from_
 from rlgraph_core.training import default_out_dir, end_line, run_training
 from rlgraph_core.training import resolve_resume as resolve
 from rlgraph_core.warning_lines import warning_lines
+from rlgraph_core.install_hints import extra_install_command
 
 #: Flags that override a config field (on a new run and on a resumed one alike).
 FLAG_FIELDS = (
@@ -209,7 +210,7 @@ def _run_evaluation(policy, env, env_id: str, args, seed: int, video: str | None
         # Rendering needs the env's optional extras (e.g. pygame for classic control).
         raise RLGraphError(
             f"--video/--render-to needs rendering support for '{env_id}', which is not installed: {exc} "
-            f"(pip install 'rlgraph-core[render]' brings it for the classic-control envs)."
+            f"({extra_install_command('render')} brings it for the classic-control envs)."
         ) from None
     finally:
         if writer is not None:
@@ -365,8 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument(
                 "config",
                 nargs="?",
-                help="YAML/JSON config file, or the name of a shipped config "
-                "(dqn_cartpole, ppo_cartpole, ...; default: dqn_cartpole, DQN on CartPole-v1 with torch)",
+                help="YAML/JSON config file, an agent name (ppo, dqn, ...: its defaults) or the name of a shipped "
+                "config (dqn_cartpole, ppo_cartpole, ...; default: dqn_cartpole, DQN on CartPole-v1 with torch); "
+                "the names rl.make() takes",
             )
         sp.add_argument("--backend", help="a registered backend name (rlgraph plugins lists them)")
         sp.add_argument("--mode", choices=["eager", "static"], help="eager (define-by-run) or static (compiled)")

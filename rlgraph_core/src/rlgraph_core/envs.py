@@ -43,6 +43,7 @@ from rlgraph_core.envpool_envs import make_envpool_env
 from rlgraph_core.errors import ConfigError, prefix, shorten
 from rlgraph_core.spaces import SpaceError, from_gym
 from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
+from rlgraph_core.install_hints import extra_install_command
 
 __all__ = [
     "check_observation_space",
@@ -283,8 +284,7 @@ def _made(env_cfg, make, **extra: Any):
     except gym.error.DependencyNotInstalled as exc:
         raise ConfigError(
             f"'env.id' = '{env_cfg.id}' could not be made: {exc}. Install the package it names "
-            f'(the rlgraph-core extras: pip install "rlgraph-core[atari]", "rlgraph-core[minigrid]", '
-            f'"rlgraph-core[mujoco]", "rlgraph-core[box2d]").'
+            f"(the rlgraph-core extras atari, minigrid, mujoco, box2d: e.g. {extra_install_command('atari')})."
         ) from None
     except AttributeError as exc:
         space = next((s for s in ("action", "observation") if f"must specify an {s} space" in str(exc)), None)
@@ -414,8 +414,14 @@ def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callabl
 
 
 def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Callable] | None = None):
-    """A single environment for evaluation, wrapped (and checked) like the training envs."""
+    """A single environment for evaluation, wrapped with ``wrappers`` and checked like the training envs.
+
+    The assembly passes its evaluation wrappers (``resolve_wrappers(..., evaluation=True)``):
+    ``env.wrappers`` without their training-only parts, so that evaluation measures the task.
+    """
     extra = {"render_mode": render_mode} if render_mode else {}
+    if render_mode:
+        ensure_runtime_dir()
     wrap = _all_wrappers(env_cfg, wrappers)
     env = _made(env_cfg, lambda target, kwargs: apply_wrappers(gym.make(target, **kwargs), wrap), **extra)
     try:
@@ -431,6 +437,23 @@ def _all_wrappers(env_cfg, wrappers: Sequence[Callable] | None) -> list[Callable
     :mod:`rlgraph_core.action_masks`: after the user's, so none of them drops the mask key), then
     the checker, outermost: observations are checked as the agent will see them."""
     return [*_wrappers(env_cfg, wrappers), mask_wrapper(env_cfg), _checker(env_cfg)]
+
+
+def ensure_runtime_dir() -> None:
+    """Give SDL (pygame, which gymnasium's classic-control envs render with) a private
+    ``XDG_RUNTIME_DIR`` when the process has none or an unusable one, as on a headless server or
+    in a container: SDL otherwise prints "error: XDG_RUNTIME_DIR is invalid or not set" on every
+    render. The folder is made once per process, owner-only (0700), as the XDG spec asks."""
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current) and os.access(current, os.W_OK):
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="rlgraph-xdg-")  # mkdtemp makes it 0700
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["XDG_RUNTIME_DIR"] = folder
 
 
 def _checker(env_cfg) -> functools.partial:

@@ -13,6 +13,7 @@ Without an output folder nothing is written or locked (the facade's default).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,17 @@ def resolve_resume(path: str | Path) -> Path:
 
 
 def default_out_dir(config) -> Path:
-    """``runs/<agent>_<env>_<backend>_<mode>``: where ``rlgraph train`` writes without ``--out``."""
-    return Path(f"runs/{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}")
+    """``runs/<agent>_<env>_<backend>_<mode>``: where ``rlgraph train`` writes without ``--out``.
+
+    One folder under ``runs/`` whatever the env id: every character that is not a letter, digit,
+    ``.``, ``_`` or ``-`` (the ``/`` of ``ALE/Pong-v5``, the ``:`` of ``my_env:Corridor``, which
+    Windows refuses) becomes ``-``: ``runs/dqn_ALE-Pong-v5_torch_eager``.
+    """
+    name = f"{config.agent.type}_{config.env.id}_{config.train.backend}_{config.train.mode}"
+    return Path("runs") / _SAFE_NAME.sub("-", name)[:200]
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def start_line(config, out: Path | None, resume: Path | None = None, resumed_steps: Any = None) -> str:

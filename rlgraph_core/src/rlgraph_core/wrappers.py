@@ -12,6 +12,13 @@ gymnasium's ``AtariPreprocessing``, ``FrameStackObservation``, ``ResizeObservati
 ``FilterObservation``, ``TimeLimit``, and MiniGrid's ``ImgObsWrapper`` / ``FullyObsWrapper``.
 A wrapper that needs an optional package names it (``requires``); a missing one is reported
 with the pip command of the rlgraph-core extra that brings it, when the config is validated.
+
+Evaluation measures the task itself, not the shaped task the agent trains on: a wrapper's
+settings say what of it evaluation keeps (:meth:`WrapperSettings.for_evaluation`). A
+training-only wrapper (``training_only = True``: ``clip_reward``) is left out of evaluation
+envs, and ``atari_preprocessing`` evaluates whole games (``terminal_on_life_loss`` off), so
+evaluation returns, the best checkpoint and ``train.target_return`` are game scores, as the
+Atari papers and RL-Zoo report them.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.registration import entry_problem
+from rlgraph_core.install_hints import extra_install_command
 
 __all__ = [
     "EXTRAS",
@@ -40,7 +48,7 @@ EXTRAS = {"ale_py": "atari", "cv2": "atari", "minigrid": "minigrid", "mujoco": "
 def missing_extra_message(module: str, what: str) -> str:
     """One paragraph: ``what`` needs the optional package ``module``, and the pip command for it."""
     extra = EXTRAS.get(module)
-    cmd = f'pip install "rlgraph-core[{extra}]"' if extra else f"pip install {module}"
+    cmd = extra_install_command(extra) if extra else f"pip install {module}"
     if module == "cv2":
         module = "cv2 (opencv-python-headless)"
     return f"{what} needs the optional package '{module}', which is not installed; install it with {cmd}."
@@ -78,8 +86,15 @@ class WrapperSettings(BaseModel):
     #: "any", "array" (a Box), "image" (a Box of rank 2, or rank 3 with 1, 3 or 4 channels),
     #: "rgb" (an H x W x 3 Box) or "dict" (a Dict space).
     takes: ClassVar[str] = "any"
+    #: True: the wrapper shapes training only (e.g. reward clipping) and evaluation envs leave it out.
+    training_only: ClassVar[bool] = False
 
     type: str = Field(description="registry name of the wrapper, e.g. frame_stack")
+
+    def for_evaluation(self) -> "WrapperSettings | None":
+        """These settings as evaluation envs apply them: None leaves the wrapper out (the default
+        for a ``training_only`` wrapper); a subclass returns a copy without its training-only parts."""
+        return None if self.training_only else self
 
     def observation_problem(self, space: Any) -> str | None:
         """Why this wrapper cannot take the gymnasium observation ``space`` (by :attr:`takes`), or None."""
@@ -144,6 +159,10 @@ class AtariPreprocessingSettings(WrapperSettings):
     grayscale_newaxis: bool = False
     scale_obs: bool = Field(False, description="False keeps uint8 frames (scaled inside the graph)")
 
+    def for_evaluation(self) -> "AtariPreprocessingSettings":
+        """Evaluation plays whole games: a lost life ends a training episode only."""
+        return self.model_copy(update={"terminal_on_life_loss": False})
+
 
 class FrameStackSettings(WrapperSettings):
     """gymnasium's ``FrameStackObservation``; with ``channels_last`` the stack axis is moved last,
@@ -181,9 +200,11 @@ class MaxAndSkipSettings(WrapperSettings):
 
 
 class ClipRewardSettings(WrapperSettings):
-    """gymnasium's ``ClipReward`` (Atari agents clip rewards to [-1, 1])."""
+    """gymnasium's ``ClipReward`` (Atari agents clip rewards to [-1, 1]); training only: evaluation
+    envs leave it out, so evaluation returns are the unclipped score."""
 
     changes_observation: ClassVar[bool] = False
+    training_only: ClassVar[bool] = True
     type: Literal["clip_reward"] = "clip_reward"
     min_reward: float = -1.0
     max_reward: float = 1.0

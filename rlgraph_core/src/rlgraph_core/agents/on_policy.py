@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.base import Agent, LearnResult, rng_state_problem
-from rlgraph_core.components.actor_critic import ActorCritic
+from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
 from rlgraph_core.components.distributions import scale_action, unscale_action
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.masks import MASK_KEY, check_legal, mask_layout, split_observation
@@ -33,7 +33,7 @@ from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.support import action_space_hint
-from rlgraph_core.agents.slots import ComponentResolver, make_slot_component, network_maker
+from rlgraph_core.agents.slots import ComponentResolver, builtin_resolver, make_slot_component, network_maker
 from rlgraph_core.components.settings import ComponentSettings, NetworkSettings, Slot
 from rlgraph_core.config.common import ComponentSlot, OptimizerConfig, ScheduleOrFloat, StrictModel
 from rlgraph_core.errors import ConfigError
@@ -92,7 +92,11 @@ class OnPolicyConfig(StrictModel):
         description="observation preprocessor component: box_normalize, running_mean_std (a running "
         "normaliser updated after every rollout) or any registered slot component",
     )
-    obs_clip: float = Field(10.0, gt=0, description="running_mean_std: clip normalised observations to +-obs_clip")
+    obs_clip: float = Field(
+        10.0,
+        gt=0,
+        description="running_mean_std (alias running_obs_normalizer): clip normalised observations to +-obs_clip",
+    )
     optimizer: OnPolicyOptimizerConfig = Field(default_factory=OnPolicyOptimizerConfig)
 
 
@@ -121,7 +125,12 @@ class OnPolicyGraph(Component):
     ):
         super().__init__(name)
         spec = config.preprocessor
-        defaults = {"clip": config.obs_clip} if spec is not None and spec.type == "running_mean_std" else None
+        # obs_clip goes to the running normaliser by whatever name the config gives it (running_mean_std,
+        # running_obs_normalizer, or a plugin's subclass): decided by the class, not by the name
+        resolve = components or builtin_resolver
+        cls = None if spec is None else resolve(spec.type, "agent.preprocessor.type")
+        is_running = isinstance(cls, type) and issubclass(cls, RunningObsNormalizer)
+        defaults = {"clip": config.obs_clip} if is_running else None
         # A legal-action mask in the observation goes to the policy's head; the preprocessor and
         # trunks see the rest (components/masks.py).
         self.mask_layout = mask_layout(observation_space, action_space, name.upper())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import typing
 from collections.abc import Sequence
@@ -81,6 +82,37 @@ def load_shipped_config(name: str) -> dict:
         )
     text = (resources.files("rlgraph_core") / "configs" / f"{name}.yaml").read_text()
     return yaml.safe_load(text)
+
+
+def load_named_config(name: str | Path, plugin_manager=None) -> dict:
+    """The raw config ``name`` means, one naming scheme for ``rlgraph train NAME``, ``rlgraph config
+    NAME`` and ``rl.make(NAME)``: an existing YAML/JSON file, else an agent name (``ppo``: its config
+    model's defaults), else a shipped config (``ppo_cartpole``).
+
+    Raises:
+        ConfigError: none of these, with the closest agent or shipped config name.
+    """
+    path = Path(name)
+    if path.is_file():
+        return load_config_file(path)
+    plugin_manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
+    text = str(name)
+    agents = sorted(plugin_manager.names("agents"))
+    if text in agents:
+        return {"agent": {"type": text}}
+    if text in shipped_configs():
+        return load_shipped_config(text)
+    if path.suffix in (".yaml", ".yml", ".json") or len(path.parts) > 1:
+        return load_config_file(path)  # meant as a file: its error names the file
+    close = difflib.get_close_matches(text, agents + shipped_configs(), n=1)
+    hint = ""
+    if close:
+        hint = f" Did you mean the {'agent' if close[0] in agents else 'shipped config'} '{close[0]}'?"
+    raise ConfigError(
+        f"'{text[:80]}' is not a config file, an agent name or a shipped config.{hint} Agents: "
+        f"{', '.join(agents)}; shipped configs: {', '.join(shipped_configs())}; or pass the path of a YAML/JSON "
+        f"config file."
+    )
 
 
 #: The default run (DQN on CartPole-v1, torch eager): ``configs/dqn_cartpole.yaml``.
@@ -362,14 +394,11 @@ def load_config_file(path: str | Path) -> dict:
     return data
 
 
-def load_raw_config(source: str | Path | None = None) -> dict:
-    """The raw config a CLI argument or :func:`rlgraph_core.make` string names: the name of a shipped
-    config (``ppo_cartpole``; unless a file of that name exists) or a YAML/JSON file; None means the
+def load_raw_config(source: str | Path | None = None, plugin_manager=None) -> dict:
+    """The raw config a CLI argument or :func:`rlgraph_core.make` string names, as
+    :func:`load_named_config` reads it (a file, an agent name or a shipped config); None means the
     default run (:data:`DEFAULT_CONFIG_NAME`)."""
-    name = str(source) if source is not None else DEFAULT_CONFIG_NAME
-    if name in shipped_configs() and not Path(name).exists():
-        return load_shipped_config(name)
-    return load_config_file(name)
+    return load_named_config(str(source) if source is not None else DEFAULT_CONFIG_NAME, plugin_manager)
 
 
 def resolve_config(source: str | Path | None = None, overrides: Sequence[str] = (), plugin_manager=None) -> RunConfig:
@@ -378,7 +407,7 @@ def resolve_config(source: str | Path | None = None, overrides: Sequence[str] = 
 
     The one config resolution of ``rlgraph train``/``config``/``graph``, ``rlgraph tune`` and the facade.
     """
-    return validate_config(apply_overrides(load_raw_config(source), list(overrides)), plugin_manager)
+    return validate_config(apply_overrides(load_raw_config(source, plugin_manager), list(overrides)), plugin_manager)
 
 
 def _parse_override_value(item: str, value: str):

@@ -73,7 +73,12 @@ class TrainConfig(StrictModel):
     total_timesteps: int = Field(100_000, gt=0)
     target_return: Optional[float] = Field(None, description="stop once mean eval return reaches it")
     eval_interval: int = Field(5_000, gt=0, description="env steps between evaluations")
-    eval_episodes: int = Field(10, gt=0)
+    eval_episodes: int = Field(
+        10,
+        ge=0,
+        description="greedy episodes per evaluation (every eval_interval, and once when the run ends); "
+        "0 switches evaluation off",
+    )
     log_interval: int = Field(2_000, gt=0, description="env steps between metric lines")
     checkpoint_interval: Optional[int] = Field(
         None, gt=0, description="env steps between periodic checkpoints; null = every eval_interval"
@@ -115,6 +120,16 @@ class TrainConfig(StrictModel):
                 f"'train.record_dataset' is recorded by the local executor only; train.executor is "
                 f"'{self.executor}' (the offline executor steps no env, a distributed one collects in other "
                 f"processes). Record with train.executor: local, or remove train.record_dataset"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _target_needs_evaluation(self) -> "TrainConfig":
+        """``target_return`` is judged by evaluations: it cannot be set with evaluation off."""
+        if self.target_return is not None and self.eval_episodes == 0:
+            raise ValueError(
+                f"target_return = {self.target_return} is judged by evaluations, but eval_episodes = 0 switches "
+                f"them off; set eval_episodes to 1 or more, or remove target_return"
             )
         return self
 

@@ -21,7 +21,7 @@ from rlgraph_core.plugins import get_plugin_manager
 from rlgraph_core.wrappers import WrapperSettings, missing_extra_message
 from rlgraph_core.wrappers import _describe_space
 
-__all__ = ["resolve_wrappers", "validate_wrappers"]
+__all__ = ["evaluation_wrappers", "resolve_wrappers", "validate_wrappers"]
 
 
 def _manager(plugin_manager):
@@ -121,8 +121,17 @@ def _apply(factory: Callable, settings: WrapperSettings, index: int, dict_reader
     )
 
 
-def resolve_wrappers(plugin_manager, settings: Sequence[WrapperSettings]) -> list[Callable]:
-    """``env -> wrapped env`` callables of validated ``settings``, in order (picklable, for async envs)."""
+def evaluation_wrappers(settings: Sequence[WrapperSettings]) -> list[WrapperSettings]:
+    """``settings`` as evaluation envs apply them: training-only wrappers left out, the others as
+    each one's :meth:`~rlgraph_core.wrappers.WrapperSettings.for_evaluation` says."""
+    return [e for e in (s.for_evaluation() for s in settings) if e is not None]
+
+
+def resolve_wrappers(
+    plugin_manager, settings: Sequence[WrapperSettings], *, evaluation: bool = False
+) -> list[Callable]:
+    """``env -> wrapped env`` callables of validated ``settings``, in order (picklable, for async envs);
+    with ``evaluation``, as :func:`evaluation_wrappers` says (for the envs that measure the task)."""
     pm = _manager(plugin_manager)
     dict_readers = tuple(
         sorted(
@@ -134,6 +143,10 @@ def resolve_wrappers(plugin_manager, settings: Sequence[WrapperSettings]) -> lis
     )
     out = []
     for i, s in enumerate(settings):
+        if evaluation:
+            s = s.for_evaluation()
+            if s is None:
+                continue
         factory, _ = pm.get("wrappers", s.type, field="env.wrappers")
         out.append(functools.partial(_apply, factory, s, i, dict_readers))
     return out

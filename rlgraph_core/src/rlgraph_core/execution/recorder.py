@@ -7,8 +7,11 @@ the user:
 * metric rows every ``train.log_interval`` env steps to the configured loggers and the
   ``rlgraph_on_iteration`` hook (``timesteps``, ``wall_time``, ``episode_return_mean``,
   ``env_steps_per_s``, ``updates_per_s``, the agent's metrics, plus what the executor adds);
-* greedy evaluation on a separate env with fixed seeds every ``train.eval_interval`` env steps,
-  a new best saved to ``checkpoint_best``, and ``train.target_return`` as a stop condition;
+* greedy evaluation on a separate env with fixed seeds every ``train.eval_interval`` env steps
+  and once more when the run ends by its budget or a callback (unless the last one was at that
+  very step; ``train.eval_episodes: 0`` switches evaluation off), a new best saved to
+  ``checkpoint_best``, and ``train.target_return`` as a stop condition; the eval env is the
+  assembly's, without the training-only wrappers, so these are the task's own returns;
 * periodic checkpoints every ``train.checkpoint_interval`` env steps (default: every evaluation),
   the newest ``train.keep_checkpoints`` kept, with the executor's attachments if it sets
   :attr:`RunRecorder.checkpoint_attachments` (e.g. ``ray_apex``'s replay shards);
@@ -189,6 +192,8 @@ class RunRecorder:
         self._next_eval = self.timesteps + tc.eval_interval
         self._next_checkpoint = self.timesteps + self._interval
         self._next_video = self.timesteps + (tc.video_interval or 0)
+        #: the env-step count of this session's latest evaluation (None before the first)
+        self._evaluated_at: int | None = None
         #: periodic training videos (``train.video_interval``), made when the run starts
         self.videos = None
         #: the stop request of the running loop (None outside :meth:`run`)
@@ -284,9 +289,6 @@ class RunRecorder:
                     self._bar = tqdm(total=tc.total_timesteps, initial=self.timesteps, unit="step", dynamic_ncols=True)
                 try:
                     loop(self, stop)
-                except Exception as exc:  # the env, the agent, a worker or a plugin raised: keep the work done
-                    self.fail(exc)
-                else:
                     self.state.ended_by = stop.reason or (
                         "target_return"
                         if self.state.target_reached
@@ -294,6 +296,10 @@ class RunRecorder:
                         if self.state.stopped_by is not None
                         else "total_timesteps"
                     )
+                    if stop.reason is None:
+                        self.final_evaluation()
+                except Exception as exc:  # the env, the agent, a worker or a plugin raised: keep the work done
+                    self.fail(exc)
                 finally:
                     if self._bar is not None:
                         self._bar.close()
@@ -394,7 +400,7 @@ class RunRecorder:
                 self._callback_updates = agent.updates
                 self._notify("on_update")
         evaluation = None
-        if now_steps >= self._next_eval:
+        if tc.eval_episodes and now_steps >= self._next_eval:
             while self._next_eval <= now_steps:
                 self._next_eval += tc.eval_interval
             evaluation = self.evaluate()
@@ -478,12 +484,22 @@ class RunRecorder:
             f"optimizer.max_grad_norm)."
         )
 
+    def final_evaluation(self) -> dict | None:
+        """The evaluation a run ends with (budget used up, or stopped by a callback), logged as a
+        row; None when evaluation is off (``train.eval_episodes: 0``) or the latest one was at
+        this very step. A signal or an error ends a run without it."""
+        if not self.config.train.eval_episodes or self._evaluated_at == self.timesteps:
+            return None
+        evaluation = self.evaluate()
+        return None if evaluation is None else self.log_row(evaluation)
+
     def evaluate(self) -> dict | None:
         """Evaluate the greedy policy now (``train.eval_episodes`` on the eval env, fixed seeds);
         save a new best to ``checkpoint_best``; return the metrics for the row. A stop request
         (Ctrl-C, SIGTERM) ends the evaluation at the next env step and it counts for nothing
         (None): stopping never waits for an episode to end."""
         tc, state = self.config.train, self.state
+        self._evaluated_at = self.timesteps
         stop = self._stop
         ev = self.agent.evaluate(
             self.eval_env, tc.eval_episodes, seed=10_000 + tc.seed, stop=None if stop is None else stop.requested
@@ -558,16 +574,23 @@ class RunRecorder:
             )
             return None
 
-    def checkpoint_extra(self, **more) -> dict:
-        """The ``extra`` of every checkpoint: the config and the run state (best evaluation)."""
-        return {"config": self.config.to_dict(), "run_state": self.state.to_json(self.wall_time()), **more}
+    def checkpoint_extra(self, wall_time: float | None = None, **more) -> dict:
+        """The ``extra`` of every checkpoint: the config and the run state (best evaluation), with
+        ``wall_time`` (default: :meth:`wall_time` now) as the run's seconds so far."""
+        wall_time = self.wall_time() if wall_time is None else wall_time
+        return {"config": self.config.to_dict(), "run_state": self.state.to_json(wall_time), **more}
 
     # ------------------------------------------------------------------ the end
     def finish(self) -> dict:
         """Final checkpoint, summary.json, plot and the train-end hook, however the run ended."""
         cfg, tc, agent, state = self.config, self.config.train, self.agent, self.state
         checkpoint_dir = None if self.out_dir is None else self.out_dir / "checkpoint"
-        extra = self.checkpoint_extra(eval_return_mean=state.last_eval_return, ended_by=state.ended_by)
+        start_steps, start_updates, t0 = self._start
+        # One clock reading for the session's end: the final checkpoint and summary.json agree on it.
+        elapsed = time.perf_counter() - t0
+        extra = self.checkpoint_extra(
+            state.wall_time + elapsed, eval_return_mean=state.last_eval_return, ended_by=state.ended_by
+        )
         saved: Path | None = checkpoint_dir
         refused = None
         if checkpoint_dir is not None:
@@ -584,8 +607,6 @@ class RunRecorder:
                     state.traceback = None
                 saved = latest_checkpoint(self.out_dir)
                 refused = str(exc)
-        start_steps, start_updates, t0 = self._start
-        elapsed = time.perf_counter() - t0
         summary = {
             "ended_by": state.ended_by,
             "exit_code": EXIT_CODES.get(state.ended_by or "", 1),

@@ -280,6 +280,52 @@ def _gather_last(g, x, idx):
     return _squeeze(g, picked, -1)
 
 
+def _image_to_float(g, x, scale=1.0 / 255.0):
+    # uint8 pixels stay uint8 up to here (the graph input is the env's own observation dtype)
+    return g.binary("Mul", _cast(g, x, "float32"), np.float32(scale))
+
+
+def _transpose(g, x, perm):
+    return g.node("Transpose", [x], x.dtype, x.rank, perm=[int(p) for p in perm])
+
+
+def _pair(v) -> list[int]:
+    return [int(v), int(v)] if isinstance(v, (int, np.integer)) else [int(a) for a in v]
+
+
+def _window_attrs(padding: str) -> dict:
+    # TensorFlow's 'same' puts the odd padding pixel after (bottom/right): ONNX's SAME_UPPER
+    return {"auto_pad": "SAME_UPPER" if padding == "same" else "VALID"}
+
+
+def _conv2d(g, x, w, b, strides=1, padding="valid"):
+    # ops.conv2d is NHWC x HWIO (as the backends' ops); ONNX Conv is NCHW x OIHW: transpose around it
+    w = g.const(w) if not isinstance(w, Sym) else w
+    kernel = g.node("Transpose", [w], w.dtype, 4, perm=[3, 2, 0, 1])
+    nchw = _transpose(g, x, (0, 3, 1, 2))
+    y = g.node("Conv", [nchw, kernel, b], np.dtype(np.float32), 4, strides=_pair(strides), **_window_attrs(padding))
+    return _transpose(g, y, (0, 2, 3, 1))
+
+
+def _max_pool2d(g, x, size, strides=None, padding="valid"):
+    nchw = _transpose(g, x, (0, 3, 1, 2))
+    y = g.node(
+        "MaxPool",
+        [nchw],
+        x.dtype,
+        4,
+        kernel_shape=_pair(size),
+        strides=_pair(size if strides is None else strides),
+        **_window_attrs(padding),
+    )
+    return _transpose(g, y, (0, 2, 3, 1))
+
+
+def _flatten(g, x, axis=1):
+    # Reshape's 0 copies that input dimension: the leading ``axis`` dims stay, the rest merge
+    return g.node("Reshape", [x, np.asarray([0] * axis + [-1], np.int64)], x.dtype, axis + 1)
+
+
 #: ``{op name: emitter(graph, *args)}`` for ops called with at least one symbolic argument.
 EMITTERS: dict[str, Callable] = {
     "dense": _dense,
@@ -305,6 +351,11 @@ EMITTERS: dict[str, Callable] = {
     "expand_dims": _expand_dims,
     "squeeze": _squeeze,
     "zeros_like": lambda g, x: g.binary("Mul", x, 0),
+    "image_to_float": _image_to_float,
+    "transpose": _transpose,
+    "conv2d": _conv2d,
+    "max_pool2d": _max_pool2d,
+    "flatten": _flatten,
 }
 
 

@@ -8,6 +8,7 @@ config naming the part is validated, with the ``pip install`` line that brings i
 """
 
 from rlgraph_core.errors import ConfigError
+from rlgraph_core.install_hints import extra_install_command
 
 
 def missing_extra(what: str, module: str, extra: str, exc: BaseException | None = None):
@@ -16,5 +17,5 @@ def missing_extra(what: str, module: str, extra: str, exc: BaseException | None 
     why = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
     return ConfigError(
         f"{what} needs the Python package '{module}', which is not installed{why}. Install it with "
-        f"pip install 'rlgraph-core[{extra}]' (from a checkout: pip install -e './rlgraph_core[{extra}]')."
+        f"{extra_install_command(extra)}."
     )

@@ -33,6 +33,7 @@ from rlgraph_core.memories.settings import MemorySettings
 from rlgraph_core.plugins import hookspecs
 from rlgraph_core.registration import entry_problem
 from rlgraph_core.wrappers import wrapper_entry_problem
+from rlgraph_core.install_hints import extra_install_command
 
 KINDS = ("backends", "executors", "components", "agents", "memories", "loggers", "callbacks", "wrappers")
 ENTRY_POINT_GROUP = "rlgraph"
@@ -366,7 +367,7 @@ class PluginManager:
             if dist in {b.distribution for b in self.blocked}:
                 hint += f" It is provided by '{dist}', which is blocked."
             else:
-                hint += f" It is provided by '{dist}': pip install \"{CORE_DISTRIBUTION}[{extra}]\"."
+                hint += f" It is provided by '{dist}': {extra_install_command(extra, dist)}."
         if self.failed:
             hint += (
                 " Plugins that failed to load: "
