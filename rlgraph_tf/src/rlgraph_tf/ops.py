@@ -26,6 +26,14 @@ _ACTIVATIONS = {
 }
 
 
+def _keep_mask(reset, x):
+    """``[T, B, 1]`` float32: 0 where ``reset`` (bool or 0/1) starts an episode, else 1 (all
+    ones when ``reset`` is None)."""
+    if reset is None:
+        return tf.ones_like(x[..., :1])
+    return 1.0 - tf.cast(reset, tf.float32)[..., None]
+
+
 def _axis(axis):
     return list(axis) if isinstance(axis, (list, tuple)) else axis
 
@@ -83,6 +91,43 @@ class TFOps:
     def image_to_float(x, scale=1.0 / 255.0):
         """float32 ``x * scale``."""
         return tf.cast(x, tf.float32) * scale
+
+    @staticmethod
+    def lstm(x, h, c, w_x, w_h, b, reset=None):
+        """One LSTM layer over ``x [T, B, F]``: the input projection of every step as one matmul,
+        then ``tf.scan`` over time (eager and inside ``tf.function``). Written with tf ops rather
+        than a keras LSTM cell because keras cells own their weights, while rlgraph's variables
+        are the backend's (made from numpy); this is the math of keras' non-cuDNN kernel."""
+        xw = tf.tensordot(x, w_x, 1) + b
+
+        def step(state, inputs):
+            z_x, keep = inputs
+            h, c = state[0] * keep, state[1] * keep
+            i, f, g, o = tf.split(z_x + tf.matmul(h, w_h), 4, axis=-1)
+            c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+            return tf.sigmoid(o) * tf.tanh(c), c
+
+        hs, cs = tf.scan(
+            step, (xw, _keep_mask(reset, x)), initializer=(tf.convert_to_tensor(h), tf.convert_to_tensor(c))
+        )
+        return hs, hs[-1], cs[-1]
+
+    @staticmethod
+    def gru(x, h, w_x, w_h, b_x, b_h, reset=None):
+        """One GRU layer over ``x [T, B, F]`` (keras' ``reset_after=True`` math, torch's gate order),
+        the input projection as one matmul, then ``tf.scan`` over time."""
+        xw = tf.tensordot(x, w_x, 1) + b_x
+
+        def step(h, inputs):
+            g_x, keep = inputs
+            h = h * keep
+            r_x, z_x, n_x = tf.split(g_x, 3, axis=-1)
+            r_h, z_h, n_h = tf.split(tf.matmul(h, w_h) + b_h, 3, axis=-1)
+            r, z = tf.sigmoid(r_x + r_h), tf.sigmoid(z_x + z_h)
+            return (1.0 - z) * tf.tanh(n_x + r * n_h) + z * h
+
+        hs = tf.scan(step, (xw, _keep_mask(reset, x)), initializer=tf.convert_to_tensor(h))
+        return hs, hs[-1]
 
     @staticmethod
     def reduce_sum(x, axis=None, keepdims=False):

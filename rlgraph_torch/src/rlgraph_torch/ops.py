@@ -32,6 +32,11 @@ def _nchw_padded(x, kh, kw, sh, sw, padding, value):
     return F.pad(x, (pw[0], pw[1], ph[0], ph[1]), value=value), (0, 0)
 
 
+def _keep_mask(reset, x):
+    """``[T, B, 1]`` float: 0 where ``reset`` (bool or 0/1) starts an episode, else 1."""
+    return (1.0 - reset.to(x.dtype)).unsqueeze(-1)
+
+
 def _axis(axis):
     return tuple(axis) if isinstance(axis, (list, tuple)) else axis
 
@@ -75,6 +80,37 @@ class TorchOps:
     def image_to_float(x, scale=1.0 / 255.0):
         """float32 ``x * scale``."""
         return x.to(torch.float32) * scale
+
+    @staticmethod
+    def lstm(x, h, c, w_x, w_h, b, reset=None):
+        """One LSTM layer over ``x [T, B, F]`` on torch's fused kernels: without resets the whole
+        sequence is one ``torch.lstm`` call (nn.LSTM's kernel, cuDNN on a GPU); with resets the
+        fused ``torch.lstm_cell`` steps once per time step, the state zeroed where episodes start."""
+        w_ih, w_hh, b_hh = w_x.t(), w_h.t(), torch.zeros_like(b)
+        if reset is None:
+            y, h_n, c_n = torch.lstm(x, (h[None], c[None]), (w_ih, w_hh, b, b_hh), True, 1, 0.0, False, False, False)
+            return y, h_n[0], c_n[0]
+        keep = _keep_mask(reset, x)
+        ys = []
+        for t in range(x.shape[0]):
+            h, c = torch.lstm_cell(x[t], (h * keep[t], c * keep[t]), w_ih, w_hh, b, b_hh)
+            ys.append(h)
+        return torch.stack(ys), h, c
+
+    @staticmethod
+    def gru(x, h, w_x, w_h, b_x, b_h, reset=None):
+        """One GRU layer over ``x [T, B, F]`` on torch's fused kernels (``torch.gru`` for a whole
+        sequence without resets, ``torch.gru_cell`` per step with them)."""
+        w_ih, w_hh = w_x.t(), w_h.t()
+        if reset is None:
+            y, h_n = torch.gru(x, h[None], (w_ih, w_hh, b_x, b_h), True, 1, 0.0, False, False, False)
+            return y, h_n[0]
+        keep = _keep_mask(reset, x)
+        ys = []
+        for t in range(x.shape[0]):
+            h = torch.gru_cell(x[t], h * keep[t], w_ih, w_hh, b_x, b_h)
+            ys.append(h)
+        return torch.stack(ys), h
 
     @staticmethod
     def reduce_sum(x, axis=None, keepdims=False):

@@ -59,6 +59,14 @@ def _axis(axis):
 u = _unwrap
 
 
+def _keep_mask(reset, x):
+    """``[T, B, 1]`` float32: 0 where ``reset`` (bool or 0/1) starts an episode, else 1 (all
+    ones when ``reset`` is None)."""
+    if reset is None:
+        return jnp.ones_like(x[..., :1])
+    return 1.0 - jnp.asarray(u(reset), jnp.float32)[..., None]
+
+
 def _window_padding(x, kh, kw, sh, sw, padding):
     """``((top, bottom), (left, right))`` for a window op on NHWC ``x``."""
     if check_padding(padding) == "valid":
@@ -124,6 +132,43 @@ class JaxOps:
         except KeyError:
             raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(_ACTIVATIONS)}.") from None
         return fn(u(x))
+
+    @staticmethod
+    def lstm(x, h, c, w_x, w_h, b, reset=None):
+        """One LSTM layer over ``x [T, B, F]``: the input projection of every step as one matmul,
+        then ``lax.scan`` over time (one compiled loop under ``jax.jit``; no flax needed)."""
+        x, w_h = u(x), u(w_h)
+        xw = jnp.matmul(x, u(w_x)) + u(b)
+
+        def step(state, inputs):
+            z_x, keep = inputs
+            h, c = state[0] * keep, state[1] * keep
+            i, f, g, o = jnp.split(z_x + jnp.matmul(h, w_h), 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), h
+
+        (h, c), ys = lax.scan(step, (u(h), u(c)), (xw, _keep_mask(reset, x)))
+        return ys, h, c
+
+    @staticmethod
+    def gru(x, h, w_x, w_h, b_x, b_h, reset=None):
+        """One GRU layer over ``x [T, B, F]`` (torch's gate order), the input projection as one
+        matmul, then ``lax.scan`` over time."""
+        x, w_h, b_h = u(x), u(w_h), u(b_h)
+        xw = jnp.matmul(x, u(w_x)) + u(b_x)
+
+        def step(h, inputs):
+            g_x, keep = inputs
+            h = h * keep
+            r_x, z_x, n_x = jnp.split(g_x, 3, axis=-1)
+            r_h, z_h, n_h = jnp.split(jnp.matmul(h, w_h) + b_h, 3, axis=-1)
+            r, z = jax.nn.sigmoid(r_x + r_h), jax.nn.sigmoid(z_x + z_h)
+            h = (1.0 - z) * jnp.tanh(n_x + r * n_h) + z * h
+            return h, h
+
+        h, ys = lax.scan(step, u(h), (xw, _keep_mask(reset, x)))
+        return ys, h
 
     @staticmethod
     def reduce_sum(x, axis=None, keepdims=False):

@@ -74,6 +74,27 @@ class Ops(Protocol):
         """image_to_float(x, scale=1/255): cast images (uint8, or any int/float) to float32 and
         multiply by scale, inside the graph (observations stay uint8 until here)"""
 
+    def lstm(
+        self, x: Tensor, h: Tensor, c: Tensor, w_x: Tensor, w_h: Tensor, b: Tensor, reset: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """lstm(x, h, c, w_x, w_h, b, reset=None) -> (y, h_T, c_T): one LSTM layer over x [T, B, F]
+        from the state h, c [B, H]; w_x [F, 4H], w_h [H, 4H], b [4H], the gate blocks along the
+        last axis in the order i, f, g, o (torch's and keras' order; torch's weight_ih is w_x
+        transposed, its two biases sum to b): z = x_t w_x + h w_h + b, c' = sigmoid(f) c +
+        sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c'); y [T, B, H] stacks every h'. reset [T, B]
+        (bool or 0/1 float), where true, zeroes h and c before step t (an episode starts there);
+        None means no resets (the whole sequence may run as one fused kernel)"""
+
+    def gru(
+        self, x: Tensor, h: Tensor, w_x: Tensor, w_h: Tensor, b_x: Tensor, b_h: Tensor, reset: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """gru(x, h, w_x, w_h, b_x, b_h, reset=None) -> (y, h_T): one GRU layer over x [T, B, F]
+        from the state h [B, H]; w_x [F, 3H], w_h [H, 3H], b_x and b_h [3H], the gate blocks in
+        torch's order r, z, n: r = sigmoid(x w_xr + b_xr + h w_hr + b_hr), z likewise, n =
+        tanh(x w_xn + b_xn + r (h w_hn + b_hn)), h' = (1 - z) n + z h (keras' GRU with
+        reset_after=True, its blocks ordered z, r, n); y [T, B, H] stacks every h'. reset as for
+        lstm: where true, h is zeroed before step t"""
+
     def reduce_sum(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """reduce_sum(x, axis=None, keepdims=False)"""
 

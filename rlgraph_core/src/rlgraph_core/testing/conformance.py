@@ -31,6 +31,7 @@ import pytest
 from rlgraph_core.backend import OPS_CONTRACT, ops_contract_problems
 from rlgraph_core.errors import NonFiniteError
 from rlgraph_core.testing.harness import make_test_backend
+from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -44,6 +45,25 @@ B = rng.standard_normal(4).astype(np.float32)
 IDX = np.array([0, 2, 1, 2, 0], np.int64)
 COND = rng.random((5, 3)) < 0.5
 BIG = np.array([[-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 4.0]], np.float32)
+
+# Recurrent ops: T=4 steps, B=3 envs, F=2 features, H=3 units; weights as plain numpy [in, out].
+rng_rnn = np.random.default_rng(7)
+SEQ = rng_rnn.standard_normal((4, 3, 2)).astype(np.float32)
+H0, C0 = (rng_rnn.standard_normal((2, 3, 3)) * 0.5).astype(np.float32)
+LSTM_W = [(rng_rnn.standard_normal(shape) * 0.5).astype(np.float32) for shape in ((2, 12), (3, 12), (12,))]
+GRU_W = [(rng_rnn.standard_normal(shape) * 0.5).astype(np.float32) for shape in ((2, 9), (3, 9), (9,), (9,))]
+#: episode starts: env 0 at step 2, env 2 at steps 0 and 3 (as bool and as 0/1 float)
+RESET = np.zeros((4, 3), bool)
+RESET[2, 0] = RESET[0, 2] = RESET[3, 2] = True
+
+
+def _flat(o, *xs):
+    """Several outputs of an op as one flat vector (the op cases compare one array)."""
+    return o.concat([o.reshape(x, (-1,)) for x in xs], axis=0)
+
+
+def _flat_np(*xs):
+    return np.concatenate([np.asarray(x, np.float32).reshape(-1) for x in xs])
 
 
 def _np_softmax(x, axis=-1):
@@ -74,6 +94,27 @@ CASES = {
     "activation": [
         (lambda o, x, _n=name: o.activation(_n, x), (BIG * 2,), fn(BIG * 2).astype(np.float32))
         for name, fn in NP_ACTIVATIONS.items()
+    ],
+    "lstm": [
+        (lambda o, *a: _flat(o, *o.lstm(*a)), (SEQ, H0, C0, *LSTM_W), _flat_np(*reference_lstm(SEQ, H0, C0, *LSTM_W))),
+        (
+            lambda o, *a: _flat(o, *o.lstm(*a[:-1], reset=a[-1])),
+            (SEQ, H0, C0, *LSTM_W, RESET),
+            _flat_np(*reference_lstm(SEQ, H0, C0, *LSTM_W, RESET)),
+        ),
+        (  # a float 0/1 mask, one step (acting), nothing reset
+            lambda o, *a: _flat(o, *o.lstm(*a[:-1], a[-1])),
+            (SEQ[:1], H0, C0, *LSTM_W, np.zeros((1, 3), np.float32)),
+            _flat_np(*reference_lstm(SEQ[:1], H0, C0, *LSTM_W)),
+        ),
+    ],
+    "gru": [
+        (lambda o, *a: _flat(o, *o.gru(*a)), (SEQ, H0, *GRU_W), _flat_np(*reference_gru(SEQ, H0, *GRU_W))),
+        (
+            lambda o, *a: _flat(o, *o.gru(*a[:-1], reset=a[-1])),
+            (SEQ, H0, *GRU_W, RESET.astype(np.float32)),
+            _flat_np(*reference_gru(SEQ, H0, *GRU_W, RESET)),
+        ),
     ],
     "reduce_sum": [
         (lambda o, x: o.reduce_sum(x), (X,), X.sum()),
@@ -426,6 +467,46 @@ class BackendConformance:
         np.testing.assert_allclose(gb, onehot.sum(0), rtol=RTOL, atol=ATOL)
         np.testing.assert_array_equal(gu, 0.0)
         np.testing.assert_array_equal(gf, 0.0)
+
+    @pytest.mark.parametrize("cell", ["lstm", "gru"])
+    def test_recurrent_gradients_match_finite_differences(self, backend, cell):
+        """Gradients of ``sum(y * R)`` through lstm / gru with resets, w.r.t. every weight and the
+        initial state, against central differences of the float64 numpy reference."""
+        weights = LSTM_W if cell == "lstm" else GRU_W
+        state = [H0, C0] if cell == "lstm" else [H0]
+        ref = reference_lstm if cell == "lstm" else reference_gru
+        proj = np.random.default_rng(11).standard_normal((4, 3, 3))
+
+        def ref_loss(values):
+            return float(np.sum(ref(SEQ, *values, RESET)[0] * proj))
+
+        values = [v.astype(np.float64) for v in (*state, *weights)]
+        expected = []
+        for k, value in enumerate(values):
+            grad = np.zeros_like(value)
+            for idx in np.ndindex(value.shape):
+                plus = [v.copy() for v in values]
+                minus = [v.copy() for v in values]
+                plus[k][idx] += 1e-6
+                minus[k][idx] -= 1e-6
+                grad[idx] = (ref_loss(plus) - ref_loss(minus)) / 2e-6
+            expected.append(grad)
+        variables = [backend.variable(f"v{k}", v) for k, v in enumerate((*state, *weights))]
+        ops = backend.ops
+
+        def loss(x, reset, r):
+            return (ops.reduce_sum(getattr(ops, cell)(x, *variables, reset=reset)[0] * r),)
+
+        value, grads = backend.gradients(
+            loss,
+            variables,
+            backend.to_tensor(SEQ),
+            backend.to_tensor(RESET),
+            backend.to_tensor(proj.astype(np.float32)),
+        )
+        np.testing.assert_allclose(value, ref_loss(values), rtol=1e-5)
+        for k, (got, want) in enumerate(zip(grads, expected)):
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4, err_msg=f"gradient of input {k}")
 
     # --- train steps ----------------------------------------------------------------------
     @pytest.mark.parametrize("name", list(SPECS))

@@ -22,6 +22,7 @@ import numpy as np
 from rlgraph_core.backend.contract import Backend
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 from rlgraph_core.errors import ConfigError
+from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
 
 _DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
 
@@ -128,6 +129,16 @@ class NumpyOps:
     def image_to_float(x, scale=1.0 / 255.0):
         """float32 ``x * scale``."""
         return np.asarray(x).astype(np.float32) * np.float32(scale)
+
+    @staticmethod
+    def lstm(x, h, c, w_x, w_h, b, reset=None):
+        """One LSTM layer over ``x [T, B, F]``: the float64 reference, rounded to float32."""
+        return tuple(_f32(a) for a in reference_lstm(x, h, c, w_x, w_h, b, reset))
+
+    @staticmethod
+    def gru(x, h, w_x, w_h, b_x, b_h, reset=None):
+        """One GRU layer over ``x [T, B, F]``: the float64 reference, rounded to float32."""
+        return tuple(_f32(a) for a in reference_gru(x, h, w_x, w_h, b_x, b_h, reset))
 
     @staticmethod
     def reduce_sum(x, axis=None, keepdims=False):
