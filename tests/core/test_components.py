@@ -25,6 +25,7 @@ from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.errors import BuildError, ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox, SpaceError
+from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
 from rlgraph_core.testing import (
     SELECT_ENV,
     ComponentTest,
@@ -651,6 +652,10 @@ def _ops_cases(rng):
     img = rng.standard_normal((3, 2, 2, 4)).astype(np.float32)
     kernel = rng.standard_normal((2, 2, 4, 2)).astype(np.float32)
     pixels = np.array([[0, 7, 255]], np.uint8)
+    seq, state = rng.standard_normal((3, 2, 4)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32)
+    lstm_w = [(rng.standard_normal(shape) * 0.5).astype(np.float32) for shape in ((4, 8), (2, 8), (8,))]
+    gru_w = [(rng.standard_normal(shape) * 0.5).astype(np.float32) for shape in ((4, 6), (2, 6), (6,), (6,))]
+    lstm_args, gru_args = (seq, state, state[::-1].copy(), *lstm_w), (seq, state, *gru_w)
     T = lambda be, v: be.to_tensor(v)  # noqa: E731
     return [
         ("dense", lambda be: (T(be, x), T(be, w), T(be, b)), x.astype(np.float64) @ w + b),
@@ -700,7 +705,16 @@ def _ops_cases(rng):
         ("max_pool2d", lambda be: (T(be, img), 2), img.max((1, 2))[:, None, None]),
         ("flatten", lambda be: (T(be, img),), img.reshape(3, -1)),
         ("image_to_float", lambda be: (T(be, pixels), 0.5), pixels * 0.5),
+        # The recurrent ops (several outputs, compared flattened and joined); the conformance
+        # suite checks them in depth (resets, gradients, static mode).
+        ("lstm", lambda be: tuple(T(be, v) for v in lstm_args), _joined(reference_lstm(*lstm_args))),
+        ("gru", lambda be: tuple(T(be, v) for v in gru_args), _joined(reference_gru(*gru_args))),
     ]
+
+
+def _joined(outputs):
+    """Several outputs as one flat vector."""
+    return np.concatenate([np.asarray(o).reshape(-1) for o in outputs])
 
 
 def test_every_backend_implements_the_ops_contract(eager_backend):
@@ -710,7 +724,8 @@ def test_every_backend_implements_the_ops_contract(eager_backend):
     cases = _ops_cases(np.random.default_rng(8))
     assert {c[0] for c in cases} | {"assign", "polyak"} == set(OPS_CONTRACT)
     for name, make_args, ref in cases:
-        out = be.to_numpy(getattr(be.ops, name)(*make_args(be)))
+        out = getattr(be.ops, name)(*make_args(be))
+        out = _joined([be.to_numpy(o) for o in out]) if isinstance(out, tuple) else be.to_numpy(out)
         assert out.shape == np.shape(ref), name
         if np.asarray(ref).dtype.kind == "f":
             assert out.dtype == np.float32, f"{name} gives {out.dtype}"
