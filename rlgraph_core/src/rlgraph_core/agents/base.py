@@ -104,6 +104,24 @@ def check_agent_class(agent_class: type, name: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class AgentSetup:
+    """What an agent is built from besides its config, spaces and backend: the keyword arguments
+    of the constructor contract (:data:`AGENT_CONSTRUCTOR_KWARGS`), kept together.
+
+    Attributes:
+        seed: seeds weight initialisation, exploration and sampling.
+        num_envs: how many vector envs feed :meth:`Agent.observe` at once.
+        memory: a replay memory instance (None: the agent builds the one its config names).
+        components: resolver ``(kind, name) -> component class`` for the config's component slots.
+    """
+
+    seed: int = 0
+    num_envs: int = 1
+    memory: Any = None
+    components: Callable[[str, str], type] | None = None
+
+
 class Agent(abc.ABC):
     """A root component, its config, and the loop-facing API.
 
@@ -146,6 +164,18 @@ class Agent(abc.ABC):
         self.updates = 0
         self.weights_version = 0
         self.build_report = None
+        self.agent_setup = AgentSetup(seed, self.num_envs, memory, components)
+        self._setup_model()
+
+    def _setup_model(self) -> None:
+        """Build what the agent needs from :attr:`config`, the spaces, :attr:`backend` and
+        :attr:`agent_setup` (Stable-Baselines3's shape): each family base and algorithm overrides it
+        and calls ``super()._setup_model()``, so the constructor's arguments are declared once, here."""
+
+    def _setup_arguments(self) -> tuple:
+        """``(config, observation_space, action_space, backend, seed, components)``, for the first line
+        of a :meth:`_setup_model` that reads them as local names."""
+        return self.config, self.observation_space, self.action_space, self.backend, self.seed, self.components
 
     # --- acting and learning (the single-process loop) -------------------------------------
     @abc.abstractmethod

@@ -141,18 +141,8 @@ class BCAgent(OffPolicyAgent):
 
     supports_fused_rounds = False
 
-    def __init__(
-        self,
-        config: BCConfig,
-        observation_space,
-        action_space,
-        backend,
-        *,
-        seed: int = 0,
-        num_envs: int = 1,
-        memory=None,
-        components=None,
-    ):
+    def _setup_model(self) -> None:
+        config, observation_space, action_space, backend, seed, components = self._setup_arguments()
         discrete = isinstance(action_space, Discrete)
         if not discrete:
             low = np.asarray(getattr(action_space, "low", np.nan), np.float64)
@@ -170,16 +160,7 @@ class BCAgent(OffPolicyAgent):
                 )
             self.low, self.high = low, high
         check_observation_space(observation_space, config.network, "BC")
-        super().__init__(
-            config,
-            observation_space,
-            action_space,
-            backend,
-            seed=seed,
-            num_envs=num_envs,
-            memory=memory,
-            components=components,
-        )
+        super()._setup_model()
         self.discrete = discrete
         if discrete:
             self.num_outputs = int(action_space.n)

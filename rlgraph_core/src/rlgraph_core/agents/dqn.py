@@ -192,18 +192,8 @@ class DQNAgent(OffPolicyAgent):
     #: The root component class (a subclass may extend the loss, as CQL does).
     graph_class: type[DQNGraph] = DQNGraph
 
-    def __init__(
-        self,
-        config: DQNConfig,
-        observation_space,
-        action_space,
-        backend,
-        *,
-        seed: int = 0,
-        num_envs: int = 1,
-        memory=None,
-        components=None,
-    ):
+    def _setup_model(self) -> None:
+        config, observation_space, action_space, backend, seed, components = self._setup_arguments()
         if not isinstance(action_space, Discrete):
             raise ConfigError(
                 f"DQN supports only a single Discrete action space (n actions, like CartPole's); this "
@@ -214,16 +204,7 @@ class DQNAgent(OffPolicyAgent):
         check_observation_space(
             observation_space if self.mask is None else self.mask.policy_space, config.network, "DQN"
         )
-        super().__init__(
-            config,
-            observation_space,
-            action_space,
-            backend,
-            seed=seed,
-            num_envs=num_envs,
-            memory=memory,
-            components=components,
-        )
+        super()._setup_model()
         self.num_actions = int(action_space.n)
         self.action_start = int(action_space.start)
         self.graph = self.graph_class(config, observation_space, self.num_actions, seed, components)
@@ -314,17 +295,7 @@ class DQNAgent(OffPolicyAgent):
         return {"q": self.train_step}
 
     def _loss_inputs(self, sample):
-        to_t = self.backend.to_tensor
-        weights, discounts = self._defaults(sample)
-        return (
-            to_t(sample["obs"]),
-            to_t(sample["actions"]),
-            to_t(sample["rewards"]),
-            to_t(sample["next_obs"]),
-            to_t(sample["terminals"]),
-            to_t(discounts),
-            to_t(weights),
-        )
+        return self._transition_tensors(sample)
 
     def _gradient_step(self, sample):
         loss, td = self.train_step(*self._loss_inputs(sample))

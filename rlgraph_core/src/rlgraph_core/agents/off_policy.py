@@ -139,28 +139,9 @@ class OffPolicyAgent(Agent):
         components: resolver for swappable component slots (see :class:`Agent`).
     """
 
-    def __init__(
-        self,
-        config,
-        observation_space,
-        action_space,
-        backend,
-        *,
-        seed: int = 0,
-        num_envs: int = 1,
-        memory=None,
-        components=None,
-    ):
-        super().__init__(
-            config,
-            observation_space,
-            action_space,
-            backend,
-            seed=seed,
-            num_envs=num_envs,
-            memory=memory,
-            components=components,
-        )
+    def _setup_model(self) -> None:
+        config, seed, memory = self.config, self.seed, self.agent_setup.memory
+        super()._setup_model()
         self.lr_schedule = as_schedule(config.optimizer.learning_rate)
         self.memory = memory if memory is not None else builtin_memory(config.memory, seed)
         self.prioritized = bool(getattr(self.memory, "prioritized", False))
@@ -418,6 +399,24 @@ class OffPolicyAgent(Agent):
         if self.prioritized and "indices" in batch:
             return LearnResult(metrics, np.asarray(self.backend.to_numpy(td), np.float32), np.asarray(batch["indices"]))
         return LearnResult(metrics)
+
+    def _transition_tensors(self, sample) -> tuple:
+        """The loss inputs of a replay sample, as backend tensors: ``(obs, actions, rewards,
+        next_obs, terminals, discounts, weights)`` (the TD losses of DQN and SAC take them in this order)."""
+        to_t = self.backend.to_tensor
+        weights, discounts = self._defaults(sample)
+        return tuple(
+            to_t(x)
+            for x in (
+                sample["obs"],
+                sample["actions"],
+                sample["rewards"],
+                sample["next_obs"],
+                sample["terminals"],
+                discounts,
+                weights,
+            )
+        )
 
     def _defaults(self, sample: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """``(importance weights, discounts)`` of a sample, with defaults 1 and ``gamma``."""

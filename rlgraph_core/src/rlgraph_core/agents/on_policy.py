@@ -211,28 +211,9 @@ class OnPolicyAgent(Agent):
     #: registry name of the algorithm (root component name).
     algorithm: str = "on_policy"
 
-    def __init__(
-        self,
-        config: OnPolicyConfig,
-        observation_space,
-        action_space,
-        backend,
-        *,
-        seed: int = 0,
-        num_envs: int = 1,
-        memory=None,
-        components=None,
-    ):
-        super().__init__(
-            config,
-            observation_space,
-            action_space,
-            backend,
-            seed=seed,
-            num_envs=num_envs,
-            memory=memory,
-            components=components,
-        )
+    def _setup_model(self) -> None:
+        config, observation_space, action_space, backend, seed, components = self._setup_arguments()
+        super()._setup_model()
         name = self.algorithm.upper()
         #: where the observation holds a legal-action mask (None: unmasked; components/masks.py)
         self.mask = mask_layout(observation_space, action_space, name)

@@ -100,28 +100,9 @@ class PPOAgent(OnPolicyAgent):
     graph_class = PPOGraph
     algorithm = "ppo"
 
-    def __init__(
-        self,
-        config: PPOConfig,
-        observation_space,
-        action_space,
-        backend,
-        *,
-        seed: int = 0,
-        num_envs: int = 1,
-        memory=None,
-        components=None,
-    ):
-        super().__init__(
-            config,
-            observation_space,
-            action_space,
-            backend,
-            seed=seed,
-            num_envs=num_envs,
-            memory=memory,
-            components=components,
-        )
+    def _setup_model(self) -> None:
+        config = self.config
+        super()._setup_model()
         self.clip_schedule = as_schedule(config.clip_range)
         self._epoch_loop: FusedLoop | None = None  # the fused round, made on first use
 

@@ -283,18 +283,8 @@ class SACAgent(OffPolicyAgent):
 
     supports_fused_rounds = True
 
-    def __init__(
-        self,
-        config: SACConfig,
-        observation_space,
-        action_space,
-        backend,
-        *,
-        seed: int = 0,
-        num_envs: int = 1,
-        memory=None,
-        components=None,
-    ):
+    def _setup_model(self) -> None:
+        config, observation_space, action_space, backend, seed, components = self._setup_arguments()
         if not isinstance(action_space, FloatBox) or len(action_space.shape) != 1:
             raise ConfigError(
                 f"SAC supports only a rank-1 continuous (Box) action space with finite bounds; this "
@@ -307,16 +297,7 @@ class SACAgent(OffPolicyAgent):
                 f"{action_space!r}. Wrap the environment with gymnasium's RescaleAction or ClipAction."
             )
         check_sac_observations(observation_space, config)
-        super().__init__(
-            config,
-            observation_space,
-            action_space,
-            backend,
-            seed=seed,
-            num_envs=num_envs,
-            memory=memory,
-            components=components,
-        )
+        super()._setup_model()
         self.action_dim = int(action_space.shape[0])
         self.low, self.high = low, high
         self.graph = SACGraph(config, action_space, seed, components)
@@ -410,18 +391,7 @@ class SACAgent(OffPolicyAgent):
 
     # --- learning --------------------------------------------------------------------------
     def _critic_inputs(self, sample, next_noise):
-        to_t = self.backend.to_tensor
-        weights, discounts = self._defaults(sample)
-        return (
-            to_t(sample["obs"]),
-            to_t(sample["actions"]),
-            to_t(sample["rewards"]),
-            to_t(sample["next_obs"]),
-            to_t(sample["terminals"]),
-            to_t(discounts),
-            to_t(weights),
-            to_t(next_noise),
-        )
+        return (*self._transition_tensors(sample), self.backend.to_tensor(next_noise))
 
     def _gradient_step(self, sample):
         """One critic, one actor and (if learned) one temperature update on ``sample``."""

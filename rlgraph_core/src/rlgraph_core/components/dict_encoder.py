@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from rlgraph_core.components.cnn import CNN, CNNSettings
-from rlgraph_core.components.network import ACTIVATIONS, MLP, DenseLayer, NetworkSpec
+from rlgraph_core.components.network import ACTIVATIONS, MLP, DenseLayer, DenseLayersChecks, NetworkSpec
 from rlgraph_core.components.settings import NetworkSettings
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import BoolBox, Dict, Discrete, FloatBox, IntBox, Space, SpaceError
@@ -29,7 +29,7 @@ from rlgraph_core.spaces import BoolBox, Dict, Discrete, FloatBox, IntBox, Space
 __all__ = ["DictEncoder", "DictEncoderSettings", "route"]
 
 
-class DictEncoderSettings(NetworkSettings):
+class DictEncoderSettings(NetworkSettings, DenseLayersChecks):
     """Settings of ``dict_encoder``: the encoder of image keys, of vector keys, and the layers after."""
 
     type: Literal["dict_encoder"] = "dict_encoder"
@@ -39,20 +39,6 @@ class DictEncoderSettings(NetworkSettings):
     )
     hidden: list[int] = Field(default_factory=list, description="dense layers after the concatenation")
     activation: str = Field("relu", description=f"activation of those layers: one of {', '.join(ACTIVATIONS)}")
-
-    @field_validator("hidden")
-    @classmethod
-    def _positive(cls, v):
-        if any(h <= 0 for h in v):
-            raise ValueError(f"hidden sizes must be positive integers, got {v}")
-        return v
-
-    @field_validator("activation")
-    @classmethod
-    def _activation(cls, v):
-        if v not in ACTIVATIONS:
-            raise ValueError(f"unknown activation '{v}'; use one of {', '.join(ACTIVATIONS)}")
-        return v
 
 
 def route(space: Space) -> str | None:

@@ -20,6 +20,29 @@ from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import BoolBox, FloatBox, SpaceError
 
 
+def check_discounting(estimator: str, gamma: float, lam: float) -> None:
+    """A ValueError unless ``gamma`` is in (0, 1] and the trace parameter ``lam`` in [0, 1]."""
+    if not 0.0 < gamma <= 1.0:
+        raise ValueError(f"{estimator} gamma must be in (0, 1], got {gamma}.")
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"{estimator} lambda must be in [0, 1], got {lam}.")
+
+
+def check_time_major_inputs(spaces) -> None:
+    """The input check of the return estimators (GAE, V-trace): every input is time-major
+    ``[T, N]``, a FloatBox (a BoolBox for ``terminated``/``truncated``), all with the same N."""
+    shapes = set()
+    for name, space in spaces.items():
+        want = BoolBox if name in ("terminated", "truncated") else FloatBox
+        if not isinstance(space, want) or len(space.shape) != 1:
+            raise SpaceError(
+                f"'{name}' must be a time-major [T, N] {want.__name__} (batch rank = time, shape (N,)), got {space!r}."
+            )
+        shapes.add(tuple(space.shape))
+    if len(shapes) > 1:
+        raise SpaceError(f"every input must have the same number of envs N; got shapes {sorted(shapes)}.")
+
+
 class GAE(Component):
     """Advantages and returns of a ``[T, N]`` rollout.
 
@@ -44,26 +67,13 @@ class GAE(Component):
 
     def __init__(self, gamma: float = 0.99, gae_lambda: float = 0.95, name: str = "gae"):
         super().__init__(name)
-        if not 0.0 < gamma <= 1.0:
-            raise ValueError(f"GAE gamma must be in (0, 1], got {gamma}.")
-        if not 0.0 <= gae_lambda <= 1.0:
-            raise ValueError(f"GAE lambda must be in [0, 1], got {gae_lambda}.")
+        check_discounting("GAE", gamma, gae_lambda)
         self.gamma = float(gamma)
         self.gae_lambda = float(gae_lambda)
 
     def check_input_spaces(self, method, spaces):
         """Every input is time-major ``[T, N]`` (float, or bool for the episode-end flags), same N."""
-        shapes = set()
-        for name, space in spaces.items():
-            want = BoolBox if name in ("terminated", "truncated") else FloatBox
-            if not isinstance(space, want) or len(space.shape) != 1:
-                raise SpaceError(
-                    f"'{name}' must be a time-major [T, N] {want.__name__} (batch rank = time, "
-                    f"shape (N,)), got {space!r}."
-                )
-            shapes.add(tuple(space.shape))
-        if len(shapes) > 1:
-            raise SpaceError(f"every input must have the same number of envs N; got shapes {sorted(shapes)}.")
+        check_time_major_inputs(spaces)
 
     @api
     def advantages(self, rewards, values, next_values, terminated, truncated):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from rlgraph_core.components.initializers import initialize
 from rlgraph_core.components.settings import ComponentSettings, NetworkSettings
@@ -22,7 +22,26 @@ from rlgraph_core.spaces import FloatBox, SpaceError
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "softplus", "leaky_relu", "linear")
 
 
-class NetworkSpec(NetworkSettings):
+class DenseLayersChecks(BaseModel):
+    """The checks of a settings model with dense layers (``hidden`` sizes and an ``activation``):
+    ``mlp``'s and ``dict_encoder``'s. It adds no field; a model lists it among its bases."""
+
+    @field_validator("hidden", check_fields=False)
+    @classmethod
+    def _positive(cls, v):
+        if any(h <= 0 for h in v):
+            raise ValueError(f"hidden sizes must be positive integers, got {v}")
+        return v
+
+    @field_validator("activation", check_fields=False)
+    @classmethod
+    def _activation(cls, v):
+        if v not in ACTIVATIONS:
+            raise ValueError(f"unknown activation '{v}'; use one of {', '.join(ACTIVATIONS)}")
+        return v
+
+
+class NetworkSpec(NetworkSettings, DenseLayersChecks):
     """Settings of the built-in network ``mlp``: hidden sizes, activation and initializer.
 
     ``{type: mlp, hidden: [64, 64], activation: relu, initializer: lecun_uniform}``; the network
@@ -32,20 +51,6 @@ class NetworkSpec(NetworkSettings):
     type: Literal["mlp"] = "mlp"
     hidden: list[int] = Field(default_factory=lambda: [64, 64], description="hidden layer sizes")
     activation: str = Field("relu", description=f"one of {', '.join(ACTIVATIONS)}")
-
-    @field_validator("hidden")
-    @classmethod
-    def _positive(cls, v):
-        if any(h <= 0 for h in v):
-            raise ValueError(f"hidden sizes must be positive integers, got {v}")
-        return v
-
-    @field_validator("activation")
-    @classmethod
-    def _activation(cls, v):
-        if v not in ACTIVATIONS:
-            raise ValueError(f"unknown activation '{v}'; use one of {', '.join(ACTIVATIONS)}")
-        return v
 
 
 #: The settings model registered with ``mlp`` (another name for :class:`NetworkSpec`).

@@ -20,8 +20,8 @@ entries at terminated steps are ignored.
 
 from __future__ import annotations
 
+from rlgraph_core.components.gae import check_discounting, check_time_major_inputs
 from rlgraph_core.graph import Component, api
-from rlgraph_core.spaces import BoolBox, FloatBox, SpaceError
 
 
 class VTrace(Component):
@@ -67,10 +67,7 @@ class VTrace(Component):
         name: str = "vtrace",
     ):
         super().__init__(name)
-        if not 0.0 < gamma <= 1.0:
-            raise ValueError(f"V-trace gamma must be in (0, 1], got {gamma}.")
-        if not 0.0 <= vtrace_lambda <= 1.0:
-            raise ValueError(f"V-trace lambda must be in [0, 1], got {vtrace_lambda}.")
+        check_discounting("V-trace", gamma, vtrace_lambda)
         for label, value in (("rho_bar", rho_bar), ("c_bar", c_bar), ("rho_bar_pg", rho_bar_pg)):
             if value is not None and not value > 0.0:
                 raise ValueError(f"V-trace {label} must be positive, got {value}.")
@@ -82,17 +79,7 @@ class VTrace(Component):
 
     def check_input_spaces(self, method, spaces):
         """Every input is time-major ``[T, N]`` (float, or bool for the episode-end flags), same N."""
-        shapes = set()
-        for name, space in spaces.items():
-            want = BoolBox if name in ("terminated", "truncated") else FloatBox
-            if not isinstance(space, want) or len(space.shape) != 1:
-                raise SpaceError(
-                    f"'{name}' must be a time-major [T, N] {want.__name__} (batch rank = time, "
-                    f"shape (N,)), got {space!r}."
-                )
-            shapes.add(tuple(space.shape))
-        if len(shapes) > 1:
-            raise SpaceError(f"every input must have the same number of envs N; got shapes {sorted(shapes)}.")
+        check_time_major_inputs(spaces)
 
     @api
     def targets(self, behaviour_log_probs, target_log_probs, rewards, values, next_values, terminated, truncated):
