@@ -359,7 +359,7 @@ class CrashInjector:
         (os, "fsync"),
         (shutil, "rmtree"),
         (np, "savez"),
-        (checkpoint, "_write_file"),
+        (checkpoint.store, "_write_file"),
     ]
 
     def __init__(self, monkeypatch, crash_at):

@@ -188,7 +188,7 @@ def test_an_injected_enospc_during_a_periodic_checkpoint_is_one_paragraph_and_ke
     """The same with ENOSPC injected at the write (for machines where no tmpfs can be mounted)."""
     out = tmp_path / "run"
     code = (
-        "import errno, os, sys; import rlgraph_core.checkpoint as c; from rlgraph_core.cli import main\n"
+        "import errno, os, sys; import rlgraph_core.checkpoint.store as c; from rlgraph_core.cli import main\n"
         "orig = c._write_file\n"
         "def full(path, write):\n"
         f"    periodic = os.path.join({str(out)!r}, 'checkpoints')\n"
