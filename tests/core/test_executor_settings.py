@@ -169,5 +169,7 @@ def test_an_executor_settings_model_may_check_the_whole_run():
 def test_a_ray_executor_without_rlgraph_ray_says_what_to_install():
     pm = PluginManager(load_entry_points=False)
     pm.register(_NumpyBackendPlugin(), "numpy-backend")
-    with pytest.raises(ConfigError, match=r"'ray_sync'.*rlgraph-ray.*pip install \"rlgraph-core\[ray\]\""):
+    with pytest.raises(
+        ConfigError, match=r"'ray_sync'.*rlgraph-ray.*pip install (-e \S*rlgraph_ray|\"rlgraph-core\[ray\]\")"
+    ):
         validate_config(apply_overrides(BASE, ["train.executor=ray_sync"]), pm)

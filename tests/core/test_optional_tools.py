@@ -39,7 +39,7 @@ def test_a_logger_without_its_library_is_refused_at_validation(monkeypatch):
     real = util.find_spec
     monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
     raw = apply_overrides(load_shipped_config("dqn_cartpole"), ["train.loggers=[jsonl,wandb]"])
-    with pytest.raises(ConfigError, match=r"rlgraph-core\[wandb\]"):
+    with pytest.raises(ConfigError, match=r"rlgraph(-core|_core)\[wandb\]"):
         validate_config(raw)
 
 

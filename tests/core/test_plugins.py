@@ -84,7 +84,7 @@ def test_unknown_framework_backend_hints_at_the_package():
     pm = PluginManager(load_entry_points=False)
     if "tf" in pm.names("backends"):
         pytest.skip("the tf backend is registered here")
-    with pytest.raises(PluginError, match=r'rlgraph-tf.*pip install "rlgraph-core\[tf\]"'):
+    with pytest.raises(PluginError, match=r'rlgraph-tf.*pip install (-e \S*rlgraph_tf|"rlgraph-core\[tf\]")'):
         pm.get("backends", "tf")
 
 
