@@ -23,6 +23,7 @@ from rlgraph_core.graph.component import Component
 from rlgraph_core.spaces import Dict, Space, SpaceError, space_from_value
 
 _BUILD_BATCH = 2
+_BUILD_TIME = 3
 
 
 @dataclass
@@ -157,7 +158,9 @@ def _zeros_for(space: Space, backend) -> Any:
     (components such as ``dict_encoder`` take a Dict observation whole)."""
     if isinstance(space, Dict):
         return {k: _zeros_for(child, backend) for k, child in space.items()}
-    value = space.zeros(_BUILD_BATCH) if space.has_batch_rank else space.zeros()
+    # a batch axis of _BUILD_BATCH, and a time axis (sequences: recurrent cores) of _BUILD_TIME
+    leading = space._leading_dims(_BUILD_BATCH, _BUILD_TIME)
+    value = space.zeros(leading) if leading else space.zeros()
     if isinstance(value, tuple):
         raise BuildError(f"Tuple input spaces must be flattened before build; got {space!r}.")
     return backend.to_tensor(value)
