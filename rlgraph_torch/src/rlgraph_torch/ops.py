@@ -85,12 +85,15 @@ class TorchOps:
     def lstm(x, h, c, w_x, w_h, b, reset=None):
         """One LSTM layer over ``x [T, B, F]`` on torch's fused kernels: without resets the whole
         sequence is one ``torch.lstm`` call (nn.LSTM's kernel, cuDNN on a GPU); with resets the
-        fused ``torch.lstm_cell`` steps once per time step, the state zeroed where episodes start."""
+        fused ``torch.lstm_cell`` steps once per time step, the state zeroed where episodes start.
+        Under ``torch.compile`` (static train steps) the cell path runs too: compiling
+        ``torch.lstm`` fails on CPU (aten.mkldnn_rnn_layer), which would send the whole step back
+        to eager."""
         w_ih, w_hh, b_hh = w_x.t(), w_h.t(), torch.zeros_like(b)
-        if reset is None:
+        if reset is None and not torch.compiler.is_compiling():
             y, h_n, c_n = torch.lstm(x, (h[None], c[None]), (w_ih, w_hh, b, b_hh), True, 1, 0.0, False, False, False)
             return y, h_n[0], c_n[0]
-        keep = _keep_mask(reset, x)
+        keep = _keep_mask(reset, x) if reset is not None else torch.ones_like(x[..., :1])
         ys = []
         for t in range(x.shape[0]):
             h, c = torch.lstm_cell(x[t], (h * keep[t], c * keep[t]), w_ih, w_hh, b, b_hh)
@@ -100,12 +103,12 @@ class TorchOps:
     @staticmethod
     def gru(x, h, w_x, w_h, b_x, b_h, reset=None):
         """One GRU layer over ``x [T, B, F]`` on torch's fused kernels (``torch.gru`` for a whole
-        sequence without resets, ``torch.gru_cell`` per step with them)."""
+        sequence without resets, ``torch.gru_cell`` per step with them and under ``torch.compile``)."""
         w_ih, w_hh = w_x.t(), w_h.t()
-        if reset is None:
+        if reset is None and not torch.compiler.is_compiling():
             y, h_n = torch.gru(x, h[None], (w_ih, w_hh, b_x, b_h), True, 1, 0.0, False, False, False)
             return y, h_n[0]
-        keep = _keep_mask(reset, x)
+        keep = _keep_mask(reset, x) if reset is not None else torch.ones_like(x[..., :1])
         ys = []
         for t in range(x.shape[0]):
             h = torch.gru_cell(x[t], h * keep[t], w_ih, w_hh, b_x, b_h)
