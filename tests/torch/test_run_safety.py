@@ -226,6 +226,7 @@ def test_resume_of_a_run_folder_chooses_its_checkpoint_under_the_lock(tmp_path, 
     import shutil
 
     import rlgraph_core.execution.run_dir as run_dir
+    import rlgraph_core.training as training
     from cli_helpers import run_cli
     from rlgraph_core.checkpoint import remove_checkpoint
     from rlgraph_core.execution.run_dir import trim_metrics
@@ -250,7 +251,8 @@ def test_resume_of_a_run_folder_chooses_its_checkpoint_under_the_lock(tmp_path, 
         shutil.copytree(finished, out, symlinks=True)
         return real_claim(folder, **kwargs)
 
-    monkeypatch.setattr(run_dir, "claim_run_dir", claim_after_the_live_run_ended)
+    # training.py imports claim_run_dir by name: patch it where the run looks it up
+    monkeypatch.setattr(training, "claim_run_dir", claim_after_the_live_run_ended)
     code, stdout, stderr = run_cli("train", "--resume", str(out), *small, "--set", "train.total_timesteps=600")
     assert code == 0, stderr
     assert "(500 steps)" in stdout, stdout
