@@ -118,7 +118,12 @@ def test_a_run_shorter_than_eval_interval_ends_with_an_evaluation_of_the_game_sc
     assert summary["ended_by"] == "total_timesteps"
     assert summary["eval_return_mean"] == summary["best_eval_return"] == LIVES * STEPS_PER_LIFE * POINTS
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["timesteps"] for r in rows] == [20, 40, 40] and rows[-1]["eval_return_mean"] == 45.0
+    # the final evaluation at step 40 goes to the summary: a row was logged at 40 already
+    assert [r["timesteps"] for r in rows] == [20, 40] and rows[-1]["eval_return_mean"] is None
+    rec = _recorder(tmp_path / "b", "train.total_timesteps=40", "train.eval_interval=1000", "train.log_interval=30")
+    rec.run(_loop(10))
+    rows = [json.loads(line) for line in (tmp_path / "b" / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["timesteps"] for r in rows] == [30, 40] and rows[-1]["eval_return_mean"] == 45.0
     assert (tmp_path / "run" / "checkpoint_best").is_dir()
 
 

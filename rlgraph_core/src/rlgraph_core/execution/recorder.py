@@ -194,6 +194,8 @@ class RunRecorder:
         self._next_video = self.timesteps + (tc.video_interval or 0)
         #: the env-step count of this session's latest evaluation (None before the first)
         self._evaluated_at: int | None = None
+        #: The executor's ``extra_metrics`` of the last logged row, so the final evaluation's row carries them too.
+        self._extra_metrics: Callable[[], dict] | None = None
         #: periodic training videos (``train.video_interval``), made when the run starts
         self.videos = None
         #: the stop request of the running loop (None outside :meth:`run`)
@@ -427,6 +429,7 @@ class RunRecorder:
             self._next_log += tc.log_interval
         if not (log_now or evaluation is not None):
             return None
+        self._extra_metrics = extra_metrics
         return self.log_row(evaluation, extra_metrics() if extra_metrics is not None else None)
 
     def refresh_snapshot(self) -> None:
@@ -486,12 +489,16 @@ class RunRecorder:
 
     def final_evaluation(self) -> dict | None:
         """The evaluation a run ends with (budget used up, or stopped by a callback), logged as a
-        row; None when evaluation is off (``train.eval_episodes: 0``) or the latest one was at
+        row unless a row was logged at this step already (the summary carries it then); None when evaluation is off (``train.eval_episodes: 0``) or the latest one was at
         this very step. A signal or an error ends a run without it."""
         if not self.config.train.eval_episodes or self._evaluated_at == self.timesteps:
             return None
         evaluation = self.evaluate()
-        return None if evaluation is None else self.log_row(evaluation)
+        if evaluation is None or self._last[0] == self.timesteps:
+            # A row was logged at this very step: a second one would repeat its step with zero rates;
+            # the summary and the closing line carry this evaluation (state.last_eval_return).
+            return None
+        return self.log_row(evaluation, self._extra_metrics() if self._extra_metrics is not None else None)
 
     def evaluate(self) -> dict | None:
         """Evaluate the greedy policy now (``train.eval_episodes`` on the eval env, fixed seeds);
