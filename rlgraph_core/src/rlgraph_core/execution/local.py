@@ -40,6 +40,18 @@ class LocalExecutor(Executor):
         #: the run state to carry on with ``agent`` (best evaluation, wall time), or None
         self.run_state = run_state
 
+    def _recorder(self, agent, eval_env) -> RunRecorder:
+        """The run's recorder over this executor's config, folder, assembly and resume state."""
+        return RunRecorder(
+            self.config,
+            self.out_dir,
+            assembly=self.assembly,
+            agent=agent,
+            resume_dir=self.resume_dir,
+            eval_env=eval_env,
+            state=self.run_state,
+        )
+
     def run(self) -> dict:
         cfg = self.config
         parts = self.assembly
@@ -50,15 +62,7 @@ class LocalExecutor(Executor):
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs
             )
             writer = self._dataset_writer(envs, agent)
-            recorder = RunRecorder(
-                cfg,
-                self.out_dir,
-                assembly=parts,
-                agent=agent,
-                resume_dir=self.resume_dir,
-                eval_env=eval_env,
-                state=self.run_state,
-            )
+            recorder = self._recorder(agent, eval_env)
             try:
                 return recorder.run(lambda rec, stop: self._steps(agent, envs, rec, stop, writer))
             finally:

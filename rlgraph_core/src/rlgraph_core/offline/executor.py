@@ -87,15 +87,7 @@ class OfflineExecutor(LocalExecutor):
         except BaseException:
             eval_env.close()
             raise
-        recorder = RunRecorder(
-            cfg,
-            self.out_dir,
-            assembly=parts,
-            agent=agent,
-            resume_dir=self.resume_dir,
-            eval_env=eval_env,
-            state=self.run_state,
-        )
+        recorder = self._recorder(agent, eval_env)
         recorder.summary_extra = {"dataset": source.ref, **filled.summary()}
         return recorder.run(
             lambda rec, stop: self._updates(agent, filled.memory, rec, stop),
