@@ -288,18 +288,30 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
-def jax_eager_learning(session: nox.Session) -> None:
-    """The jax plugin's eager DQN and SAC learning runs, minutes each (op-by-op gradients), which the
-    jax session skips to stay in CI's budget; run by hand (``nox -s jax_eager_learning``)."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax")
+def heavy(session: nox.Session) -> None:
+    """The ``heavy`` tests, which the default sessions skip to keep CI within its 20-minute warm
+    budget: learning runs that take minutes on two cores (the jax plugin's eager runs and static
+    DQN, DQN on two Horovod ranks) and full-budget versions of tests whose cheaper variant CI runs.
+    One venv with every backend, Ray, the jax plugin and Horovod; run by hand (``nox -s heavy``)."""
+    _install(
+        session,
+        "./rlgraph_core[atari,minigrid,mujoco,box2d,offline]",
+        "./rlgraph_torch",
+        "./rlgraph_tf",
+        "./rlgraph_ray[tune]",
+        "./plugins/rlgraph-jax",
+        "./rlgraph_horovod",
+    )
+    session.install("-c", LOCK, "pip", "setuptools", "wheel")
+    session.run("python", "-m", "rlgraph_horovod.install", env=ENV)
     _pytest(
         session,
-        "plugins/rlgraph-jax/tests/test_jax_learning.py",
-        "-k",
-        "dqn-eager or sac-eager",
-        "-rP",  # each run's steps, seconds and return (the tests print them)
-        env={"RLGRAPH_SLOW_LEARNING": "1"},
-        parallel=True,
+        "tests",
+        "plugins/rlgraph-jax/tests",
+        "-m",
+        "heavy",
+        "-rP",  # each learning run's steps and return (the tests print them)
+        env={"RLGRAPH_HEAVY_TESTS": "1", "RLGRAPH_REQUIRE_HOROVOD": "1"},
     )
 
 

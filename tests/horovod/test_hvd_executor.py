@@ -187,6 +187,7 @@ def test_ppo_reaches_475_on_cartpole_with_two_ranks(tmp_path):
 
 
 @pytest.mark.learning
+@pytest.mark.heavy  # 178 s of CI's 2 cores (2026-12-04): PPO above learns on two ranks in every CI run
 def test_dqn_reaches_475_on_cartpole_with_two_ranks(tmp_path):
     """The shipped DQN config with the data-parallel rule that keeps samples per env step: two ranks
     average two batches per gradient step, so a round of 256 env steps (counted over both ranks)
