@@ -36,6 +36,7 @@ import gymnasium as gym
 import torch
 import torch.nn as nn
 
+from reference import mlp
 from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
 
 #: Agent settings of each variant, merged into ``DEFAULT_CONFIG["agent"]``.
@@ -77,15 +78,6 @@ class DuelingQ(nn.Module):
         features = self.trunk(x)
         adv = self.advantage(features)
         return self.value(features) + adv - adv.mean(dim=-1, keepdim=True)
-
-
-def mlp(obs_dim: int, hidden: list[int], num_actions: int) -> nn.Sequential:
-    """``Linear -> ReLU`` per hidden size, then a linear Q-value layer."""
-    layers, size = [], obs_dim
-    for h in hidden:
-        layers += [nn.Linear(size, h), nn.ReLU()]
-        size = h
-    return nn.Sequential(*layers, nn.Linear(size, num_actions))
 
 
 def build_plain(agent_cfg, obs_dim: int, num_actions: int):

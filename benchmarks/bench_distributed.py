@@ -90,31 +90,25 @@ def config_for(agent: str, executor: str, workers: int, seed: int, overrides: li
     return validate_config(apply_overrides(load_shipped_config(name), QUIET + more + overrides))
 
 
-def one_run(config, clock: Clock) -> dict:
-    """Train ``config`` in a scratch folder with ``clock`` registered; return the summary."""
+def one_run(agent: str, executor: str, workers: int, seed: int, overrides: list[str]) -> tuple[dict, Clock]:
+    """Train :func:`config_for`'s config in a scratch folder with a :class:`Clock` registered;
+    return the run's summary and the clock."""
+    config, clock = config_for(agent, executor, workers, seed, overrides), Clock()
     out = Path(tempfile.mkdtemp(prefix="rlgraph-bench-dist-"))
     try:
         pm = PluginManager()
         pm.register(clock, "bench-clock")
         clock.t_call = time.perf_counter()
-        return train(config, out, plugin_manager=pm)
+        return train(config, out, plugin_manager=pm), clock
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
 
 def throughput(agent, executor, workers, seed, steps, overrides) -> dict:
     """Start-up seconds and steady env steps/s and updates/s of one run without evaluation."""
-    clock = Clock()
-    config = config_for(
-        agent,
-        executor,
-        workers,
-        seed,
-        [f"train.total_timesteps={steps}", f"train.log_interval={max(steps // 8, 1)}", "train.eval_interval=1000000000"]
-        + ["train.target_return=null"]
-        + overrides,
-    )
-    one_run(config, clock)
+    quiet = [f"train.total_timesteps={steps}", f"train.log_interval={max(steps // 8, 1)}"]
+    quiet += ["train.eval_interval=1000000000", "train.target_return=null"]
+    _, clock = one_run(agent, executor, workers, seed, quiet + overrides)
     (t0, s0, _, _), (t1, s1, _, _) = clock.rows[0], clock.rows[-1]
     dt = max(t1 - t0, 1e-9)
     # each row's updates/s covers the time since the row before it
@@ -124,21 +118,9 @@ def throughput(agent, executor, workers, seed, steps, overrides) -> dict:
 
 def solve(agent, executor, workers, seed, budget, eval_interval, overrides) -> dict:
     """Env steps and seconds to a mean evaluation return >= 475 (None when not reached)."""
-    clock = Clock()
-    config = config_for(
-        agent,
-        executor,
-        workers,
-        seed,
-        [
-            f"train.total_timesteps={budget}",
-            f"train.eval_interval={eval_interval}",
-            f"train.log_interval={eval_interval}",
-            "train.target_return=475",
-        ]
-        + overrides,
-    )
-    summary = one_run(config, clock)
+    to_solve = [f"train.total_timesteps={budget}", f"train.eval_interval={eval_interval}"]
+    to_solve += [f"train.log_interval={eval_interval}", "train.target_return=475"]
+    summary, clock = one_run(agent, executor, workers, seed, to_solve + overrides)
     reached = summary["ended_by"] == "target_return"
     return {
         "solve_steps": summary["timesteps"] if reached else None,

@@ -45,13 +45,11 @@ import tempfile
 import time
 from typing import Iterator
 
-import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 import roofline
+from reference import NumpyReplay, dqn_update, make_vec, mlp
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
 from rlgraph_core.assemble import make_agent
@@ -121,56 +119,12 @@ def rates(steps: int, updates: int, wall: float, cpu: float) -> Rates:
 # ---------------------------------------------------------------------------- hand-written
 
 
-class NumpyReplay:
-    """A plain ring buffer of transitions in preallocated numpy arrays."""
-
-    def __init__(self, capacity: int, obs_dim: int, rng: np.random.Generator):
-        self.obs = np.zeros((capacity, obs_dim), np.float32)
-        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
-        self.actions = np.zeros(capacity, np.int64)
-        self.rewards = np.zeros(capacity, np.float32)
-        self.terminals = np.zeros(capacity, np.float32)
-        self.capacity, self.pos, self.size, self.rng = capacity, 0, 0, rng
-
-    def add(self, obs, next_obs, actions, rewards, terminals):
-        for i in range(len(obs)):
-            p = self.pos
-            self.obs[p], self.next_obs[p] = obs[i], next_obs[i]
-            self.actions[p], self.rewards[p], self.terminals[p] = actions[i], rewards[i], terminals[i]
-            self.pos = (p + 1) % self.capacity
-            self.size = min(self.size + 1, self.capacity)
-
-    def sample(self, batch_size: int):
-        idx = self.rng.integers(0, self.size, batch_size)
-        return (
-            torch.from_numpy(self.obs[idx]),
-            torch.from_numpy(self.actions[idx]),
-            torch.from_numpy(self.rewards[idx]),
-            torch.from_numpy(self.next_obs[idx]),
-            torch.from_numpy(self.terminals[idx]),
-        )
-
-
-def mlp(obs_dim: int, hidden: list[int], num_actions: int) -> nn.Sequential:
-    """``Linear -> ReLU`` per hidden size, then a linear Q-value layer."""
-    layers, size = [], obs_dim
-    for h in hidden:
-        layers += [nn.Linear(size, h), nn.ReLU()]
-        size = h
-    return nn.Sequential(*layers, nn.Linear(size, num_actions))
-
-
 def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
     """The hand-written DQN loop; yields ``(env steps, updates)`` after every env step."""
     eps, opt = as_schedule(cfg.exploration.epsilon), cfg.optimizer
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    envs = gym.make_vec(
-        "CartPole-v1",
-        num_envs=1,
-        vectorization_mode=gym.VectorizeMode.SYNC,
-        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-    )
+    envs = make_vec("CartPole-v1", 1)
     obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     q_net = mlp(obs_dim, cfg.network.hidden, num_actions)
     target_net = copy.deepcopy(q_net)
@@ -191,12 +145,7 @@ def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
             actions = np.where(explore, actions, greedy)
 
         next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-        real_next_obs = next_obs
-        if "_final_obs" in infos and infos["_final_obs"].any():
-            real_next_obs = next_obs.copy()
-            for i in np.flatnonzero(infos["_final_obs"]):
-                real_next_obs[i] = infos["final_obs"][i]
-        rb.add(obs, real_next_obs, actions, rewards, terminated)
+        rb.add(obs, true_next_obs(next_obs, infos), actions, rewards, terminated)
         ep_returns += rewards
         ep_returns[terminated | truncated] = 0.0
         obs = next_obs
@@ -205,17 +154,7 @@ def handwritten_steps(cfg, seed: int) -> Iterator[tuple[int, int]]:
         if global_step >= cfg.learning_starts and global_step - last_train >= cfg.train_freq:
             last_train = global_step
             for _ in range(cfg.gradient_steps):
-                b_obs, b_actions, b_rewards, b_next_obs, b_terminals = rb.sample(cfg.batch_size)
-                with torch.no_grad():  # double Q: online net picks, target net evaluates
-                    next_actions = q_net(b_next_obs).argmax(dim=1, keepdim=True)
-                    next_q = target_net(b_next_obs).gather(1, next_actions).squeeze(1)
-                    td_target = b_rewards + cfg.gamma * (1.0 - b_terminals) * next_q
-                q = q_net(b_obs).gather(1, b_actions.unsqueeze(1)).squeeze(1)
-                loss = F.smooth_l1_loss(q, td_target)  # Huber, delta 1
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(q_net.parameters(), opt.max_grad_norm)
-                optimizer.step()
+                dqn_update(q_net, target_net, optimizer, rb.sample(cfg.batch_size), cfg.gamma, opt.max_grad_norm)
                 updates += 1
                 if updates % cfg.target_update_interval == 0:
                     target_net.load_state_dict(q_net.state_dict())

@@ -37,13 +37,12 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn as nn
 
 import roofline
+from reference import ActorCritic, PPORollout, make_vec, ppo_epochs
 from rlgraph_core.agents.base import Agent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
 from rlgraph_core.assemble import train
-from rlgraph_core.execution.local import true_next_obs
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "ppo_cartpole.yaml"
@@ -179,30 +178,6 @@ def run_rlgraph(backend: str, mode: str, seed: int, total: int, solve: bool, tim
 # ---------------------------------------------------------------------------- hand-written
 
 
-def layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
-    """A linear layer with orthogonal weights (gain) and zero bias."""
-    lin = nn.Linear(n_in, n_out)
-    nn.init.orthogonal_(lin.weight, gain)
-    nn.init.zeros_(lin.bias)
-    return lin
-
-
-class ActorCritic(nn.Module):
-    """Separate 64-64 tanh trunks; categorical policy head (gain 0.01); value head (gain 1)."""
-
-    def __init__(self, obs_dim: int, n_actions: int):
-        super().__init__()
-        g = np.sqrt(2)
-        self.actor = nn.Sequential(
-            layer(obs_dim, 64, g), nn.Tanh(), layer(64, 64, g), nn.Tanh(), layer(64, n_actions, 0.01)
-        )
-        self.critic = nn.Sequential(layer(obs_dim, 64, g), nn.Tanh(), layer(64, 64, g), nn.Tanh(), layer(64, 1, 1.0))
-
-    def value(self, obs):
-        """``V(obs)`` ``[B]``."""
-        return self.critic(obs).squeeze(-1)
-
-
 def evaluate_hand(model: ActorCritic, env, seed: int) -> float:
     """Greedy episodes on a single env, seeds as the local executor uses them."""
     returns = []
@@ -228,21 +203,13 @@ def run_hand(seed: int, total: int, solve: bool, timeout: float) -> dict:
     hp = HP
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    envs = gym.make_vec(
-        "CartPole-v1",
-        num_envs=hp["num_envs"],
-        vectorization_mode=gym.VectorizeMode.SYNC,
-        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-    )
+    envs = make_vec("CartPole-v1", hp["num_envs"])
     eval_env = gym.make("CartPole-v1")
     obs_dim, n_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     model = ActorCritic(obs_dim, n_actions)
     optimizer = torch.optim.Adam(model.parameters(), lr=hp["lr"], eps=hp["adam_eps"], foreach=True)
     T, N = hp["n_steps"], hp["num_envs"]
-    b_obs = np.zeros((T, N, obs_dim), np.float32)
-    b_act = np.zeros((T, N), np.int64)
-    b_logp, b_val, b_rew, b_final = (np.zeros((T, N), np.float32) for _ in range(4))
-    b_term, b_trunc = np.zeros((T, N), bool), np.zeros((T, N), bool)
+    rollout = PPORollout(T, N, obs_dim)
 
     clock = Clock()
     obs, _ = envs.reset(seed=seed)
@@ -251,52 +218,23 @@ def run_hand(seed: int, total: int, solve: bool, timeout: float) -> dict:
     while steps < total and not solved:
         if solve and time.perf_counter() - t0 > timeout:
             return {"solved": False, "steps": steps, "time": float("nan"), "timeout": True}
-        with torch.no_grad():
-            obs_t = torch.as_tensor(obs, dtype=torch.float32)
-            dist = torch.distributions.Categorical(logits=model.actor(obs_t), validate_args=False)
-            action = dist.sample()
-            b_logp[t], b_val[t] = dist.log_prob(action).numpy(), model.value(obs_t).numpy()
-        next_obs, reward, term, trunc, infos = envs.step(action.numpy())
-        b_obs[t], b_act[t], b_rew[t], b_term[t], b_trunc[t] = obs, action.numpy(), reward, term, trunc
-        b_final[t] = 0.0
-        if trunc.any():  # bootstrap cut episodes from V(true final observation)
-            with torch.no_grad():
-                v = model.value(torch.as_tensor(true_next_obs(next_obs, infos), dtype=torch.float32)).numpy()
-            b_final[t] = np.where(trunc, v, 0.0)
+        next_obs, infos = rollout.step(model, envs, t, obs)
         obs, steps, t = next_obs, steps + N, t + 1
         if t == T:  # ----- learn: GAE, then epochs of minibatch steps
             t = 0
-            with torch.no_grad():
-                last_v = model.value(torch.as_tensor(true_next_obs(next_obs, infos), dtype=torch.float32)).numpy()
-            next_v = np.concatenate([b_val[1:], last_v[None]])
-            next_v = np.where(b_trunc, b_final, next_v)
-            not_term = 1.0 - b_term
-            not_done = not_term * (1.0 - b_trunc)
-            adv = np.zeros((T, N), np.float32)
-            last = np.zeros(N, np.float32)
-            for k in reversed(range(T)):
-                delta = b_rew[k] + hp["gamma"] * not_term[k] * next_v[k] - b_val[k]
-                last = delta + hp["gamma"] * hp["gae_lambda"] * not_done[k] * last
-                adv[k] = last
-            ret = adv + b_val
-            f_obs = torch.as_tensor(b_obs.reshape(-1, obs_dim))
-            f_act, f_logp = torch.as_tensor(b_act.reshape(-1)), torch.as_tensor(b_logp.reshape(-1))
-            f_adv, f_ret = torch.as_tensor(adv.reshape(-1)), torch.as_tensor(ret.reshape(-1))
-            for _ in range(hp["n_epochs"]):
-                perm = rng.permutation(T * N)
-                for s in range(0, T * N, hp["batch_size"]):
-                    idx = torch.as_tensor(perm[s : s + hp["batch_size"]])
-                    dist = torch.distributions.Categorical(logits=model.actor(f_obs[idx]), validate_args=False)
-                    ratio = torch.exp(dist.log_prob(f_act[idx]) - f_logp[idx])
-                    a = f_adv[idx]
-                    a = (a - a.mean()) / (a.std() + 1e-8)
-                    pg_loss = torch.max(-a * ratio, -a * torch.clamp(ratio, 1 - hp["clip"], 1 + hp["clip"])).mean()
-                    vf_loss = ((model.value(f_obs[idx]) - f_ret[idx]) ** 2).mean()
-                    loss = pg_loss + hp["vf_coef"] * vf_loss - hp["ent_coef"] * dist.entropy().mean()
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(model.parameters(), hp["max_grad_norm"], foreach=True)
-                    optimizer.step()
+            adv = rollout.advantages(model, next_obs, infos, hp["gamma"], hp["gae_lambda"])
+            ppo_epochs(
+                model,
+                optimizer,
+                rng,
+                rollout.flat(adv),
+                n_epochs=hp["n_epochs"],
+                batch_size=hp["batch_size"],
+                clip=hp["clip"],
+                vf_coef=hp["vf_coef"],
+                ent_coef=hp["ent_coef"],
+                max_grad_norm=hp["max_grad_norm"],
+            )
             clock.mark(steps)
         if solve and steps >= next_eval:
             next_eval += EVAL_INTERVAL

@@ -35,7 +35,6 @@ a callback (``pip install -e "rlgraph_core[bench]"``).
 from __future__ import annotations
 
 import argparse
-import copy
 import math
 import os
 import shutil
@@ -46,10 +45,9 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 import roofline
+from reference import NumpyReplay, SACLearner, make_vec, true_next_obs
 from rlgraph_core.config.run import validate_config
 from rlgraph_core.assemble import train
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
@@ -148,102 +146,27 @@ def bench_rlgraph(args, backend: str, mode: str) -> tuple[float, float, float]:
 # ---------------------------------------------------------------------------- hand-written
 
 
-class NumpyReplay:
-    """A plain ring buffer of transitions in preallocated numpy arrays."""
-
-    def __init__(self, capacity: int, obs_dim: int, act_dim: int, rng: np.random.Generator):
-        self.obs = np.zeros((capacity, obs_dim), np.float32)
-        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
-        self.actions = np.zeros((capacity, act_dim), np.float32)
-        self.rewards = np.zeros(capacity, np.float32)
-        self.terminals = np.zeros(capacity, np.float32)
-        self.capacity, self.pos, self.size, self.rng = capacity, 0, 0, rng
-
-    def add(self, obs, next_obs, actions, rewards, terminals):
-        for i in range(len(obs)):
-            p = self.pos
-            self.obs[p], self.next_obs[p], self.actions[p] = obs[i], next_obs[i], actions[i]
-            self.rewards[p], self.terminals[p] = rewards[i], terminals[i]
-            self.pos = (p + 1) % self.capacity
-            self.size = min(self.size + 1, self.capacity)
-
-    def sample(self, batch_size: int):
-        idx = self.rng.integers(0, self.size, batch_size)
-        return (
-            torch.from_numpy(self.obs[idx]),
-            torch.from_numpy(self.actions[idx]),
-            torch.from_numpy(self.rewards[idx]),
-            torch.from_numpy(self.next_obs[idx]),
-            torch.from_numpy(self.terminals[idx]),
-        )
-
-
-def mlp(in_dim: int, hidden: list[int], out_dim: int) -> nn.Sequential:
-    """``Linear -> ReLU`` per hidden size, then a linear output layer."""
-    layers, size = [], in_dim
-    for h in hidden:
-        layers += [nn.Linear(size, h), nn.ReLU()]
-        size = h
-    return nn.Sequential(*layers, nn.Linear(size, out_dim))
-
-
-class Actor(nn.Module):
-    """Tanh-squashed Gaussian policy with a state-dependent, clipped log-std."""
-
-    def __init__(self, obs_dim: int, hidden: list[int], act_dim: int):
-        super().__init__()
-        self.trunk = mlp(obs_dim, hidden[:-1], hidden[-1])
-        self.mean = nn.Linear(hidden[-1], act_dim)
-        self.log_std = nn.Linear(hidden[-1], act_dim)
-
-    def forward(self, obs):
-        """``(action in (-1, 1), log-prob)`` with the tanh log-det correction; and ``tanh(mean)``."""
-        h = F.relu(self.trunk(obs))
-        mean, log_std = self.mean(h), self.log_std(h).clamp(-20.0, 2.0)
-        u = mean + log_std.exp() * torch.randn_like(mean)
-        log_prob = (-0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        log_prob -= (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
-        return torch.tanh(u), log_prob, torch.tanh(mean)
-
-
-class Critic(nn.Module):
-    """Q(s, a) on the concatenated observation and action."""
-
-    def __init__(self, obs_dim: int, hidden: list[int], act_dim: int):
-        super().__init__()
-        self.net = mlp(obs_dim + act_dim, hidden, 1)
-
-    def forward(self, obs, actions):
-        return self.net(torch.cat([obs, actions], -1)).squeeze(-1)
-
-
 def bench_handwritten(args) -> tuple[float, float, float]:
     """The same training job as a minimal hand-written SAC loop; :func:`rates` inside the window."""
     cfg = validate_config(run_config(args, "torch", "eager", 1)).agent
     start, end = window(args)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    envs = gym.make_vec(
-        args.env,
-        num_envs=1,
-        vectorization_mode=gym.VectorizeMode.SYNC,
-        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-    )
+    envs = make_vec(args.env, 1)
     envs.action_space.seed(args.seed)
     obs_dim, act_dim = envs.single_observation_space.shape[0], envs.single_action_space.shape[0]
     low, high = envs.single_action_space.low, envs.single_action_space.high
-    lr = cfg.optimizer.learning_rate
-    actor = Actor(obs_dim, cfg.actor_network.hidden, act_dim)
-    qf1, qf2 = Critic(obs_dim, cfg.critic_network.hidden, act_dim), Critic(obs_dim, cfg.critic_network.hidden, act_dim)
-    qf1_target, qf2_target = copy.deepcopy(qf1), copy.deepcopy(qf2)
-    q_params = list(qf1.parameters()) + list(qf2.parameters())
-    target_params = list(qf1_target.parameters()) + list(qf2_target.parameters())
-    q_optimizer = torch.optim.Adam(q_params, lr=lr)
-    actor_optimizer = torch.optim.Adam(actor.parameters(), lr=lr)
-    target_entropy = -float(act_dim)
-    log_alpha = torch.zeros((), requires_grad=True)
-    a_optimizer = torch.optim.Adam([log_alpha], lr=lr)
-    rb = NumpyReplay(cfg.memory.capacity, obs_dim, act_dim, rng)
+    sac = SACLearner(
+        obs_dim,
+        act_dim,
+        cfg.actor_network.hidden,
+        cfg.critic_network.hidden,
+        gamma=cfg.gamma,
+        tau=cfg.tau,
+        target_entropy=-float(act_dim),
+        lr=cfg.optimizer.learning_rate,
+    )
+    rb = NumpyReplay(cfg.memory.capacity, obs_dim, rng, (act_dim,), np.float32)
 
     obs, _ = envs.reset(seed=args.seed)
     global_step, updates = 0, 0
@@ -253,45 +176,16 @@ def bench_handwritten(args) -> tuple[float, float, float]:
             unit = rng.uniform(-1.0, 1.0, (1, act_dim)).astype(np.float32)
         else:
             with torch.no_grad():
-                unit = actor(torch.from_numpy(obs.astype(np.float32)))[0].numpy()
+                unit = sac.actor(torch.from_numpy(obs.astype(np.float32)))[0].numpy()
         actions = low + 0.5 * (unit + 1.0) * (high - low)
         next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-        real_next_obs = next_obs
-        if "_final_obs" in infos and infos["_final_obs"].any():
-            real_next_obs = next_obs.copy()
-            for i in np.flatnonzero(infos["_final_obs"]):
-                real_next_obs[i] = infos["final_obs"][i]
-        rb.add(obs, real_next_obs, unit, rewards, terminated)  # terminated only: truncation bootstraps
+        rb.add(obs, true_next_obs(next_obs, infos), unit, rewards, terminated)  # terminated only: truncation bootstraps
         obs = next_obs
         global_step += 1
 
         if global_step >= cfg.learning_starts and rb.size >= cfg.batch_size:
-            b_obs, b_actions, b_rewards, b_next_obs, b_terminals = rb.sample(cfg.batch_size)
-            alpha = log_alpha.exp().detach()
-            with torch.no_grad():
-                next_a, next_logp, _ = actor(b_next_obs)
-                next_q = torch.min(qf1_target(b_next_obs, next_a), qf2_target(b_next_obs, next_a))
-                y = b_rewards + cfg.gamma * (1.0 - b_terminals) * (next_q - alpha * next_logp)
-            q_loss = 0.5 * (F.mse_loss(qf1(b_obs, b_actions), y) + F.mse_loss(qf2(b_obs, b_actions), y))
-            q_optimizer.zero_grad()
-            q_loss.backward()
-            q_optimizer.step()
-
-            pi, logp, _ = actor(b_obs)
-            actor_loss = (alpha * logp - torch.min(qf1(b_obs, pi), qf2(b_obs, pi))).mean()
-            actor_optimizer.zero_grad()
-            actor_loss.backward()
-            actor_optimizer.step()
-
-            alpha_loss = -(log_alpha * (logp.detach() + target_entropy)).mean()
-            a_optimizer.zero_grad()
-            alpha_loss.backward()
-            a_optimizer.step()
+            sac.update(rb.sample(cfg.batch_size))
             updates += 1
-
-            with torch.no_grad():
-                for tp, p in zip(target_params, q_params):
-                    tp.lerp_(p, cfg.tau)
         if global_step % LOG_INTERVAL == 0:
             marks[global_step] = (time.perf_counter() - t0, time.process_time(), updates)
     envs.close()

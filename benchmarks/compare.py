@@ -232,6 +232,18 @@ def _double_dqn_class():
     return DoubleDQN
 
 
+def _sb3_replay_settings(cfg) -> dict:
+    """The replay and training-cadence keywords SB3's off-policy algorithms (DQN, SAC) share."""
+    return {
+        "buffer_size": cfg.memory.capacity,
+        "learning_starts": cfg.learning_starts,
+        "batch_size": cfg.batch_size,
+        "gamma": cfg.gamma,
+        "train_freq": cfg.train_freq,
+        "gradient_steps": cfg.gradient_steps,
+    }
+
+
 def sb3_model(algo: str, config, seed: int, budget: int):
     """The SB3 model with the config's hyperparameters, and the number of gradient steps per
     ``model._n_updates`` (PPO counts epochs, each of ``rollout / batch_size`` minibatch steps).
@@ -289,13 +301,7 @@ def sb3_model(algo: str, config, seed: int, budget: int):
         model = (_double_dqn_class() if cfg.double_q else sb3.DQN)(
             "MlpPolicy",
             env,
-            buffer_size=cfg.memory.capacity,
-            learning_starts=cfg.learning_starts,
-            batch_size=cfg.batch_size,
             tau=1.0,
-            gamma=cfg.gamma,
-            train_freq=cfg.train_freq,
-            gradient_steps=cfg.gradient_steps,
             target_update_interval=sync_env_steps,
             max_grad_norm=opt.max_grad_norm,
             policy_kwargs={
@@ -304,6 +310,7 @@ def sb3_model(algo: str, config, seed: int, budget: int):
                 "optimizer_kwargs": adam,
             },
             **common,
+            **_sb3_replay_settings(cfg),
         )
         model.exploration_schedule = _progress_fn(cfg.exploration.epsilon, budget)
         return model, 1
@@ -314,13 +321,7 @@ def sb3_model(algo: str, config, seed: int, budget: int):
         model = sb3.SAC(
             "MlpPolicy",
             env,
-            buffer_size=cfg.memory.capacity,
-            learning_starts=cfg.learning_starts,
-            batch_size=cfg.batch_size,
             tau=cfg.tau,
-            gamma=cfg.gamma,
-            train_freq=cfg.train_freq,
-            gradient_steps=cfg.gradient_steps,
             ent_coef=ent,
             target_entropy=cfg.target_entropy,
             target_update_interval=1,
@@ -330,6 +331,7 @@ def sb3_model(algo: str, config, seed: int, budget: int):
                 "optimizer_kwargs": adam,
             },
             **common,
+            **_sb3_replay_settings(cfg),
         )
         return model, 1
     raise ValueError(algo)

@@ -5,9 +5,8 @@ evaluation is due (every ``eval_interval`` env steps), times the evaluations so 
 left out of the training time, records when the solve threshold was first reached, and cuts a
 run that exceeds its wall-clock cap.
 
-The hand-written loops reuse the building blocks of the other benchmarks (``bench_ppo``'s
-orthogonally initialised layers and truncation bootstrap, ``bench_dqn``'s and ``bench_sac``'s
-numpy ring-buffer replays, MLPs and SAC actor/critic); the loops themselves are written here
+The hand-written loops take their networks, replays and updates from ``reference.py`` (the one
+copy every benchmark's hand-written baseline uses); the loops themselves are written here
 because those benchmarks' loops have constant rates and no evaluation, while ``compare.py``
 runs the shipped configs (PPO's linear learning-rate and clip-range schedules) to a solve
 threshold. Every hyperparameter is read from the validated rlgraph config, so the loops train
@@ -24,12 +23,18 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-import bench_dqn
-import bench_ppo
-import bench_sac
+from reference import (
+    ActorCritic,
+    NumpyReplay,
+    PPORollout,
+    SACLearner,
+    dqn_update,
+    make_vec,
+    mlp,
+    ppo_epochs,
+    true_next_obs,
+)
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.evaluation import evaluate_policy
 
@@ -151,37 +156,7 @@ class RunClock:
         )
 
 
-def make_vec(env_id: str, num_envs: int):
-    """A sync gymnasium vector env with same-step autoreset, as rlgraph's local executor uses."""
-    return gym.make_vec(
-        env_id,
-        num_envs=num_envs,
-        vectorization_mode=gym.VectorizeMode.SYNC,
-        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-    )
-
-
 # ---------------------------------------------------------------------------- PPO
-
-
-class ActorCritic(nn.Module):
-    """Separate ``hidden`` tanh trunks (orthogonal init, gain sqrt 2); policy head gain 0.01, value head gain 1."""
-
-    def __init__(self, obs_dim: int, n_actions: int, hidden: list[int]):
-        super().__init__()
-
-        def trunk(out: int, gain: float) -> nn.Sequential:
-            layers, size = [], obs_dim
-            for h in hidden:
-                layers += [bench_ppo.layer(size, h, float(np.sqrt(2))), nn.Tanh()]
-                size = h
-            return nn.Sequential(*layers, bench_ppo.layer(size, out, gain))
-
-        self.actor, self.critic = trunk(n_actions, 0.01), trunk(1, 1.0)
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """``V(obs)`` ``[B]``."""
-        return self.critic(obs).squeeze(-1)
 
 
 def hand_ppo(config, seed: int, budget: int, clock: RunClock) -> RunResult:
@@ -197,11 +172,8 @@ def hand_ppo(config, seed: int, budget: int, clock: RunClock) -> RunResult:
     optimizer = torch.optim.Adam(
         model.parameters(), lr=lr_s(0), eps=cfg.optimizer.eps, betas=cfg.optimizer.betas, foreach=True
     )
-    T, batch = cfg.n_steps, cfg.batch_size
-    b_obs = np.zeros((T, n, obs_dim), np.float32)
-    b_act = np.zeros((T, n), np.int64)
-    b_logp, b_val, b_rew, b_final = (np.zeros((T, n), np.float32) for _ in range(4))
-    b_term, b_trunc = np.zeros((T, n), bool), np.zeros((T, n), bool)
+    T = cfg.n_steps
+    rollout = PPORollout(T, n, obs_dim)
 
     def greedy(o: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -211,56 +183,38 @@ def hand_ppo(config, seed: int, budget: int, clock: RunClock) -> RunResult:
     obs, _ = envs.reset(seed=seed)
     steps, updates, t = 0, 0, 0
     while steps < budget and not clock.over_time():
-        with torch.no_grad():
-            obs_t = torch.as_tensor(obs, dtype=torch.float32)
-            dist = torch.distributions.Categorical(logits=model.actor(obs_t), validate_args=False)
-            action = dist.sample()
-            b_logp[t], b_val[t] = dist.log_prob(action).numpy(), model.value(obs_t).numpy()
-        next_obs, reward, term, trunc, infos = envs.step(action.numpy())
-        b_obs[t], b_act[t], b_rew[t], b_term[t], b_trunc[t] = obs, action.numpy(), reward, term, trunc
-        b_final[t] = 0.0
-        if trunc.any():
-            with torch.no_grad():
-                v = model.value(torch.as_tensor(bench_ppo.true_next_obs(next_obs, infos), dtype=torch.float32))
-            b_final[t] = np.where(trunc, v.numpy(), 0.0)
+        next_obs, infos = rollout.step(model, envs, t, obs)
         obs, steps, t = next_obs, steps + n, t + 1
         if t == T:
             t = 0
-            with torch.no_grad():
-                last_v = model.value(torch.as_tensor(bench_ppo.true_next_obs(next_obs, infos), dtype=torch.float32))
-            next_v = np.where(b_trunc, b_final, np.concatenate([b_val[1:], last_v.numpy()[None]]))
-            not_term, not_done = 1.0 - b_term, (1.0 - b_term) * (1.0 - b_trunc)
-            adv, last = np.zeros((T, n), np.float32), np.zeros(n, np.float32)
-            for k in reversed(range(T)):
-                delta = b_rew[k] + cfg.gamma * not_term[k] * next_v[k] - b_val[k]
-                last = delta + cfg.gamma * cfg.gae_lambda * not_done[k] * last
-                adv[k] = last
-            f_obs = torch.as_tensor(b_obs.reshape(-1, obs_dim))
-            f_act, f_logp = torch.as_tensor(b_act.reshape(-1)), torch.as_tensor(b_logp.reshape(-1))
-            f_adv, f_ret = torch.as_tensor(adv.reshape(-1)), torch.as_tensor((adv + b_val).reshape(-1))
-            clip = float(clip_s(steps))
+            adv = rollout.advantages(model, next_obs, infos, cfg.gamma, cfg.gae_lambda)
             for group in optimizer.param_groups:
                 group["lr"] = float(lr_s(steps))
-            for _ in range(cfg.n_epochs):
-                perm = rng.permutation(T * n)
-                for s in range(0, T * n, batch):
-                    idx = torch.as_tensor(perm[s : s + batch])
-                    dist = torch.distributions.Categorical(logits=model.actor(f_obs[idx]), validate_args=False)
-                    ratio = torch.exp(dist.log_prob(f_act[idx]) - f_logp[idx])
-                    a = f_adv[idx]
-                    if cfg.normalize_advantage:
-                        a = (a - a.mean()) / (a.std() + 1e-8)
-                    pg_loss = torch.max(-a * ratio, -a * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
-                    vf_loss = ((model.value(f_obs[idx]) - f_ret[idx]) ** 2).mean()
-                    loss = pg_loss + cfg.vf_coef * vf_loss - cfg.ent_coef * dist.entropy().mean()
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(model.parameters(), cfg.optimizer.max_grad_norm, foreach=True)
-                    optimizer.step()
-                    updates += 1
-        clock.note(steps, updates)
-        if clock.due(steps) and clock.evaluate(steps, updates, greedy, eval_env):
+            updates += ppo_epochs(
+                model,
+                optimizer,
+                rng,
+                rollout.flat(adv),
+                n_epochs=cfg.n_epochs,
+                batch_size=cfg.batch_size,
+                clip=float(clip_s(steps)),
+                vf_coef=cfg.vf_coef,
+                ent_coef=cfg.ent_coef,
+                max_grad_norm=cfg.optimizer.max_grad_norm,
+                normalize_advantage=cfg.normalize_advantage,
+            )
+        if _note_and_evaluate(clock, steps, updates, greedy, eval_env):
             break
+    return _close(clock, envs, eval_env)
+
+
+def _note_and_evaluate(clock: RunClock, steps: int, updates: int, greedy: Policy, eval_env) -> bool:
+    """Record the step; evaluate when due. True when the run is solved."""
+    clock.note(steps, updates)
+    return clock.due(steps) and clock.evaluate(steps, updates, greedy, eval_env)
+
+
+def _close(clock: RunClock, envs, eval_env) -> RunResult:
     envs.close()
     eval_env.close()
     return clock.result()
@@ -280,10 +234,10 @@ def hand_dqn(config, seed: int, budget: int, clock: RunClock) -> RunResult:
     envs, eval_env = make_vec(config.env.id, config.env.num_envs), gym.make(config.env.id)
     n = envs.num_envs
     obs_dim, n_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
-    q_net = bench_dqn.mlp(obs_dim, list(cfg.network.hidden), n_actions)
+    q_net = mlp(obs_dim, list(cfg.network.hidden), n_actions)
     target_net = copy.deepcopy(q_net)
     optimizer = torch.optim.Adam(q_net.parameters(), lr=lr(0), eps=cfg.optimizer.eps, betas=cfg.optimizer.betas)
-    rb = bench_dqn.NumpyReplay(cfg.memory.capacity, obs_dim, rng)
+    rb = NumpyReplay(cfg.memory.capacity, obs_dim, rng)
 
     def greedy(o: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -298,36 +252,21 @@ def hand_dqn(config, seed: int, budget: int, clock: RunClock) -> RunResult:
         if not explore.all():
             actions = np.where(explore, actions, greedy(obs))
         next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-        rb.add(obs, bench_ppo.true_next_obs(next_obs, infos), actions, rewards, terminated)
+        rb.add(obs, true_next_obs(next_obs, infos), actions, rewards, terminated)
         obs, steps = next_obs, steps + n
         if steps >= cfg.learning_starts and rb.size >= cfg.batch_size and steps - last_train >= cfg.train_freq:
             last_train = steps
             for group in optimizer.param_groups:
                 group["lr"] = float(lr(steps))
             for _ in range(cfg.gradient_steps):
-                b_obs, b_act, b_rew, b_next, b_term = rb.sample(cfg.batch_size)
-                with torch.no_grad():
-                    if cfg.double_q:
-                        next_a = q_net(b_next).argmax(dim=1, keepdim=True)
-                        next_q = target_net(b_next).gather(1, next_a).squeeze(1)
-                    else:
-                        next_q = target_net(b_next).max(dim=1).values
-                    target = b_rew + cfg.gamma * (1.0 - b_term) * next_q
-                q = q_net(b_obs).gather(1, b_act.unsqueeze(1)).squeeze(1)
-                loss = F.smooth_l1_loss(q, target)
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(q_net.parameters(), cfg.optimizer.max_grad_norm)
-                optimizer.step()
+                batch = rb.sample(cfg.batch_size)
+                dqn_update(q_net, target_net, optimizer, batch, cfg.gamma, cfg.optimizer.max_grad_norm, cfg.double_q)
                 updates += 1
                 if updates % cfg.target_update_interval == 0:
                     target_net.load_state_dict(q_net.state_dict())
-        clock.note(steps, updates)
-        if clock.due(steps) and clock.evaluate(steps, updates, greedy, eval_env):
+        if _note_and_evaluate(clock, steps, updates, greedy, eval_env):
             break
-    envs.close()
-    eval_env.close()
-    return clock.result()
+    return _close(clock, envs, eval_env)
 
 
 # ---------------------------------------------------------------------------- SAC
@@ -344,23 +283,24 @@ def hand_sac(config, seed: int, budget: int, clock: RunClock) -> RunResult:
     n = envs.num_envs
     obs_dim, act_dim = envs.single_observation_space.shape[0], envs.single_action_space.shape[0]
     low, high = envs.single_action_space.low, envs.single_action_space.high
-    actor = bench_sac.Actor(obs_dim, list(cfg.actor_network.hidden), act_dim)
-    hid = list(cfg.critic_network.hidden)
-    qf1, qf2 = bench_sac.Critic(obs_dim, hid, act_dim), bench_sac.Critic(obs_dim, hid, act_dim)
-    qf1_t, qf2_t = copy.deepcopy(qf1), copy.deepcopy(qf2)
-    q_params = list(qf1.parameters()) + list(qf2.parameters())
-    t_params = list(qf1_t.parameters()) + list(qf2_t.parameters())
-    adam = dict(lr=lr, eps=cfg.optimizer.eps, betas=cfg.optimizer.betas)
-    q_opt = torch.optim.Adam(q_params, **adam)
-    actor_opt = torch.optim.Adam(actor.parameters(), **adam)
-    target_entropy = -float(act_dim) if cfg.target_entropy == "auto" else float(cfg.target_entropy)
-    log_alpha = torch.full((), float(np.log(cfg.init_ent_coef)), requires_grad=True)
-    a_opt = torch.optim.Adam([log_alpha], **adam)
-    rb = bench_sac.NumpyReplay(cfg.memory.capacity, obs_dim, act_dim, rng)
+    sac = SACLearner(
+        obs_dim,
+        act_dim,
+        list(cfg.actor_network.hidden),
+        list(cfg.critic_network.hidden),
+        gamma=cfg.gamma,
+        tau=cfg.tau,
+        target_entropy=-float(act_dim) if cfg.target_entropy == "auto" else float(cfg.target_entropy),
+        init_ent_coef=cfg.init_ent_coef,
+        lr=lr,
+        eps=cfg.optimizer.eps,
+        betas=cfg.optimizer.betas,
+    )
+    rb = NumpyReplay(cfg.memory.capacity, obs_dim, rng, (act_dim,), np.float32)
 
     def greedy(o: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            unit = actor(torch.as_tensor(o, dtype=torch.float32))[2].numpy()
+            unit = sac.actor(torch.as_tensor(o, dtype=torch.float32))[2].numpy()
         return low + 0.5 * (unit + 1.0) * (high - low)
 
     clock.start()
@@ -371,42 +311,18 @@ def hand_sac(config, seed: int, budget: int, clock: RunClock) -> RunResult:
             unit = rng.uniform(-1.0, 1.0, (n, act_dim)).astype(np.float32)
         else:
             with torch.no_grad():
-                unit = actor(torch.from_numpy(obs.astype(np.float32)))[0].numpy()
+                unit = sac.actor(torch.from_numpy(obs.astype(np.float32)))[0].numpy()
         next_obs, rewards, terminated, truncated, infos = envs.step(low + 0.5 * (unit + 1.0) * (high - low))
-        rb.add(obs, bench_ppo.true_next_obs(next_obs, infos), unit, rewards, terminated)
+        rb.add(obs, true_next_obs(next_obs, infos), unit, rewards, terminated)
         obs, steps = next_obs, steps + n
         if steps >= cfg.learning_starts and rb.size >= cfg.batch_size and steps - last_train >= cfg.train_freq:
             last_train = steps
             for _ in range(cfg.gradient_steps):
-                b_obs, b_act, b_rew, b_next, b_term = rb.sample(cfg.batch_size)
-                alpha = log_alpha.exp().detach()
-                with torch.no_grad():
-                    next_a, next_logp, _ = actor(b_next)
-                    next_q = torch.min(qf1_t(b_next, next_a), qf2_t(b_next, next_a))
-                    y = b_rew + cfg.gamma * (1.0 - b_term) * (next_q - alpha * next_logp)
-                q_loss = 0.5 * (F.mse_loss(qf1(b_obs, b_act), y) + F.mse_loss(qf2(b_obs, b_act), y))
-                q_opt.zero_grad()
-                q_loss.backward()
-                q_opt.step()
-                pi, logp, _ = actor(b_obs)
-                actor_loss = (alpha * logp - torch.min(qf1(b_obs, pi), qf2(b_obs, pi))).mean()
-                actor_opt.zero_grad()
-                actor_loss.backward()
-                actor_opt.step()
-                alpha_loss = -(log_alpha * (logp.detach() + target_entropy)).mean()
-                a_opt.zero_grad()
-                alpha_loss.backward()
-                a_opt.step()
-                with torch.no_grad():
-                    for tp, p in zip(t_params, q_params):
-                        tp.lerp_(p, cfg.tau)
+                sac.update(rb.sample(cfg.batch_size))
                 updates += 1
-        clock.note(steps, updates)
-        if clock.due(steps) and clock.evaluate(steps, updates, greedy, eval_env):
+        if _note_and_evaluate(clock, steps, updates, greedy, eval_env):
             break
-    envs.close()
-    eval_env.close()
-    return clock.result()
+    return _close(clock, envs, eval_env)
 
 
 HAND_LOOPS: dict[str, Callable[..., RunResult]] = {"ppo": hand_ppo, "dqn": hand_dqn, "sac": hand_sac}

@@ -18,8 +18,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import bench_dqn  # noqa: E402
-import bench_sac  # noqa: E402
+import reference  # noqa: E402
 import compare_loops  # noqa: E402
 import roofline  # noqa: E402
 
@@ -47,7 +46,7 @@ def test_ppo_update_flops_match_torch_counter():
 @pytest.mark.parametrize("double_q", [True, False])
 def test_dqn_update_flops_match_torch_counter(double_q):
     B, obs_dim, n_actions, hidden = 64, 4, 2, [256, 256]
-    q_net, target = bench_dqn.mlp(obs_dim, hidden, n_actions), bench_dqn.mlp(obs_dim, hidden, n_actions)
+    q_net, target = reference.mlp(obs_dim, hidden, n_actions), reference.mlp(obs_dim, hidden, n_actions)
     obs, next_obs = torch.randn(B, obs_dim), torch.randn(B, obs_dim)
 
     def step():
@@ -66,9 +65,9 @@ def test_dqn_update_flops_match_torch_counter(double_q):
 
 def test_sac_update_flops_match_torch_counter():
     B, obs_dim, act_dim, hidden = 256, 3, 1, [256, 256]
-    actor = bench_sac.Actor(obs_dim, hidden, act_dim)
-    qs = [bench_sac.Critic(obs_dim, hidden, act_dim) for _ in range(2)]
-    targets = [bench_sac.Critic(obs_dim, hidden, act_dim) for _ in range(2)]
+    actor = reference.Actor(obs_dim, hidden, act_dim)
+    qs = [reference.Critic(obs_dim, hidden, act_dim) for _ in range(2)]
+    targets = [reference.Critic(obs_dim, hidden, act_dim) for _ in range(2)]
     obs, actions, next_obs = torch.randn(B, obs_dim), torch.rand(B, act_dim), torch.randn(B, obs_dim)
 
     def step():
