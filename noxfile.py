@@ -259,7 +259,18 @@ def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
     # rlgraph_ray[tune] (ray[tune], optuna) for tests/ray/test_tune.py (rlgraph tune)
     _install(session, "./rlgraph_core[atari]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray[tune]")
-    _pytest(session, "tests/ray")
+    # Two xdist workers, a whole module each (--dist loadfile: one private Ray session per module,
+    # started by the module's fixture): a Ray test spends much of its wall time waiting (ray.init,
+    # actor start-up, restarts after injected faults), so two modules at a time fill CI's two cores
+    # (measured on an idle 2-core machine: 561 s serial, 401 s with every module in two workers).
+    # The signal tests (they signal and look for the processes of their session, and time a
+    # dashboard agent's death) and the cluster tests (an existing cluster, whose socket paths under
+    # an xdist worker's longer temp folder pass the 107-byte AF_UNIX limit) run alone after them.
+    alone = ["tests/ray/test_ray_signals.py", "tests/ray/test_cluster.py"]
+    together = [a for path in alone for a in ("--deselect", path)]
+    workers = ["-n", "2", "--dist", "loadfile"] if WORKERS not in ("0", "1") else []
+    _pytest(session, "tests/ray", *workers, *together)
+    _pytest(session, *alone)
 
 
 @nox.session(python=PYTHON)
