@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from rlgraph_core.backend.contract import unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 
 _DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}
@@ -147,32 +148,11 @@ class TorchOps:
     def where(cond, a, b):
         return torch.where(cond, a, b)
 
-    # Written as functions (not ``staticmethod(torch.abs)``) so their signatures match
-    # rlgraph_core.backend.Ops, which the contract test inspects.
-    @staticmethod
-    def abs(x):
-        """Elementwise absolute value."""
-        return torch.abs(x)
-
-    @staticmethod
-    def square(x):
-        """Elementwise square."""
-        return torch.square(x)
-
-    @staticmethod
-    def sqrt(x):
-        """Elementwise square root."""
-        return torch.sqrt(x)
-
-    @staticmethod
-    def exp(x):
-        """Elementwise exponential."""
-        return torch.exp(x)
-
-    @staticmethod
-    def log(x):
-        """Elementwise natural logarithm."""
-        return torch.log(x)
+    abs = unary_op(torch.abs, "Elementwise absolute value.")
+    square = unary_op(torch.square, "Elementwise square.")
+    sqrt = unary_op(torch.sqrt, "Elementwise square root.")
+    exp = unary_op(torch.exp, "Elementwise exponential.")
+    log = unary_op(torch.log, "Elementwise natural logarithm.")
 
     @staticmethod
     def minimum(a, b):

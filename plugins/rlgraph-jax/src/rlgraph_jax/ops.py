@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from jax import lax
+from rlgraph_core.backend.contract import binary_op, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 
 from rlgraph_jax.state import JaxVariable, _unwrap
@@ -211,40 +212,13 @@ class JaxOps:
         """Elementwise ``a`` where ``cond`` else ``b`` (broadcasting)."""
         return jnp.where(u(cond), u(a), u(b))
 
-    @staticmethod
-    def abs(x):
-        """abs(x)"""
-        return jnp.abs(u(x))
-
-    @staticmethod
-    def square(x):
-        """square(x)"""
-        return jnp.square(u(x))
-
-    @staticmethod
-    def sqrt(x):
-        """sqrt(x)"""
-        return jnp.sqrt(u(x))
-
-    @staticmethod
-    def exp(x):
-        """exp(x)"""
-        return jnp.exp(u(x))
-
-    @staticmethod
-    def log(x):
-        """log(x)"""
-        return jnp.log(u(x))
-
-    @staticmethod
-    def minimum(a, b):
-        """Elementwise minimum."""
-        return jnp.minimum(u(a), u(b))
-
-    @staticmethod
-    def maximum(a, b):
-        """Elementwise maximum."""
-        return jnp.maximum(u(a), u(b))
+    abs = unary_op(jnp.abs, "abs(x)", u)
+    square = unary_op(jnp.square, "square(x)", u)
+    sqrt = unary_op(jnp.sqrt, "sqrt(x)", u)
+    exp = unary_op(jnp.exp, "exp(x)", u)
+    log = unary_op(jnp.log, "log(x)", u)
+    minimum = binary_op(jnp.minimum, "Elementwise minimum.", u)
+    maximum = binary_op(jnp.maximum, "Elementwise maximum.", u)
 
     @staticmethod
     def clip(x, lo, hi):

@@ -11,9 +11,11 @@ from rlgraph_core.backend.contract import (
     Ops,
     PythonLoop,
     TrainStep,
+    binary_op,
     describe_non_finite,
     non_finite_update_error,
     ops_contract_problems,
+    unary_op,
 )
 
 __all__ = [
@@ -24,7 +26,9 @@ __all__ = [
     "OPS_CONTRACT",
     "Ops",
     "TrainStep",
+    "binary_op",
     "describe_non_finite",
     "non_finite_update_error",
     "ops_contract_problems",
+    "unary_op",
 ]

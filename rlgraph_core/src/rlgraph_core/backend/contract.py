@@ -204,6 +204,42 @@ OPS_CONTRACT: dict[str, str] = {
 }
 
 
+def unary_op(fn: Callable, doc: str, convert: Callable | None = None) -> staticmethod:
+    """An ops entry ``(x) -> fn(x)`` for a backend's ops class, with the contract's signature.
+
+    Framework functions are often builtins or ufuncs (``torch.abs``, ``np.abs``) whose signature
+    :func:`ops_contract_problems` cannot inspect; this wraps one in a ``def`` once instead of each
+    backend writing the same one-line method per elementwise op. ``convert`` (e.g. a backend's
+    unwrapping of its tensor type) is applied to the argument first.
+    """
+    if convert is None:
+
+        def op(x):
+            return fn(x)
+    else:
+
+        def op(x):
+            return fn(convert(x))
+
+    op.__doc__ = doc
+    return staticmethod(op)
+
+
+def binary_op(fn: Callable, doc: str, convert: Callable | None = None) -> staticmethod:
+    """An ops entry ``(a, b) -> fn(a, b)`` for a backend's ops class; as :func:`unary_op`."""
+    if convert is None:
+
+        def op(a, b):
+            return fn(a, b)
+    else:
+
+        def op(a, b):
+            return fn(convert(a), convert(b))
+
+    op.__doc__ = doc
+    return staticmethod(op)
+
+
 def ops_contract_problems(ops: object) -> list[str]:
     """Check ``ops`` (a backend's ops namespace) against :class:`Ops`; return what is wrong.
 

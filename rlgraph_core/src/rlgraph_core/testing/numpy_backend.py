@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from rlgraph_core.backend.contract import Backend
+from rlgraph_core.backend.contract import Backend, binary_op, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
@@ -181,40 +181,13 @@ class NumpyOps:
         """``a`` where ``cond`` else ``b``, elementwise."""
         return np.where(cond, a, b)
 
-    @staticmethod
-    def abs(x):
-        """Elementwise absolute value."""
-        return np.abs(x)
-
-    @staticmethod
-    def square(x):
-        """Elementwise square."""
-        return np.square(x)
-
-    @staticmethod
-    def sqrt(x):
-        """Elementwise square root."""
-        return np.sqrt(x)
-
-    @staticmethod
-    def exp(x):
-        """Elementwise exponential."""
-        return np.exp(x)
-
-    @staticmethod
-    def log(x):
-        """Elementwise natural logarithm."""
-        return np.log(x)
-
-    @staticmethod
-    def minimum(a, b):
-        """Elementwise minimum."""
-        return np.minimum(a, b)
-
-    @staticmethod
-    def maximum(a, b):
-        """Elementwise maximum."""
-        return np.maximum(a, b)
+    abs = unary_op(np.abs, "Elementwise absolute value.")
+    square = unary_op(np.square, "Elementwise square.")
+    sqrt = unary_op(np.sqrt, "Elementwise square root.")
+    exp = unary_op(np.exp, "Elementwise exponential.")
+    log = unary_op(np.log, "Elementwise natural logarithm.")
+    minimum = binary_op(np.minimum, "Elementwise minimum.")
+    maximum = binary_op(np.maximum, "Elementwise maximum.")
 
     @staticmethod
     def clip(x, lo, hi):
