@@ -121,3 +121,58 @@ def test_no_executor_steps_an_env_itself_nor_writes_agent_timesteps():
             assert not stepping.search(text), f"{path} steps an env itself; use EnvRunner"
         if path.name != "counters.py":
             assert not writing.search(text), f"{path} writes agent.timesteps; use the recorder's add_env_steps"
+
+
+class CountingStateAgent(RecordingAgent):
+    """A stateful actor: its state is ``{"t": [N, 1]}``, the steps acted since its episode started
+    (reset where ``episode_start``); it acts with ``t`` so a test can read the state back."""
+
+    def initial_state(self, batch):
+        return {"t": np.zeros((batch, 1), np.float32)}
+
+    def act(self, obs, explore=True, *, state, episode_start):
+        t = np.where(episode_start[:, None], 0.0, state["t"])
+        return t[:, 0].astype(np.int64), {"t": t + 1}
+
+
+def test_runner_carries_a_stateful_agents_state_and_resets_it_where_episodes_start():
+    agent = CountingStateAgent()
+    runner = EnvRunner(agent, _envs((3, 4)), seed=0)
+    assert runner.episode_starts.all()
+    traj = runner.trajectory(9)
+    # the action is the step index within the episode: the state was reset at each autoreset
+    np.testing.assert_array_equal(traj["actions"][:, 0], [0, 1, 2] * 3)
+    np.testing.assert_array_equal(traj["actions"][:, 1], [0, 1, 2, 3, 0, 1, 2, 3, 0])
+    np.testing.assert_array_equal(traj["episode_starts"][:, 0], [True, False, False] * 3)
+    assert traj["states"]["t"].shape == (9, 2, 1)
+    np.testing.assert_array_equal(traj["states"]["t"][1:, 1, 0], [1, 2, 3, 4, 1, 2, 3, 4])
+    # observed steps carry it the same way
+    runner.step()
+    assert runner.state["t"][0, 0] == 1 and runner.state["t"][1, 0] == 2
+
+
+def test_feed_forward_agent_is_called_without_state():
+    runner = EnvRunner(RecordingAgent(), _envs(), seed=0)  # act(obs) takes no state: it would raise
+    assert runner.state is None and runner.episode_starts is None
+    traj = runner.trajectory(2)
+    assert "states" not in traj and "episode_starts" not in traj
+
+
+def test_evaluation_resets_a_stateful_policy_at_each_episode():
+    from rlgraph_core.evaluation import StatefulPolicy, agent_policy, evaluate_policy
+
+    agent = CountingStateAgent()
+    policy = agent_policy(agent)
+    assert isinstance(policy, StatefulPolicy)
+    seen = []
+    agent_act = agent.act
+
+    def act(obs, explore=True, *, state, episode_start):
+        out = agent_act(obs, explore, state=state, episode_start=episode_start)
+        seen.append(int(out[0][0]))
+        return out
+
+    agent.act = act
+    result = evaluate_policy(policy, CountEnv(4), episodes=2, seed=0)
+    assert result["eval_length_mean"] == 4 and seen == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert not isinstance(agent_policy(RecordingAgent()), StatefulPolicy)

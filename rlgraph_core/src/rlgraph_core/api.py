@@ -38,7 +38,7 @@ from rlgraph_core.config.sections import EnvConfig, TrainConfig
 from rlgraph_core.datasets import DatasetSource
 from rlgraph_core.envs import missing_space_message, resolve_env_id
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.evaluation import evaluate_policy
+from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.execution.out_dir import check_out_dir
 from rlgraph_core.execution.recorder import RunState
 from rlgraph_core.execution.run_dir import PYTHON_TERMS
@@ -255,6 +255,32 @@ def _apply_dataset(raw: dict, dataset: str | Path, env_given: bool):
 def _short(value, limit: int = 100) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 4] + " ..."
+
+
+def _predict_state(state: Any, episode_start: Any, initial: dict, n: int) -> tuple[dict, np.ndarray]:
+    """``predict``'s ``(state, episode_start)`` checked against the policy's ``initial`` state of
+    ``n`` envs; a missing state is the initial one (every episode starts), a missing
+    ``episode_start`` is all False."""
+    if state is None:
+        return initial, np.ones(n, bool)
+    shapes = {k: v.shape for k, v in initial.items()}
+    try:
+        given = {k: np.asarray(state[k], np.float32) for k in initial}
+    except (KeyError, TypeError, IndexError, ValueError):
+        given = None
+    if given is None or set(state) != set(initial) or any(given[k].shape != shapes[k] for k in initial):
+        raise ConfigError(
+            f"predict(obs, state): the state must be what the previous predict returned for the same number "
+            f"of observations, a dict of float arrays with the shapes {shapes}; got {_short(state)[:80]}. "
+            f"Pass state=None to start new episodes."
+        )
+    starts = np.zeros(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(-1)
+    if starts.shape != (n,):
+        raise ConfigError(
+            f"predict(obs, state, episode_start): episode_start must hold one bool per observation ({n}); got "
+            f"{starts.shape[0]} values."
+        )
+    return given, starts
 
 
 def _check_predict_obs(flat: dict, leaves: dict, gym_space) -> bool:
@@ -474,12 +500,19 @@ class Algorithm:
         return summary
 
     # ------------------------------------------------------------------ using the policy
-    def predict(self, obs: Any, deterministic: bool = True) -> np.ndarray:
+    def predict(self, obs: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True) -> Any:
         """The action for one observation, or actions for a batch (leading batch dimension).
 
         ``obs`` is what the env returns (a Dict observation as a dict of arrays). With
         ``deterministic`` the greedy action (the mode or mean of the policy), else a sampled one
         with the agent's exploration.
+
+        A recurrent policy (``network: {type: lstm | gru}``) returns ``(action, state)``, in the
+        shape of sb3-contrib's ``RecurrentPPO.predict``: pass the returned ``state`` back with the
+        next observation, and ``episode_start`` (bool, one per observation) True where an episode
+        starts (there the state is reset). ``state=None`` starts every episode afresh. The state is
+        always batched (``{key: [B, ...]}``, ``B = 1`` for one observation). A feed-forward policy
+        carries no state and returns the action alone, as it always has.
         """
         space = self._obs_space
         leaves = space.flatten()
@@ -494,8 +527,14 @@ class Algorithm:
         single = _check_predict_obs(flat, leaves, self.observation_space)
         if single:
             obs = _map_leaves(lambda v: np.asarray(v)[None], obs)
-        actions = self.agent.act(obs, explore=not deterministic)
-        return _map_leaves(lambda a: np.asarray(a)[0], actions) if single else actions
+        n = 1 if single else len(next(iter(flat.values())))
+        initial = self.agent.initial_state(n)
+        if initial is None:
+            actions = self.agent.act(obs, explore=not deterministic)
+            return _map_leaves(lambda a: np.asarray(a)[0], actions) if single else actions
+        state, starts = _predict_state(state, episode_start, initial, n)
+        actions, state = self.agent.act(obs, not deterministic, state=state, episode_start=starts)
+        return (_map_leaves(lambda a: np.asarray(a)[0], actions) if single else actions), state
 
     def make_eval_env(self, render_mode: str | None = None):
         """A single environment for evaluation, made and wrapped like the training envs."""
@@ -514,9 +553,7 @@ class Algorithm:
         seed = 10_000 + self.config.train.seed if seed is None else seed
         env = self._assembly.make_eval_env(render_mode="rgb_array" if render_frames is not None else None)
         try:
-            result = evaluate_policy(
-                lambda o: self.agent.act(o, explore=False), env, int(episodes), seed, render_frames
-            )
+            result = evaluate_policy(agent_policy(self.agent), env, int(episodes), seed, render_frames)
         finally:
             env.close()
         if result is None:  # evaluate_policy returns None only when its stop() says so; none was given

@@ -16,7 +16,7 @@ from rlgraph_core.config.run import RunConfig, apply_overrides, resolve_config, 
 from rlgraph_core.config.sections import EnvConfig
 from rlgraph_core.envs import check_stored_env_id, make_eval_env
 from rlgraph_core.errors import RLGraphError
-from rlgraph_core.evaluation import evaluate_policy
+from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.execution.dry_run import dry_run
 from rlgraph_core.execution.out_dir import check_out_dir, check_out_file
 from rlgraph_core.execution.run_dir import resume_checkpoint, run_dir_of
@@ -186,7 +186,7 @@ def cmd_evaluate(args) -> int:
     env = algo.make_eval_env(render_mode="rgb_array" if video else None)
     seed = 10_000 + config.train.seed if args.seed is None else args.seed
     agent = algo.agent
-    result, frames = _run_evaluation(lambda o: agent.act(o, explore=False), env, config.env.id, args, seed, video)
+    result, frames = _run_evaluation(agent_policy(agent), env, config.env.id, args, seed, video)
     print(
         f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
         f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "

@@ -6,7 +6,38 @@ from typing import Callable, Union
 
 import numpy as np
 
-from rlgraph_core.memories.obs import map_obs
+from rlgraph_core.memories.obs import batch_len, map_obs
+
+
+class StatefulPolicy:
+    """A stateful agent's ``act`` as a policy ``obs -> actions`` that carries the state between
+    calls; :meth:`start_episode` makes the next call start fresh episodes (the state reset)."""
+
+    def __init__(self, agent, explore: bool = False):
+        self.agent = agent
+        self.explore = explore
+        self.state = None
+
+    def start_episode(self) -> None:
+        """The next call acts at the start of an episode in every env."""
+        self.state = None
+
+    def __call__(self, obs):
+        n = batch_len(obs)
+        starts = np.zeros(n, bool)
+        if self.state is None:
+            self.state, starts = self.agent.initial_state(n), np.ones(n, bool)
+        actions, self.state = self.agent.act(obs, self.explore, state=self.state, episode_start=starts)
+        return actions
+
+
+def agent_policy(agent, explore: bool = False) -> Callable:
+    """``agent``'s policy as :func:`evaluate_policy` takes it: ``act(obs, explore)`` for a
+    feed-forward agent, a :class:`StatefulPolicy` for one whose ``initial_state`` is not None."""
+    initial = getattr(agent, "initial_state", None)
+    if initial is not None and initial(1) is not None:
+        return StatefulPolicy(agent, explore)
+    return lambda obs: agent.act(obs, explore=explore)
 
 
 def evaluate_policy(
@@ -18,7 +49,8 @@ def evaluate_policy(
     stop: Callable[[], bool] | None = None,
 ) -> dict[str, float] | None:
     """Play ``episodes`` full episodes with ``policy`` (batch in, batch out) on a single env
-    (a Dict observation becomes a dict of batches of one).
+    (a Dict observation becomes a dict of batches of one). A policy with a ``start_episode``
+    method (:class:`StatefulPolicy`: a recurrent agent's) is told where each episode starts.
 
     Episode ``i`` is reset with seed ``seed + i`` when a seed is given, so an evaluation is
     reproducible. With ``render_frames`` (the env must render ``rgb_array``) every frame, the
@@ -35,6 +67,8 @@ def evaluate_policy(
     returns, lengths = [], []
     for i in range(episodes):
         obs, _ = env.reset(seed=None if seed is None else seed + i)
+        if hasattr(policy, "start_episode"):
+            policy.start_episode()
         done, total, length = False, 0.0, 0
         if render_frames is not None:
             render_frames(env.render())

@@ -27,7 +27,7 @@ import numpy as np
 
 from rlgraph_core.checkpoint import dtype_family, is_count, load_checkpoint_into, save_checkpoint, weight_problem
 from rlgraph_core.errors import CheckpointError, PluginError
-from rlgraph_core.evaluation import evaluate_policy
+from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.memories.snapshot import record_array_problem, replay_values_problem
 from rlgraph_core.spaces import Space
 
@@ -180,7 +180,25 @@ class Agent(abc.ABC):
     # --- acting and learning (the single-process loop) -------------------------------------
     @abc.abstractmethod
     def act(self, obs: np.ndarray, explore: bool = True) -> np.ndarray:
-        """Actions for a batch of observations ``[B, ...]``."""
+        """Actions for a batch of observations ``[B, ...]``.
+
+        A stateful (recurrent) agent, one whose :meth:`initial_state` is not None, takes two more
+        keyword arguments and returns its next state with the actions: ``act(obs, explore, *,
+        state, episode_start) -> (actions, state)``, where ``state`` is what :meth:`initial_state`
+        or the previous call returned and ``episode_start`` ``[B]`` bool marks the envs whose
+        episode starts at this step (their state is reset before they act). A feed-forward agent
+        keeps the one-argument form.
+        """
+
+    #: The space of one env's policy state (a Dict space with batch rank), or None: a
+    #: feed-forward agent carries no state between steps.
+    state_space: Space | None = None
+
+    def initial_state(self, batch: int) -> dict[str, np.ndarray] | None:
+        """The policy state of ``batch`` envs at an episode start (numpy, ``{key: [batch, ...]}``),
+        or None: this agent's policy carries no state (the default; the env runner, evaluation and
+        ``predict`` then call :meth:`act` without one, at no cost)."""
+        return None
 
     def policy_outputs(self, obs) -> dict[str, Any]:
         """The greedy policy as named backend tensors, for a batch ``obs`` (a backend tensor, float32).
@@ -443,7 +461,7 @@ class Agent(abc.ABC):
         when ``stop()``, asked after every step, answered True: see
         :func:`~rlgraph_core.evaluation.evaluate_policy`)."""
 
-        return evaluate_policy(lambda o: self.act(o, explore=False), env, episodes, seed, stop=stop)
+        return evaluate_policy(agent_policy(self), env, episodes, seed, stop=stop)
 
 
 def _optimizer_array_problem(key: str, shape: tuple[int, ...], dtype: np.dtype, step: Any) -> str | None:

@@ -6,6 +6,15 @@ is ``agent.act`` → ``envs.step`` → (optionally) ``agent.observe`` with the t
 plus the episode bookkeeping; :meth:`EnvRunner.trajectory` collects a time-major fragment for an
 actor's ``postprocess``.
 
+Policy state (recurrent policies): the runner asks the agent for ``initial_state(num_envs)``
+once. A feed-forward agent answers None and is called as ``act(obs)``, nothing more (the only
+cost is one ``is None`` test per step). A stateful agent gets the state and the episode-start
+mask and returns its next state, ``act(obs, state=state, episode_start=starts) -> (actions,
+state)``; the runner keeps that state per env and marks the envs whose episode just ended (the
+vector env autoreset them) as starting an episode at the next step, where the agent resets their
+state (:meth:`EnvRunner.step`). :meth:`EnvRunner.trajectory` then also carries ``episode_starts``
+``[T, N]`` and the state each step acted from, ``states`` (``{key: [T, N, ...]}``).
+
 The vector envs autoreset in the same step (gymnasium's ``SAME_STEP`` mode, see
 :mod:`rlgraph_core.envs`): where an episode ended, the returned observation already belongs to the
 next episode, and the last observation of the ended one is in ``infos["final_obs"]``.
@@ -109,6 +118,9 @@ class EnvRunner:
         env_steps: env steps this runner took (``num_envs`` per vector step).
         episodes: training episodes that ended in this runner.
         obs: the observation batch the next step acts on.
+        state: the agent's policy state per env for the next step (None: a feed-forward agent).
+        episode_starts: ``[N]`` bool, which envs start an episode at the next step (None: a
+            feed-forward agent).
     """
 
     def __init__(self, agent, envs, seed: int):
@@ -121,12 +133,18 @@ class EnvRunner:
         self._returns = np.zeros(self.num_envs)
         self._lengths = np.zeros(self.num_envs, np.int64)
         self._finished = Episodes([], [])
+        initial = getattr(agent, "initial_state", None)
+        self.state = initial(self.num_envs) if initial is not None else None
+        self.episode_starts = None if self.state is None else np.ones(self.num_envs, bool)
 
     def step(self, observe: bool = True) -> Step:
         """One vector step: act, step the envs, ``agent.observe`` the transition (unless
         ``observe`` is False: an actor that ``postprocess``es fragments), count it."""
         obs = self.obs
-        actions = self.agent.act(obs)
+        if self.state is None:
+            actions = self.agent.act(obs)
+        else:
+            actions, self.state = self.agent.act(obs, state=self.state, episode_start=self.episode_starts)
         next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
         step = Step(obs, actions, rewards, true_next_obs(next_obs, infos), terminated, truncated)
         if observe:
@@ -138,14 +156,26 @@ class EnvRunner:
     def trajectory(self, length: int) -> dict[str, Any]:
         """``length`` vector steps (not observed) as a time-major ``[T, N, ...]`` trajectory with the
         keys of :data:`STEP_FIELDS`, dtypes kept (uint8 frames stay uint8; Dict observations per key)."""
-        steps = [self.step(observe=False).fields() for _ in range(int(length))]
-        return {k: _stack([s[i] for s in steps]) for i, k in enumerate(STEP_FIELDS)}
+        if self.state is None:
+            steps = [self.step(observe=False).fields() for _ in range(int(length))]
+            return {k: _stack([s[i] for s in steps]) for i, k in enumerate(STEP_FIELDS)}
+        steps, states, starts = [], [], []
+        for _ in range(int(length)):
+            states.append(self.state)
+            starts.append(self.episode_starts)
+            steps.append(self.step(observe=False).fields())
+        out = {k: _stack([s[i] for s in steps]) for i, k in enumerate(STEP_FIELDS)}
+        out["episode_starts"] = np.stack(starts)
+        out["states"] = _stack(states)
+        return out
 
     def _count(self, rewards, terminated, truncated) -> None:
         self.env_steps += self.num_envs
         self._returns += rewards
         self._lengths += 1
         done = np.logical_or(terminated, truncated)
+        if self.episode_starts is not None:
+            self.episode_starts = done  # the vector env autoreset these: their next step starts an episode
         if done.any():
             self._finished.returns.extend(self._returns[done].tolist())
             self._finished.lengths.extend(int(n) for n in self._lengths[done])

@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from rlgraph_core.evaluation import agent_policy
 from rlgraph_core.checkpoint import Attachments, latest_checkpoint, save_checkpoint, save_periodic
 from rlgraph_core.errors import DiskFullError, NonFiniteError
 from rlgraph_core.execution.plotting import plot_learning_curve
@@ -423,7 +424,7 @@ class RunRecorder:
         if self.videos is not None and now_steps >= self._next_video:
             while self._next_video <= now_steps:
                 self._next_video += tc.video_interval
-            self.videos.record(lambda obs: agent.act(obs, explore=False), now_steps)
+            self.videos.record(agent_policy(agent), now_steps)
         log_now = now_steps >= self._next_log
         while self._next_log <= now_steps:
             self._next_log += tc.log_interval
