@@ -187,10 +187,10 @@ def core(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def torch(session: nox.Session) -> None:
-    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo, Box2D) + the offline extra
+    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo, Box2D, PettingZoo) + the offline extra
     (Minari): core tests again (now also on torch and with the env families) and torch tests
     (MiniGrid learning, HalfCheetah smoke, offline RL from recorded datasets)."""
-    _install(session, "./rlgraph_core[atari,minigrid,mujoco,box2d,envpool,offline]", "./rlgraph_torch")
+    _install(session, "./rlgraph_core[atari,minigrid,mujoco,box2d,envpool,offline,pettingzoo]", "./rlgraph_torch")
     _pytest(session, "tests/core", "tests/torch", parallel=True)
 
 

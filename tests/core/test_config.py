@@ -203,7 +203,7 @@ def test_several_mistakes_are_reported_together():
     "override, fragment",
     [
         ("agent.gamma", "must look like key.path=value"),
-        ("trainer.seed=1", "must start with agent, env, train, executor or backend"),
+        ("trainer.seed=1", "must start with agent, env, train, executor, backend or multi_agent"),
         ("agent..gamma=1", "has an empty part"),
         ("train.total_timesteps=[1, 2", "is not valid YAML"),
         ("agent.gamma.inner=1", "'gamma' holds a value, not a section"),

@@ -36,7 +36,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     (
         "components/execution",
         ("components", "execution", "callbacks", "wrappers", "envs", "env_checks", "envpool_envs", "evaluation")
-        + ("integrations", "integrations.video", "action_masks", "offline"),
+        + ("integrations", "integrations.video", "action_masks", "offline", "multi_agent"),
     ),
     ("plugins", ("plugins", "integrations.tensorboard", "integrations.wandb", "testing")),
     ("config", ("config",)),
@@ -52,7 +52,7 @@ FLOOR_NOTES = {
     "spaces/errors": "spaces, error types, small pure helpers",
     "graph/backend/checkpoint": "the component model and build, the backend contract, checkpoint files",
     "memories": "replay and rollout memories (vectorised numpy), offline datasets",
-    "components/execution": "the component library, env runner, recorder, local executor, envs, callbacks",
+    "components/execution": "the component library, env runner, recorder, local executor, envs (PettingZoo too), callbacks",
     "plugins": "hook specs, the plugin manager, logger plugins, the component test harness",
     "config": "pydantic config models and their validation through the registry",
     "agents": "DQN, PPO, A2C, SAC, IMPALA and their shared bases",

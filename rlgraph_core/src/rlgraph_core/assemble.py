@@ -18,18 +18,19 @@ or, in one call, :func:`train`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from rlgraph_core.agents.base import Agent, check_agent_class
+from rlgraph_core.agents.policy_set import PolicySet
 from rlgraph_core.backend.contract import Backend
 from rlgraph_core.backend.settings import backend_entry
 from rlgraph_core.callbacks import make_callbacks
 from rlgraph_core.components.settings import component_entry
 from rlgraph_core.components.sizing import check_networks_fit
 from rlgraph_core.config.memory import make_memory
-from rlgraph_core.config.run import validate_backend_settings
+from rlgraph_core.config.run import multi_agent_layout, validate_backend_settings
 from rlgraph_core.config.slots import validated_agent_config
 from rlgraph_core.config.wrappers import resolve_wrappers
 from rlgraph_core.envs import make_eval_env, make_vector_env, make_vector_env_from
@@ -38,6 +39,7 @@ from rlgraph_core.execution.loggers import start_loggers
 from rlgraph_core.execution.settings import executor_entry
 from rlgraph_core.integrations.video import TrainingVideos
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
+from rlgraph_core.multi_agent import is_pettingzoo_id
 from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
 from rlgraph_core.spaces import Space, SpaceError, from_gym
@@ -68,6 +70,9 @@ class Assembly:
         eval_wrappers: those of evaluation envs: ``config.env.wrappers`` without their
             training-only parts (reward clipping, a lost life ending the episode), so that
             evaluation measures the task itself (:meth:`rlgraph_core.wrappers.WrapperSettings.for_evaluation`).
+        agent_policy: for a PettingZoo env, the policy of each of its agents (row order); the
+            agent made is then a :class:`~rlgraph_core.agents.policy_set.PolicySet`. None: one agent.
+        policy_configs: ``{policy: agent config}`` of a multi-agent run (``multi_agent.policies``).
     """
 
     config: Any
@@ -82,6 +87,8 @@ class Assembly:
     env_factory: Callable[[], Any] | None = field(default=None, repr=False)
     env_wrappers: list[Callable] = field(default_factory=list, repr=False)
     eval_wrappers: list[Callable] = field(default_factory=list, repr=False)
+    agent_policy: list[str] | None = None
+    policy_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def resolve_component(self, name: str, field: str) -> type:
         """The component class registered as ``name`` (a ConfigError names ``field`` otherwise)."""
@@ -112,6 +119,8 @@ class Assembly:
         actor or learner copies whose replay lives elsewhere.
         """
         seed = self.config.train.seed if seed is None else seed
+        if self.agent_policy is not None:
+            return self._make_policy_set(observation_space, action_space, backend, seed, with_memory)
         check_networks_fit(self.config.agent, _as_space(observation_space))
         if with_memory:
             self.check_memory_fits(observation_space, action_space)
@@ -126,6 +135,31 @@ class Assembly:
             memory=memory,
             components=self.resolve_component,
         )
+
+    def _make_policy_set(self, observation_space, action_space, backend, seed: int, with_memory: bool) -> PolicySet:
+        """The run's policies (``multi_agent``), each an agent of its own config built for the rows of
+        the agents mapped to it (``env.num_envs`` copies each); policy ``i`` is seeded ``seed + i``."""
+        agent_policy = self.agent_policy or []
+        policies = {}
+        for i, (name, config) in enumerate(self.policy_configs.items()):
+            single = self.model_copy_with_agent(config)
+            rows = self.config.env.num_envs * agent_policy.count(name)
+            policies[name] = single.make_agent(
+                observation_space, action_space, num_envs=rows, backend=backend, seed=seed + i, with_memory=with_memory
+            )
+        return PolicySet(
+            policies,
+            agent_policy,
+            self.config.agent,
+            _as_space(observation_space),
+            _as_space(action_space),
+            backend or self.backend,
+        )
+
+    def model_copy_with_agent(self, agent_config) -> "Assembly":
+        """This assembly for a single-agent run of ``agent_config`` (one policy of a multi-agent run)."""
+        config = self.config.model_copy(update={"agent": agent_config, "multi_agent": None})
+        return replace(self, config=config, agent_policy=None, policy_configs={})
 
     def memory_bytes(self, observation_space, action_space) -> int | None:
         """Estimated bytes of the configured replay memory when full (None without one).
@@ -297,6 +331,7 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
             backend.set_num_threads(tc.num_threads)
         return backend
 
+    agent_policy, policy_configs = _policies(pm, config)
     return Assembly(
         config=config,
         plugin_manager=pm,
@@ -309,7 +344,17 @@ def assemble(config, plugin_manager: PluginManager) -> Assembly:
         callbacks=make_callbacks(pm, tc.callbacks),
         env_wrappers=_env_wrappers(pm, config.env),
         eval_wrappers=_env_wrappers(pm, config.env, evaluation=True),
+        agent_policy=agent_policy,
+        policy_configs=policy_configs,
     )
+
+
+def _policies(pm: PluginManager, config) -> tuple[list[str] | None, dict[str, Any]]:
+    """For a PettingZoo env: the policy of each of its agents (every agent mapped, every policy used:
+    a ConfigError naming the agent otherwise) and each policy's agent config; else ``(None, {})``."""
+    if not is_pettingzoo_id(config.env.id):
+        return None, {}
+    return multi_agent_layout(pm, config.agent, config.env, getattr(config, "multi_agent", None))
 
 
 def _backend_settings(pm: PluginManager, config, model) -> Any:

@@ -325,7 +325,11 @@ def cmd_graph(args) -> int:
     config = _resolve_config(args)
     assembly = assemble(config, get_plugin_manager())
     env = assembly.make_eval_env()
-    agent = assembly.make_agent(env.observation_space, env.action_space, with_memory=False)
+    agent = assembly.make_agent(
+        getattr(env, "single_observation_space", env.observation_space),
+        getattr(env, "single_action_space", env.action_space),
+        with_memory=False,
+    )
     env.close()
     print(write_graph(agent.build_report, args.format, args.out), end="" if args.out is None else "\n")
     return 0

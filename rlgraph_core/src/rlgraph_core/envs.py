@@ -44,6 +44,7 @@ from rlgraph_core.errors import ConfigError, prefix, shorten
 from rlgraph_core.spaces import SpaceError, from_gym
 from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
 from rlgraph_core.install_hints import extra_install_command
+from rlgraph_core.multi_agent.pettingzoo_env import is_pettingzoo_id, make_pettingzoo_vector_env, parallel_env_factory
 
 __all__ = [
     "check_observation_space",
@@ -226,6 +227,9 @@ def resolve_env_id(env_id: str) -> str | EnvSpec:
     """
     if not isinstance(env_id, str) or not env_id.strip():
         raise ConfigError(f"'env.id' = {env_id!r}: name a gymnasium environment, e.g. CartPole-v1.")
+    if is_pettingzoo_id(env_id):  # several agents: made by rlgraph_core.multi_agent, not gymnasium.make
+        parallel_env_factory(env_id)
+        return env_id
     if ":" not in env_id:
         register_env_family(env_id)
         if _registered(env_id):
@@ -380,6 +384,8 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
     wrap each copy, innermost first; outermost, :class:`~rlgraph_core.env_checks.CheckedEnv` checks
     that observations and rewards are finite numbers as the agent will see them.
     """
+    if is_pettingzoo_id(env_cfg.id):  # rows are (copy, agent) pairs: rlgraph_core.multi_agent
+        return make_pettingzoo_vector_env(env_cfg, seed)
     if env_cfg.vectorization == "envpool":  # C++ batch envs: the wrappers are EnvPool's own (translated)
         return _checked_vector_env(make_envpool_env(env_cfg, seed), env_cfg.id, seed)
     mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
@@ -419,6 +425,10 @@ def make_eval_env(env_cfg, render_mode: str | None = None, wrappers: Sequence[Ca
     The assembly passes its evaluation wrappers (``resolve_wrappers(..., evaluation=True)``):
     ``env.wrappers`` without their training-only parts, so that evaluation measures the task.
     """
+    if is_pettingzoo_id(env_cfg.id):  # one copy: a vector env of one row per agent
+        if render_mode:
+            raise ConfigError(f"'env.id' = '{env_cfg.id}': videos of PettingZoo envs are not recorded yet.")
+        return make_pettingzoo_vector_env(env_cfg, 0, num_envs=1)
     extra = {"render_mode": render_mode} if render_mode else {}
     if render_mode:
         ensure_runtime_dir()

@@ -8,7 +8,7 @@ import typing
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, create_model, field_serializer
@@ -18,10 +18,11 @@ from rlgraph_core.callbacks import validate_callbacks
 from rlgraph_core.config.errors import format_validation_error
 from rlgraph_core.config.limits import MAX_CONFIG_BYTES, MAX_KEY_DEPTH, check_document, parse_json, parse_yaml, shorten
 from rlgraph_core.config.memory import validate_memory_settings
-from rlgraph_core.config.sections import EnvConfig, TrainConfig
+from rlgraph_core.config.sections import EnvConfig, MultiAgentConfig, TrainConfig
 from rlgraph_core.config.slots import validate_agent_slots
 from rlgraph_core.config.wrappers import validate_wrappers
 from rlgraph_core.envs import resolve_env_id
+from rlgraph_core.multi_agent import PolicyMapping, is_pettingzoo_id, pettingzoo_agents
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.execution.loggers import check_logger_available
 from rlgraph_core.execution.settings import ExecutorSettings, executor_entry
@@ -47,6 +48,7 @@ class RunConfig(BaseModel):
     train: TrainConfig = Field(default_factory=TrainConfig)
     executor: SerializeAsAny[ExecutorSettings] = Field(default_factory=ExecutorSettings)
     backend: SerializeAsAny[BackendSettings] = Field(default_factory=BackendSettings)
+    multi_agent: Optional[MultiAgentConfig] = None
 
     @field_serializer("backend")
     def _backend_changes_only(self, settings: BackendSettings) -> dict:
@@ -61,7 +63,7 @@ class RunConfig(BaseModel):
 
 
 #: The top-level sections of a run config.
-SECTIONS = ("agent", "env", "train", "executor", "backend")
+SECTIONS = ("agent", "env", "train", "executor", "backend", "multi_agent")
 
 #: Name of the shipped config ``rlgraph train`` runs without a CONFIG argument.
 DEFAULT_CONFIG_NAME = "dqn_cartpole"
@@ -164,7 +166,8 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     if unknown:
         raise ConfigError(
             f"Unknown top-level config keys {unknown}; a config has agent, env and train (and optionally "
-            f"executor, the settings of train.executor, and backend, the settings of train.backend)."
+            f"executor, the settings of train.executor, backend, the settings of train.backend, and multi_agent, "
+            f"the policies of a PettingZoo env)."
         )
     for section in SECTIONS:
         if raw.get(section) is not None and not isinstance(raw[section], dict):
@@ -221,6 +224,12 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         train = TrainConfig.model_validate(raw.get("train") or {})
     except ValidationError as exc:
         errors.append(format_validation_error(exc, "train", raw.get("train"), TrainConfig))
+    multi_agent = None
+    if raw.get("multi_agent") is not None:
+        try:
+            multi_agent = MultiAgentConfig.model_validate(raw["multi_agent"])
+        except ValidationError as exc:
+            errors.append(format_validation_error(exc, "multi_agent", raw["multi_agent"], MultiAgentConfig))
     if errors:
         raise ConfigError("Invalid config: " + "; ".join(errors) + ".")
     for kind, name, field in (
@@ -239,18 +248,74 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
 
     validate_callbacks(pm, train.callbacks)
     _check_env_id(env.id)
+    if multi_agent is not None and not is_pettingzoo_id(env.id):
+        raise ConfigError(
+            f"multi_agent maps the agents of a PettingZoo env to policies, but 'env.id' = '{env.id}' is a "
+            f"single-agent gymnasium env. Name a PettingZoo env (e.g. env.id: pettingzoo:mpe2.simple_spread_v3) "
+            f"or remove the multi_agent section."
+        )
     # Checks that need more than the agent section (e.g. PPO: a minibatch fits in a rollout of
-    # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run.
-    validate_run = getattr(agent, "validate_run", None)
-    if callable(validate_run):
-        validate_run(env, train)
+    # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run;
+    # each policy of a PettingZoo env is checked with the rows of its agents.
+    if is_pettingzoo_id(env.id):
+        agent_policy, configs = multi_agent_layout(pm, agent, env, multi_agent)
+        runs = [
+            (c, env.model_copy(update={"num_envs": env.num_envs * agent_policy.count(n)})) for n, c in configs.items()
+        ]
+    else:
+        runs = [(agent, env)]
+    for policy_agent, policy_env in runs:
+        validate_run = getattr(policy_agent, "validate_run", None)
+        if callable(validate_run):
+            validate_run(policy_env, train)
     executor = validate_executor_settings(pm, train.executor, raw.get("executor"))
     # The same for the executor's settings (e.g. an executor that runs only some agents).
     validate_executor_run = getattr(executor, "validate_run", None)
     if callable(validate_executor_run):
         validate_executor_run(agent, env, train)
     backend = validate_backend_settings(pm, train.backend, raw.get("backend"), device=train.device)
-    return run_config_model(pm)(agent=agent, env=env, train=train, executor=executor, backend=backend)
+    return run_config_model(pm)(
+        agent=agent, env=env, train=train, executor=executor, backend=backend, multi_agent=multi_agent
+    )
+
+
+def policy_agent_configs(plugin_manager, agent_config, multi_agent: MultiAgentConfig | None) -> dict[str, Any]:
+    """``{policy name: agent config}``: ``agent_config`` with each policy's changes (``multi_agent.policies``)
+    merged in and validated by the agent's model; ``{"shared": agent_config}`` without a multi_agent section.
+
+    Raises:
+        ConfigError: naming ``multi_agent.policies.NAME.field``, the bad value and the constraint.
+    """
+    multi_agent = multi_agent or MultiAgentConfig()
+    model = type(agent_config)
+    base = agent_config.model_dump(mode="json")
+    out: dict[str, Any] = {}
+    for name, changes in multi_agent.policies.items():
+        if not changes:
+            out[name] = agent_config
+            continue
+        field = f"multi_agent.policies.{name}"
+        raw = validate_agent_slots(plugin_manager, model, deep_merge(base, changes), prefix=field)
+        try:
+            out[name] = model.model_validate(raw)
+        except ValidationError as exc:
+            raise ConfigError("Invalid config: " + format_validation_error(exc, field, changes, model) + ".") from None
+    return out
+
+
+def multi_agent_layout(
+    plugin_manager, agent_config, env: EnvConfig, multi_agent: MultiAgentConfig | None
+) -> tuple[list[str], dict[str, Any]]:
+    """``(policy of each agent of the PettingZoo env, in its possible_agents order; {policy: agent config})``.
+
+    Raises:
+        ConfigError: an agent no pattern maps (naming it), a policy no agent uses, or a bad
+            policy section (:func:`policy_agent_configs`).
+    """
+    multi_agent = multi_agent or MultiAgentConfig()
+    agents = pettingzoo_agents(env.id, env.kwargs)
+    assigned = PolicyMapping(multi_agent.policy_mapping, list(multi_agent.policies)).assign(agents, env.id)
+    return [assigned[a] for a in agents], policy_agent_configs(plugin_manager, agent_config, multi_agent)
 
 
 def validate_backend_settings(
@@ -452,7 +517,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not all(parts):
             raise ConfigError(f"Override '{shown}': the key path '{key.strip()[:80]}' has an empty part.")
         if parts[0] not in SECTIONS:
-            raise ConfigError(f"Override '{shown}': the path must start with agent, env, train, executor or backend.")
+            raise ConfigError(
+                f"Override '{shown}': the path must start with agent, env, train, executor, backend or multi_agent."
+            )
         node = out
         for p in parts[:-1]:
             if not isinstance(node.get(p, {}), dict):

@@ -1,5 +1,6 @@
-"""The run's own config sections: ``env`` (which environment, how many, which wrappers) and
-``train`` (backend, mode, executor, budget, evaluation, logging).
+"""The run's own config sections: ``env`` (which environment, how many, which wrappers),
+``train`` (backend, mode, executor, budget, evaluation, logging) and ``multi_agent`` (which
+policies act for which agents of a PettingZoo env).
 
 They sit beside :mod:`rlgraph_core.config.run` rather than in :mod:`rlgraph_core.config.common`
 (the agents' vocabulary) because ``env.wrappers`` is validated through the plugin registry.
@@ -7,6 +8,7 @@ They sit beside :mod:`rlgraph_core.config.run` rather than in :mod:`rlgraph_core
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Optional
 
 from pydantic import Field, SerializeAsAny, field_validator, model_validator
@@ -15,7 +17,7 @@ from rlgraph_core.config.common import StrictModel
 from rlgraph_core.config.wrappers import validate_wrappers
 from rlgraph_core.wrappers import WrapperSettings
 
-__all__ = ["EnvConfig", "TrainConfig"]
+__all__ = ["EnvConfig", "MultiAgentConfig", "TrainConfig"]
 
 
 class EnvConfig(StrictModel):
@@ -140,3 +142,57 @@ class TrainConfig(StrictModel):
         if not v.strip():
             raise ValueError("the device name is empty; use auto, cpu or a device of the backend (e.g. cuda:0)")
         return v
+
+
+#: A policy name: it names checkpoint entries (``NAME/...``) and metrics (``NAME/loss``).
+_POLICY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+
+class MultiAgentConfig(StrictModel):
+    """Several policies in one run: each an ordinary agent, acting for the agents mapped to it.
+
+    ``policies`` holds each policy's changes to the ``agent`` section (``{}``: the ``agent``
+    section as it is); every policy is of ``agent.type``. ``policy_mapping`` maps agent-name
+    patterns (``fnmatch``: ``*``, ``agent_*``, ``adversary_?``) to policy names, first match wins:
+    ``{"*": shared}`` is one shared policy, one exact name per policy independent policies.
+    A PettingZoo env without this section trains one shared policy (``{shared: {}}``, ``{"*": shared}``).
+    """
+
+    policies: dict[str, dict] = Field(
+        default_factory=lambda: {"shared": {}},
+        description="policy name -> changes to the agent section for that policy ({} keeps it as it is)",
+    )
+    policy_mapping: dict[str, str] = Field(
+        default_factory=lambda: {"*": "shared"},
+        description="agent-name pattern (fnmatch) -> policy name; the first matching pattern wins",
+    )
+
+    @field_validator("policies")
+    @classmethod
+    def _named_policies(cls, v: dict) -> dict:
+        """At least one policy; names usable in checkpoints and metrics; no policy changes the agent type."""
+        if not v:
+            raise ValueError("define at least one policy, e.g. {shared: {}}")
+        for name, changes in v.items():
+            if not _POLICY_NAME.match(name):
+                raise ValueError(
+                    f"the policy name '{name[:40]}' is not a word of letters, digits, '_' or '-' (starting with a "
+                    f"letter or '_'); it names checkpoint entries and metrics"
+                )
+            if "type" in (changes or {}):
+                raise ValueError(
+                    f"policy '{name}' sets type; every policy is of agent.type (set it there), a policy changes "
+                    f"only that agent's settings"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _mapped_to_known(self) -> "MultiAgentConfig":
+        """Every pattern names a defined policy."""
+        for pattern, name in self.policy_mapping.items():
+            if name not in self.policies:
+                raise ValueError(
+                    f"policy_mapping maps '{pattern}' to '{name}', which policies does not define (it defines "
+                    f"{list(self.policies)}); map it to one of those or add '{name}' to policies"
+                )
+        return self

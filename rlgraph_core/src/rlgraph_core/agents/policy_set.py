@@ -1,0 +1,242 @@
+"""Several policies in one run, behind the one agent API every executor already drives.
+
+A :class:`PolicySet` holds one ordinary agent per policy (its own rollouts or replay, optimizer,
+schedules, counters) and the mapping of the env's agents to them. The multi-agent vector env
+(:class:`~rlgraph_core.multi_agent.PettingZooVectorEnv`) gives one row per ``(copy, agent)``,
+copy-major; the set splits each batch by the policy of each row's agent and hands every policy
+only its rows, so each policy's agent sees an ordinary vector env of ``copies * len(its agents)``
+rows. The env runner, the recorder and the checkpoint code see one agent and are unchanged.
+
+Checkpoints: one folder, each policy's weights and state under ``NAME/`` (``shared/policy/...``,
+``shared/optimizer/...``), each policy's counters under ``counters["policies"][NAME]``; every
+policy's arrays are checked by that policy's own agent before anything is assigned, and a
+resumed run resumes all of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from rlgraph_core.agents.base import Agent
+from rlgraph_core.evaluation import evaluate_policy
+from rlgraph_core.memories.obs import batch_len, map_obs
+
+__all__ = ["PolicySet"]
+
+
+class _BuildReports:
+    """The build reports of the policies as one: build time and sizes summed."""
+
+    def __init__(self, reports: Sequence[Any]):
+        self.reports = [r for r in reports if r is not None]
+        self.build_seconds = float(sum(r.build_seconds for r in self.reports))
+        self.num_variables = int(sum(getattr(r, "num_variables", 0) for r in self.reports))
+        self.num_parameters = int(sum(getattr(r, "num_parameters", 0) for r in self.reports))
+
+    def render(self) -> str:
+        """Each policy's component graph, one after the other."""
+        return "\n".join(r.render() for r in self.reports)
+
+
+class PolicySet(Agent):
+    """One agent per policy, acting and learning on the rows of the agents mapped to it.
+
+    Args:
+        policies: ``{name: agent}``, each built for ``copies * len(its agents)`` rows.
+        agent_policy: the policy name of each env agent, in the env's row order (its ``possible_agents``).
+        config: the run's ``agent`` section (the type every policy has; checkpoints record it).
+        observation_space / action_space: every agent's spaces (rlgraph spaces).
+        backend: the backend the policies are built on.
+    """
+
+    def __init__(
+        self,
+        policies: Mapping[str, Agent],
+        agent_policy: Sequence[str],
+        config,
+        observation_space,
+        action_space,
+        backend,
+    ):
+        # Not Agent.__init__: a set builds no model of its own, its policies did.
+        self.policies = dict(policies)
+        self.agent_policy = list(agent_policy)
+        self.config = config
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.backend = backend
+        first = next(iter(self.policies.values()))
+        self.seed = first.seed
+        self.components = first.components
+        self.agent_setup = first.agent_setup
+        self.rng = first.rng
+        self.num_envs = sum(p.num_envs for p in self.policies.values())
+        self.timesteps = 0
+        self.build_report = _BuildReports([p.build_report for p in self.policies.values()])
+        self._rows_cache: dict[int, dict[str, Any]] = {}
+
+    # --- rows ----------------------------------------------------------------------------
+    def rows(self, batch: int) -> dict[str, Any]:
+        """``{policy: row index}`` of a batch of ``batch`` rows (copy-major): a slice where a policy
+        has every row (one shared policy: no copy), else an index array."""
+        cached = self._rows_cache.get(batch)
+        if cached is not None:
+            return cached
+        n = len(self.agent_policy)
+        if batch % n:
+            raise ValueError(
+                f"A batch of {batch} rows is not whole copies of the env's {n} agents ({self.agent_policy}); "
+                f"a PolicySet acts on the rows of a PettingZoo vector env."
+            )
+        names = np.array(self.agent_policy * (batch // n))
+        out: dict[str, Any] = {}
+        for name in self.policies:
+            index = np.flatnonzero(names == name)
+            out[name] = slice(None) if len(index) == batch else index
+        self._rows_cache[batch] = out
+        return out
+
+    @staticmethod
+    def _take(batch, rows):
+        return map_obs(lambda x: np.asarray(x)[rows], batch)
+
+    # --- acting and learning ----------------------------------------------------------------
+    def act(self, obs, explore: bool = True) -> np.ndarray:
+        """Each policy's actions for its rows, put back in row order."""
+        rows = self.rows(batch_len(obs))
+        if len(self.policies) == 1:
+            (agent,) = self.policies.values()
+            return agent.act(obs, explore)
+        out = None
+        for name, agent in self.policies.items():
+            actions = np.asarray(agent.act(self._take(obs, rows[name]), explore))
+            if out is None:
+                out = np.empty((batch_len(obs), *actions.shape[1:]), actions.dtype)
+            out[rows[name]] = actions
+        return out
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
+        """Each policy records the step of its rows."""
+        rows = self.rows(len(rewards))
+        for name, agent in self.policies.items():
+            r = rows[name]
+            take = self._take
+            agent.observe(take(obs, r), take(actions, r), rewards[r], take(next_obs, r), terminated[r], truncated[r])
+
+    def update(self, batch=None) -> dict[str, Any] | None:
+        """Each policy learns as its own schedule says; their metrics under ``NAME/``."""
+        if batch is not None:
+            raise NotImplementedError("A PolicySet learns from its policies' own rollouts or replay (update()).")
+        out: dict[str, Any] = {}
+        for name, agent in self.policies.items():
+            metrics = agent.update()
+            if metrics:
+                out.update({f"{name}/{k}": v for k, v in metrics.items()})
+        return out or None
+
+    def metrics(self) -> dict[str, float]:
+        """``updates`` (all policies) and each policy's metrics under ``NAME/``."""
+        out: dict[str, float] = {"updates": self.updates}
+        for name, agent in self.policies.items():
+            out.update({f"{name}/{k}": v for k, v in agent.metrics().items()})
+        return out
+
+    @property
+    def updates(self) -> int:  # type: ignore[override]
+        """Gradient updates of all policies together."""
+        return sum(int(p.updates) for p in self.policies.values())
+
+    @updates.setter
+    def updates(self, value: int) -> None:
+        pass  # counted by the policies (set through set_state)
+
+    @property
+    def weights_version(self) -> int:  # type: ignore[override]
+        """The sum of the policies' weight versions (it grows whenever any policy learns)."""
+        return sum(int(p.weights_version) for p in self.policies.values())
+
+    @weights_version.setter
+    def weights_version(self, value: int) -> None:
+        pass  # each policy keeps its own (set through set_state)
+
+    def train_steps(self) -> dict[str, Any]:
+        return {f"{name}/{k}": step for name, agent in self.policies.items() for k, step in agent.train_steps().items()}
+
+    # --- weights and checkpoints -------------------------------------------------------------
+    def variables(self) -> dict[str, Any]:
+        """Every policy's variables under ``NAME/``."""
+        return {f"{name}/{k}": v for name, agent in self.policies.items() for k, v in agent.variables().items()}
+
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        arrays: dict[str, np.ndarray] = {}
+        counters: dict[str, Any] = {"timesteps": self.timesteps, "updates": self.updates, "policies": {}}
+        for name, agent in self.policies.items():
+            own, own_counters = agent.get_state()
+            arrays.update({f"{name}/{k}": v for k, v in own.items()})
+            counters["policies"][name] = own_counters
+        return arrays, counters
+
+    def _split(self, arrays: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {name: {} for name in self.policies}
+        for key, value in arrays.items():
+            name, _, rest = key.partition("/")
+            out[name][rest] = value
+        return out
+
+    def state_array_problem(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> str | None:
+        policy, sep, rest = name.partition("/")
+        if not sep or policy not in self.policies:
+            return f"belongs to no policy of this run (its policies store under {[p + '/' for p in self.policies]})"
+        return self.policies[policy].state_array_problem(rest, shape, dtype)
+
+    def state_problem(self, arrays: Mapping[str, np.ndarray], counters: Mapping[str, Any]) -> str | None:
+        if not isinstance(counters, Mapping) or not isinstance(counters.get("policies"), Mapping):
+            return "its counters hold no per-policy counters ('policies'): it was not written by a multi-agent run."
+        stored = set(counters["policies"])
+        if stored != set(self.policies):
+            return f"it holds the policies {sorted(stored)}, but this run has {sorted(self.policies)}."
+        split = self._split(arrays)
+        for name, agent in self.policies.items():
+            problem = agent.state_problem(split[name], counters["policies"][name])
+            if problem:
+                return f"policy '{name}': {problem}"
+        return None
+
+    def set_state(self, arrays: dict[str, np.ndarray], counters: dict) -> None:
+        self.timesteps = int(counters.get("timesteps", 0))
+        split = self._split(arrays)
+        for name, agent in self.policies.items():
+            agent.set_state(split[name], counters["policies"][name])
+
+    def extra_state_names(self) -> frozenset[str] | None:
+        return None  # each policy bounds its own (state_array_problem delegates)
+
+    # --- evaluation ------------------------------------------------------------------------
+    def evaluate(self, env, episodes: int = 10, seed: int | None = None, stop=None) -> dict[str, float] | None:
+        """Greedy episodes on a one-copy multi-agent vector env: the mean over agents of each
+        episode's return (what a training row's return is)."""
+        if not hasattr(env, "agents"):
+            return evaluate_policy(lambda o: self.act(o, explore=False), env, episodes, seed, stop=stop)
+        returns, lengths = [], []
+        for i in range(episodes):
+            obs, _ = env.reset(seed=None if seed is None else seed + i)
+            total = np.zeros(env.num_envs)
+            length = 0
+            while True:
+                obs, reward, terminated, truncated, _ = env.step(self.act(obs, explore=False))
+                total += reward
+                length += 1
+                if stop is not None and stop():
+                    return None
+                if np.all(np.logical_or(terminated, truncated)):
+                    break
+            returns.append(float(total.mean()))
+            lengths.append(length)
+        return {
+            "eval_return_mean": float(np.mean(returns)),
+            "eval_return_std": float(np.std(returns)),
+            "eval_length_mean": float(np.mean(lengths)),
+            "eval_episodes": episodes,
+        }

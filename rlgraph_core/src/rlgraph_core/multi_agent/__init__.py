@@ -1,0 +1,29 @@
+"""Several agents in one env, several policies in one run (PettingZoo).
+
+* :mod:`~rlgraph_core.multi_agent.pettingzoo_env`: a PettingZoo Parallel env (``env.id:
+  pettingzoo:MODULE``) as a gymnasium vector env whose rows are ``(copy, agent)`` pairs, so the
+  one env runner steps it unchanged;
+* :mod:`~rlgraph_core.multi_agent.mapping`: which policy acts for which agent (name patterns);
+* :class:`rlgraph_core.agents.policy_set.PolicySet` (a floor up): one ordinary agent per policy
+  behind the agent API, each acting and learning on its own rows.
+
+See docs/multi_agent.md.
+"""
+
+from rlgraph_core.multi_agent.mapping import PolicyMapping
+from rlgraph_core.multi_agent.pettingzoo_env import (
+    PETTINGZOO_PREFIX,
+    PettingZooVectorEnv,
+    is_pettingzoo_id,
+    make_pettingzoo_vector_env,
+    pettingzoo_agents,
+)
+
+__all__ = [
+    "PETTINGZOO_PREFIX",
+    "PettingZooVectorEnv",
+    "PolicyMapping",
+    "is_pettingzoo_id",
+    "make_pettingzoo_vector_env",
+    "pettingzoo_agents",
+]

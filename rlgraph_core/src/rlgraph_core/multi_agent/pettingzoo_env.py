@@ -1,0 +1,273 @@
+"""A PettingZoo Parallel env as a gymnasium vector env whose rows are ``(copy, agent)`` pairs.
+
+``env.id: pettingzoo:mpe2.simple_spread_v3`` imports the module and calls its ``parallel_env(**env.kwargs)``
+``env.num_envs`` times. The vector env has ``num_envs * len(possible_agents)`` rows, copy-major
+(row ``r`` is agent ``possible_agents[r % n]`` of copy ``r // n``), so the one
+:class:`~rlgraph_core.execution.env_runner.EnvRunner` steps it as it steps any vector env: one
+``act`` on the batch of every agent's observation, one ``step``, per-row rewards and episode ends.
+:class:`rlgraph_core.agents.policy_set.PolicySet` splits the rows by policy.
+
+Agents that are not in the env (dead, or not joined yet) are padded as SuperSuit's ``black_death``
+wrapper pads them: a zero observation, reward 0, their action ignored, until their copy's
+episode ends (an agent's last real observation is its death step's ``next_obs``, through
+``infos["final_obs"]``). A row's episode is its copy's episode (every row of a copy ends together, as
+PettingZoo's ``agents`` list empties), so per-row counters and returns stay aligned; the one
+approximation is that a dead agent's last transition is bootstrapped from the value of the zero
+observation rather than being terminal.
+
+The autoreset is gymnasium's ``SAME_STEP`` (as :func:`rlgraph_core.envs.make_vector_env`): a copy
+whose episode ended is reset in the same step, and its rows' last observations are in
+``infos["final_obs"]`` (masked by ``infos["_final_obs"]``).
+
+Why by hand: PettingZoo's own vectorisation (SuperSuit's ``pettingzoo_env_to_vec_env_v1``) needs
+agents that never die and does not follow gymnasium 1.x's vector API and autoreset modes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+from rlgraph_core.env_checks import observation_problem, reward_problem
+from rlgraph_core.errors import ConfigError, EnvDataError
+from rlgraph_core.install_hints import extra_install_command
+
+__all__ = [
+    "PETTINGZOO_PREFIX",
+    "PettingZooVectorEnv",
+    "is_pettingzoo_id",
+    "make_pettingzoo_vector_env",
+    "pettingzoo_agents",
+]
+
+#: ``env.id`` of a PettingZoo env: this prefix, then the module whose ``parallel_env`` makes it.
+PETTINGZOO_PREFIX = "pettingzoo:"
+
+
+def is_pettingzoo_id(env_id: Any) -> bool:
+    """Whether ``env_id`` names a PettingZoo env (``pettingzoo:MODULE``)."""
+    return isinstance(env_id, str) and env_id.startswith(PETTINGZOO_PREFIX)
+
+
+def parallel_env_factory(env_id: str, kwargs: dict | None = None) -> Callable[[], Any]:
+    """``() -> ParallelEnv`` for ``env.id = pettingzoo:MODULE`` (its ``parallel_env(**kwargs)``).
+
+    Raises:
+        ConfigError: pettingzoo (or the module's package) is missing, the module does not exist,
+            or it makes no Parallel env (a turn-based AEC game).
+    """
+    module_name = env_id[len(PETTINGZOO_PREFIX) :]
+    try:
+        importlib.import_module("pettingzoo")
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        raise ConfigError(
+            f"'env.id' = '{env_id}' needs the module '{module_name}', but '{missing}' is not installed. PettingZoo "
+            f"envs come with the pettingzoo extra ({extra_install_command('pettingzoo')}; the particle envs "
+            f"are mpe2.*, e.g. pettingzoo:mpe2.simple_spread_v3)."
+        ) from None
+    make = getattr(module, "parallel_env", None)
+    if not callable(make):
+        raise ConfigError(
+            f"'env.id' = '{env_id}': the module '{module_name}' has no parallel_env, so it is not a PettingZoo "
+            f"Parallel env (turn-based AEC games such as pettingzoo.classic.* are played through self-play: "
+            f"docs/multi_agent.md). Name a module with parallel_env, e.g. pettingzoo:mpe2.simple_spread_v3."
+        )
+    kwargs = dict(kwargs or {})
+
+    def factory():
+        try:
+            return make(**kwargs)
+        except TypeError as exc:
+            raise ConfigError(
+                f"'env.id' = '{env_id}' could not be made with env.kwargs = {kwargs}: {exc}. env.kwargs are passed "
+                f"to {module_name}.parallel_env: pass only the arguments it takes."
+            ) from None
+
+    return factory
+
+
+def pettingzoo_agents(env_id: str, kwargs: dict | None = None) -> list[str]:
+    """The ``possible_agents`` of the env ``env_id`` (made once and closed)."""
+    env = parallel_env_factory(env_id, kwargs)()
+    try:
+        return list(env.possible_agents)
+    finally:
+        env.close()
+
+
+def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None) -> "PettingZooVectorEnv":
+    """The vector env of ``env_cfg`` (``env.id: pettingzoo:...``), ``num_envs`` copies (default ``env.num_envs``).
+
+    ``env.wrappers`` are gymnasium wrappers of one env and do not apply: they are refused.
+    """
+    if env_cfg.wrappers:
+        raise ConfigError(
+            f"env.wrappers ({[w.type for w in env_cfg.wrappers]}) wrap a single gymnasium env, but "
+            f"'env.id' = '{env_cfg.id}' is a PettingZoo env of several agents. Remove env.wrappers (wrap the "
+            f"PettingZoo env in your own module, e.g. with SuperSuit, and name that module in env.id)."
+        )
+    if getattr(env_cfg, "vectorization", "sync") != "sync":
+        raise ConfigError(
+            f"env.vectorization = '{env_cfg.vectorization}': the PettingZoo env '{env_cfg.id}' is stepped in "
+            f"this process (env.vectorization: sync); set it to sync."
+        )
+    factory = parallel_env_factory(env_cfg.id, env_cfg.kwargs)
+    envs = PettingZooVectorEnv(
+        factory,
+        num_envs or env_cfg.num_envs,
+        env_id=env_cfg.id,
+        allow_nonfinite_obs=bool(getattr(env_cfg, "allow_nonfinite_obs", False)),
+    )
+    envs.action_space.seed(int(seed))
+    return envs
+
+
+class PettingZooVectorEnv(gym.vector.VectorEnv):
+    """``copies`` PettingZoo Parallel envs as one vector env of ``copies * len(possible_agents)`` rows.
+
+    Every agent must observe and act in the same spaces (one batch per step); agents whose spaces
+    differ are refused naming them.
+
+    Args:
+        factory: ``() -> ParallelEnv``.
+        copies: how many envs to step at once.
+        env_id: named in errors.
+        allow_nonfinite_obs: accept NaN/inf in observations (rewards are checked regardless).
+
+    Attributes:
+        agents: the env's ``possible_agents``, the order of the rows of each copy.
+        copies: envs stepped at once.
+    """
+
+    metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+
+    def __init__(self, factory: Callable[[], Any], copies: int, env_id: str = "?", allow_nonfinite_obs: bool = False):
+        self.envs = [factory() for _ in range(int(copies))]
+        self.copies = len(self.envs)
+        first = self.envs[0]
+        self.agents: list[str] = list(first.possible_agents)
+        self.env_id = env_id
+        self._allow = allow_nonfinite_obs
+        obs_space = first.observation_space(self.agents[0])
+        act_space = first.action_space(self.agents[0])
+        for agent in self.agents[1:]:
+            for what, own, other in (
+                ("observation", obs_space, first.observation_space(agent)),
+                ("action", act_space, first.action_space(agent)),
+            ):
+                if other != own:
+                    self.close()
+                    raise ConfigError(
+                        f"'env.id' = '{env_id}': the agent '{agent}' has the {what} space {other}, but "
+                        f"'{self.agents[0]}' has {own}. Agents in one run share one observation and action space "
+                        f"(their rows form one batch); pad the observations to one space in the env (SuperSuit's "
+                        f"pad_observations_v0 / pad_action_space_v0 do) or train the agents in separate runs."
+                    )
+        self.num_envs = self.copies * len(self.agents)
+        self.single_observation_space = obs_space
+        self.single_action_space = act_space
+        self.observation_space = batch_space(obs_space, self.num_envs)
+        self.action_space = batch_space(act_space, self.num_envs)
+        self._zero_obs = create_empty_array(obs_space, n=1, fn=np.zeros)
+        self._steps = 0
+
+    # --- rows ----------------------------------------------------------------------------
+    def row_agents(self) -> list[str]:
+        """The agent name of every row (copy-major)."""
+        return self.agents * self.copies
+
+    def _zero(self):
+        """The padding observation of an absent agent."""
+        return _row(self._zero_obs, 0)
+
+    def _rows(self, obs_by_agent: dict) -> list:
+        """One copy's observations in row order (zeros for absent agents)."""
+        return [obs_by_agent[a] if a in obs_by_agent else self._zero() for a in self.agents]
+
+    def _batch(self, rows: Sequence) -> Any:
+        out = create_empty_array(self.single_observation_space, n=self.num_envs)
+        return concatenate(self.single_observation_space, rows, out)
+
+    def _checked(self, obs: dict, copy: int, when: str) -> dict:
+        for agent, value in obs.items():
+            problem = observation_problem(value, self._allow)
+            if problem:
+                raise self._fail(f"the {when} observation of agent '{agent}'", problem, copy)
+        return obs
+
+    def _fail(self, what: str, problem: str, copy: int) -> EnvDataError:
+        return EnvDataError(
+            f"Environment '{self.env_id}' returned a bad value at vector step {self._steps} (copy {copy}): {what} "
+            f"{problem}. Nothing of it reached the agents, so no weight or checkpoint holds it. Fix the "
+            f"environment so that it returns finite numbers."
+        )
+
+    # --- gymnasium vector API --------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Reset every copy (copy ``i`` with ``seed + i``); the batch of every agent's observation."""
+        rows: list = []
+        for i, env in enumerate(self.envs):
+            obs, _ = env.reset(seed=None if seed is None else int(seed) + i, options=options)
+            rows.extend(self._rows(self._checked(obs, i, "reset")))
+        return self._batch(rows), {}
+
+    def step(self, actions):
+        """Step every copy with its alive agents' actions; reset copies whose episode ended (same step)."""
+        self._steps += 1
+        n = len(self.agents)
+        rows: list = []
+        rewards = np.zeros(self.num_envs, np.float64)
+        terminated = np.zeros(self.num_envs, bool)
+        truncated = np.zeros(self.num_envs, bool)
+        finals = np.empty(self.num_envs, dtype=object)
+        final_mask = np.zeros(self.num_envs, bool)
+        for i, env in enumerate(self.envs):
+            base = i * n
+            alive = set(env.agents)
+            acts = {a: _row(actions, base + j) for j, a in enumerate(self.agents) if a in alive}
+            obs, rew, term, trunc, _ = env.step(acts)
+            for j, agent in enumerate(self.agents):
+                if agent in rew:
+                    problem = reward_problem(rew[agent])
+                    if problem:
+                        raise self._fail(f"the reward of agent '{agent}'", problem, i)
+                    rewards[base + j] = float(rew[agent])
+            self._checked(obs, i, "step")
+            copy_rows = self._rows(obs)
+            if env.agents and not all(term.get(a, False) or trunc.get(a, False) for a in env.agents):
+                for j, agent in enumerate(self.agents):
+                    if agent in alive and agent not in env.agents:  # died now: its last observation is
+                        finals[base + j] = copy_rows[j]  # this step's next_obs, and it acts on zeros from now
+                        final_mask[base + j] = True
+                        copy_rows[j] = self._zero()
+                rows.extend(copy_rows)
+                continue
+            # the copy's episode ended: every row ends with it (an agent that died earlier as terminated)
+            for j, agent in enumerate(self.agents):
+                truncated[base + j] = bool(trunc.get(agent, False)) and not term.get(agent, False)
+                terminated[base + j] = not truncated[base + j]
+                finals[base + j] = copy_rows[j]
+                final_mask[base + j] = True
+            reset_obs, _ = env.reset()
+            rows.extend(self._rows(self._checked(reset_obs, i, "reset")))
+        infos: dict = {}
+        if final_mask.any():
+            infos = {"final_obs": finals, "_final_obs": final_mask}
+        return self._batch(rows), rewards, terminated, truncated, infos
+
+    def close_extras(self, **kwargs):
+        for env in getattr(self, "envs", ()):
+            env.close()
+
+
+def _row(batch: Any, index: int) -> Any:
+    """Row ``index`` of a batch (an array, or a dict of them for a Dict space)."""
+    if isinstance(batch, dict):
+        return {k: _row(v, index) for k, v in batch.items()}
+    return batch[index]

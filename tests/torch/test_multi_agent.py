@@ -1,0 +1,167 @@
+"""Several policies in one run (issue 32 §2): PettingZoo Parallel envs as vector envs of
+``(copy, agent)`` rows, policy mapping and its validation, a PolicySet's rows, checkpoints and
+resume, and shared PPO on MPE simple_spread beating a random policy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("rlgraph_torch")
+pytest.importorskip("pettingzoo")
+
+from rlgraph_core.assemble import assemble  # noqa: E402
+from rlgraph_core.config.run import validate_config  # noqa: E402
+from rlgraph_core.config.sections import EnvConfig  # noqa: E402
+from rlgraph_core.errors import ConfigError, EnvDataError  # noqa: E402
+from rlgraph_core.multi_agent import PolicyMapping, make_pettingzoo_vector_env  # noqa: E402
+from rlgraph_core.plugins import get_plugin_manager  # noqa: E402
+from rlgraph_core.training import resolve_resume, run_training  # noqa: E402
+
+TINY = "pettingzoo:ma_envs"
+SPREAD = "pettingzoo:mpe2.simple_spread_v3"
+SPREAD_KWARGS = {"N": 2, "max_cycles": 25, "continuous_actions": False}
+
+
+def _ppo(**changes) -> dict:
+    agent = {"type": "ppo", "n_steps": 8, "batch_size": 16, "n_epochs": 1, "network": {"hidden": [16]}}
+    return {**agent, **changes}
+
+
+def _config(env_id=TINY, multi_agent=None, env_kwargs=None, steps=96, **agent):
+    raw = {
+        "agent": _ppo(**agent),
+        "env": {"id": env_id, "num_envs": 2, "kwargs": env_kwargs or {}},
+        "train": {
+            "backend": "torch",
+            "total_timesteps": steps,
+            "eval_interval": steps,
+            "eval_episodes": 2,
+            "progress_bar": False,
+            "loggers": [],
+        },
+    }
+    if multi_agent is not None:
+        raw["multi_agent"] = multi_agent
+    return validate_config(raw)
+
+
+# --- the env: rows, joining and dying agents, episode ends -----------------------------------
+def test_rows_pad_absent_agents_and_end_together():
+    envs = make_pettingzoo_vector_env(EnvConfig(id=TINY, num_envs=2), seed=0)
+    assert envs.num_envs == 6 and envs.row_agents() == ["a_0", "a_1", "late"] * 2
+    obs, _ = envs.reset(seed=3)
+    assert obs.shape == (6, 4) and obs.dtype == np.float32
+    np.testing.assert_array_equal(obs[2], 0)  # 'late' has not joined: padded with zeros
+    actions = np.array([1, 0, 1, 0, 1, 1])
+    for t in range(1, 6):
+        obs, rewards, terminated, truncated, infos = envs.step(actions)
+        alive = {"a_0": True, "a_1": t < 3, "late": t >= 3}  # late joins after step 2
+        for row, agent in enumerate(envs.row_agents()):
+            if alive[agent] or (agent == "a_1" and t == 3):
+                assert rewards[row] == pytest.approx(actions[row] + 0.1 * ["a_0", "a_1", "late"].index(agent))
+            else:  # absent agents get reward 0 and their action is ignored (the env asserts which act)
+                assert rewards[row] == 0
+        assert not terminated.any() and not truncated.any()
+        if t == 3:  # a_1 died: it acts on zeros from now, its last observation is the step's next_obs
+            np.testing.assert_array_equal(infos["_final_obs"], [False, True, False] * 2)
+            assert infos["final_obs"][1][0] == 3
+        else:
+            assert not infos
+        if t >= 3:
+            np.testing.assert_array_equal(obs[1], 0)
+    obs, rewards, terminated, truncated, infos = envs.step(actions)  # step 6: truncated, copies reset
+    np.testing.assert_array_equal(truncated, [True, False, True] * 2)  # alive agents truncated
+    np.testing.assert_array_equal(terminated, [False, True, False] * 2)  # a_1 died earlier: terminated
+    assert infos["_final_obs"].all() and infos["final_obs"][0][0] == 6  # the final observation, step 6
+    assert obs[0, 0] == 0 and (obs[2] == 0).all()  # reset: step 0, 'late' absent again
+    envs.close()
+
+
+def test_bad_reward_names_agent_and_step():
+    envs = make_pettingzoo_vector_env(EnvConfig(id=TINY, num_envs=1, kwargs={"bad_reward_at": 2}), seed=0)
+    envs.reset(seed=0)
+    envs.step(np.zeros(3, np.int64))
+    with pytest.raises(EnvDataError, match=r"vector step 2 \(copy 0\): the reward of agent 'a_0' is nan"):
+        envs.step(np.zeros(3, np.int64))
+
+
+# --- mapping and its validation -----------------------------------------------------------------
+def test_mapping_first_match_and_unmapped_agent_paragraph():
+    mapping = PolicyMapping({"a_*": "runners", "late": "joiner"}, ["runners", "joiner"])
+    assert mapping.assign(["a_0", "a_1", "late"]) == {"a_0": "runners", "a_1": "runners", "late": "joiner"}
+    with pytest.raises(ConfigError) as err:
+        PolicyMapping({"a_*": "runners"}, ["runners"]).assign(["a_0", "a_1", "late"], TINY)
+    text = str(err.value)
+    assert "'late'" in text and "no pattern" in text and "'*: runners'" in text and "\n" not in text
+    with pytest.raises(ConfigError, match="'spare' of multi_agent.policies acts for no agent"):
+        PolicyMapping({"*": "main"}, ["main", "spare"]).assign(["a_0"])
+
+
+def test_config_validation_of_multi_agent_sections():
+    with pytest.raises(ConfigError, match="'late' of env 'pettingzoo:ma_envs' has no policy"):
+        _config(multi_agent={"policies": {"p": {}}, "policy_mapping": {"a_*": "p"}})
+    with pytest.raises(ConfigError, match="single-agent gymnasium env"):
+        validate_config({"agent": _ppo(), "env": {"id": "CartPole-v1"}, "multi_agent": {}})
+    with pytest.raises(ConfigError, match="multi_agent.policies.*sets type"):
+        _config(multi_agent={"policies": {"p": {"type": "dqn"}}, "policy_mapping": {"*": "p"}})
+    with pytest.raises(ConfigError, match=r"multi_agent\.policies\.p\.gamma"):
+        _config(multi_agent={"policies": {"p": {"gamma": 7}}, "policy_mapping": {"*": "p"}})
+    with pytest.raises(ConfigError, match="maps 'a_\\*' to 'q', which policies does not define"):
+        _config(multi_agent={"policies": {"p": {}}, "policy_mapping": {"a_*": "q", "*": "p"}})
+    with pytest.raises(ConfigError, match="no parallel_env"):
+        _config(env_id="pettingzoo:pettingzoo.classic.tictactoe_v3")
+
+
+# --- policies: rows, independent learning, checkpoints and resume ------------------------------------
+GROUPS = {"policies": {"runners": {}, "joiner": {"gamma": 0.5}}, "policy_mapping": {"a_*": "runners", "late": "joiner"}}
+
+
+def test_groups_get_their_rows_and_own_config():
+    config = _config(multi_agent=GROUPS)
+    parts = assemble(config, get_plugin_manager())
+    envs = parts.make_vector_env(0)
+    agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
+    assert set(agent.policies) == {"runners", "joiner"}
+    assert agent.policies["runners"].num_envs == 4 and agent.policies["joiner"].num_envs == 2
+    assert agent.policies["joiner"].config.gamma == 0.5 and agent.policies["runners"].config.gamma == 0.99
+    rows = agent.rows(6)
+    np.testing.assert_array_equal(rows["runners"], [0, 1, 3, 4])
+    np.testing.assert_array_equal(rows["joiner"], [2, 5])
+    obs, _ = envs.reset(seed=0)
+    seen = {}
+    for name, policy in agent.policies.items():
+        policy.act = lambda o, explore=True, name=name: (seen.__setitem__(name, o), np.full(len(o), 1))[1]
+    assert agent.act(obs).shape == (6,)
+    np.testing.assert_array_equal(seen["joiner"], obs[[2, 5]])
+    envs.close()
+
+
+def test_independent_policies_learn_save_and_resume_all(tmp_path):
+    config = _config(multi_agent=GROUPS, steps=96)
+    summary = run_training(config, tmp_path / "run")
+    final = resolve_resume(tmp_path / "run")
+    meta = json.loads((final / "meta.json").read_text())
+    parts = assemble(config, get_plugin_manager())
+    envs = parts.make_vector_env(0)
+    agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
+    agent.load(str(final))
+    runners, joiner = agent.policies["runners"], agent.policies["joiner"]
+    # both learned (96 rows-steps = 16 vector steps, 8-step rollouts: runners 2, joiner 2 rollouts)
+    assert runners.updates > 0 and joiner.updates > 0
+    assert agent.updates == runners.updates + joiner.updates == summary.get("updates", agent.updates)
+    assert runners.timesteps == 64 and joiner.timesteps == 32  # each counts its own rows' steps
+    weights = agent.get_weights()
+    assert any(k.startswith("runners/") for k in weights) and any(k.startswith("joiner/") for k in weights)
+    assert set(meta["counters"]["policies"]) == {"runners", "joiner"}
+    envs.close()
+    # a resumed run carries on every policy (their counters and optimizers) to the longer budget
+    longer = _config(multi_agent=GROUPS, steps=192)
+    run_training(longer, tmp_path / "run", resume=final)
+    resumed = json.loads((resolve_resume(tmp_path / "run") / "meta.json").read_text())["counters"]
+    assert resumed["timesteps"] == 192
+    assert resumed["policies"]["runners"]["updates"] > runners.updates
+    assert resumed["policies"]["joiner"]["updates"] > joiner.updates
