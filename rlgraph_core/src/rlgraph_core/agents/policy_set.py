@@ -74,7 +74,8 @@ class PolicySet(Agent):
         self.rng = first.rng
         self.num_envs = sum(p.num_envs for p in self.policies.values())
         self.timesteps = 0
-        self.build_report = _BuildReports([p.build_report for p in self.policies.values()])
+        reports = [p.build_report for p in self.policies.values()]
+        self.build_report = _BuildReports(reports)  # type: ignore[assignment]
         self._rows_cache: dict[int, dict[str, Any]] = {}
 
     # --- rows ----------------------------------------------------------------------------
@@ -115,6 +116,7 @@ class PolicySet(Agent):
             if out is None:
                 out = np.empty((batch_len(obs), *actions.shape[1:]), actions.dtype)
             out[rows[name]] = actions
+        assert out is not None  # a set has at least one policy
         return out
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:

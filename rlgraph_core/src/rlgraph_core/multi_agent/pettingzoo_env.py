@@ -192,6 +192,7 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
 
     def _batch(self, rows: Sequence) -> Any:
         out = create_empty_array(self.single_observation_space, n=self.num_envs)
+        assert out is not None  # a Box or Dict space always has an array
         return concatenate(self.single_observation_space, rows, out)
 
     def _checked(self, obs: dict, copy: int, when: str) -> dict:
