@@ -165,3 +165,41 @@ def test_independent_policies_learn_save_and_resume_all(tmp_path):
     assert resumed["timesteps"] == 192
     assert resumed["policies"]["runners"]["updates"] > runners.updates
     assert resumed["policies"]["joiner"]["updates"] > joiner.updates
+
+
+class _StubPolicy:
+    """A policy that acts 1 and, when ``stateful``, counts its steps per row in its state."""
+
+    def __init__(self, rows: int, stateful: bool):
+        self.num_envs, self.stateful = rows, stateful
+        self.seed, self.components, self.agent_setup, self.rng, self.build_report = 0, None, None, None, None
+        self.seen_starts = []
+
+    def initial_state(self, batch):
+        return {"count": np.zeros((batch, 1), np.float32)} if self.stateful else None
+
+    def act(self, obs, explore=True, *, state=None, episode_start=None):
+        actions = np.ones(len(obs), np.int64)
+        if state is None:
+            return actions
+        self.seen_starts.append(np.array(episode_start))
+        count = np.where(np.asarray(episode_start)[:, None], 0.0, state["count"]) + 1
+        return actions, {"count": count}
+
+
+def test_policy_state_of_stateful_policies_is_carried_by_the_one_env_runner():
+    from rlgraph_core.agents.policy_set import PolicySet
+    from rlgraph_core.execution.env_runner import EnvRunner
+
+    envs = make_pettingzoo_vector_env(EnvConfig(id=TINY, num_envs=2), seed=0)
+    recurrent, plain = _StubPolicy(2, stateful=True), _StubPolicy(4, stateful=False)
+    policies = PolicySet({"memory": recurrent, "plain": plain}, ["plain", "plain", "memory"], None, None, None, None)
+    runner = EnvRunner(policies, envs, seed=0)
+    assert set(runner.state) == {"memory"} and runner.state["memory"]["count"].shape == (2, 1)
+    for _ in range(6):  # one whole episode (6 steps), then the first step of the next
+        runner.step(observe=False)
+    assert runner.state["memory"]["count"][:, 0].tolist() == [6.0, 6.0]
+    runner.step(observe=False)
+    assert runner.state["memory"]["count"][:, 0].tolist() == [1.0, 1.0]  # reset where the episode started
+    assert recurrent.seen_starts[0].tolist() == [True, True] and recurrent.seen_starts[6].tolist() == [True, True]
+    envs.close()

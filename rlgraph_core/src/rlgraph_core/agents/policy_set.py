@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from rlgraph_core.agents.base import Agent
-from rlgraph_core.evaluation import evaluate_policy
+from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.memories.obs import batch_len, map_obs
 
 __all__ = ["PolicySet"]
@@ -104,20 +104,37 @@ class PolicySet(Agent):
         return map_obs(lambda x: np.asarray(x)[rows], batch)
 
     # --- acting and learning ----------------------------------------------------------------
-    def act(self, obs, explore: bool = True) -> np.ndarray:
-        """Each policy's actions for its rows, put back in row order."""
-        rows = self.rows(batch_len(obs))
-        if len(self.policies) == 1:
+    def initial_state(self, batch: int) -> dict[str, Any] | None:
+        """``{policy: its state of its rows}`` for the stateful (recurrent) policies, or None when
+        every policy is feed-forward (the env runner then calls :meth:`act` without state)."""
+        rows = self.rows(batch)
+        states = {name: agent.initial_state(_size(rows[name], batch)) for name, agent in self.policies.items()}
+        stateful = {name: state for name, state in states.items() if state is not None}
+        return stateful or None
+
+    def act(self, obs, explore: bool = True, *, state=None, episode_start=None):
+        """Each policy's actions for its rows, put back in row order; with ``state`` (from
+        :meth:`initial_state`) also the next state, each stateful policy's from its rows."""
+        n = batch_len(obs)
+        rows = self.rows(n)
+        if state is None and len(self.policies) == 1:
             (agent,) = self.policies.values()
             return agent.act(obs, explore)
-        out = None
+        out, new_state = None, {}
         for name, agent in self.policies.items():
-            actions = np.asarray(agent.act(self._take(obs, rows[name]), explore))
+            own = self._take(obs, rows[name])
+            if state is not None and name in state:
+                actions, new_state[name] = agent.act(
+                    own, explore, state=state[name], episode_start=np.asarray(episode_start)[rows[name]]
+                )
+            else:
+                actions = agent.act(own, explore)
+            actions = np.asarray(actions)
             if out is None:
-                out = np.empty((batch_len(obs), *actions.shape[1:]), actions.dtype)
+                out = np.empty((n, *actions.shape[1:]), actions.dtype)
             out[rows[name]] = actions
         assert out is not None  # a set has at least one policy
-        return out
+        return out if state is None else (out, new_state)
 
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated) -> None:
         """Each policy records the step of its rows."""
@@ -219,15 +236,18 @@ class PolicySet(Agent):
     def evaluate(self, env, episodes: int = 10, seed: int | None = None, stop=None) -> dict[str, float] | None:
         """Greedy episodes on a one-copy multi-agent vector env: the mean over agents of each
         episode's return (what a training row's return is)."""
+        policy = agent_policy(self)
         if not hasattr(env, "agents"):
-            return evaluate_policy(lambda o: self.act(o, explore=False), env, episodes, seed, stop=stop)
+            return evaluate_policy(policy, env, episodes, seed, stop=stop)
         returns, lengths = [], []
         for i in range(episodes):
             obs, _ = env.reset(seed=None if seed is None else seed + i)
+            if hasattr(policy, "start_episode"):
+                policy.start_episode()
             total = np.zeros(env.num_envs)
             length = 0
             while True:
-                obs, reward, terminated, truncated, _ = env.step(self.act(obs, explore=False))
+                obs, reward, terminated, truncated, _ = env.step(policy(obs))
                 total += reward
                 length += 1
                 if stop is not None and stop():
@@ -242,3 +262,8 @@ class PolicySet(Agent):
             "eval_length_mean": float(np.mean(lengths)),
             "eval_episodes": episodes,
         }
+
+
+def _size(rows, batch: int) -> int:
+    """How many rows ``rows`` (a slice of all ``batch`` rows, or an index array) selects."""
+    return batch if isinstance(rows, slice) else len(rows)
