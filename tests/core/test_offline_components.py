@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlgraph_core.components.offline_losses import BCLoss, CQLRegularizer
+from rlgraph_core.components.offline_losses import BCLoss, ContinuousCQLRegularizer, CQLRegularizer
 from rlgraph_core.spaces import FloatBox, IntBox
 from rlgraph_core.testing import ComponentTest, available_backends, backend_params
 
@@ -93,3 +93,29 @@ def test_bc_loss_continuous_is_weighted_squared_error(backend):
     ref = ((pred.astype(np.float64) - target) ** 2).sum(axis=1)
     np.testing.assert_allclose(per_sample, ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(loss, np.mean(WEIGHTS * ref), rtol=1e-5, atol=1e-6)
+
+
+def test_continuous_cql_regularizer_is_importance_sampled_logsumexp_minus_data_q(backend):
+    m = 2
+    q_data = RNG.standard_normal(B).astype(np.float32)
+    q_random = RNG.standard_normal((B, m)).astype(np.float32)
+    q_policy = (RNG.standard_normal((B, 2 * m)) * 5.0).astype(np.float32)
+    log_probs = RNG.standard_normal((B, 2 * m)).astype(np.float32)
+    test = ComponentTest(
+        ContinuousCQLRegularizer(action_dim=D),
+        {
+            "loss": {
+                "q_data": fbatch(),
+                "q_random": fbatch(m),
+                "q_policy": fbatch(2 * m),
+                "log_probs": fbatch(2 * m),
+                "weights": fbatch(),
+            }
+        },
+        backend,
+    )
+    loss, per_sample = test.call("loss", q_data, q_random, q_policy, log_probs, WEIGHTS)
+    scores = np.concatenate([q_random + D * np.log(2.0), q_policy.astype(np.float64) - log_probs], axis=1)
+    ref = np_logsumexp(scores) - q_data
+    np.testing.assert_allclose(per_sample, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loss, np.mean(WEIGHTS * ref), rtol=1e-5, atol=1e-5)

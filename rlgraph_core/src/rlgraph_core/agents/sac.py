@@ -199,15 +199,21 @@ class SACGraph(Component):
         """Deterministic unit actions ``tanh(mean)``."""
         return self.actor.deterministic(obs)
 
-    @api
-    def critic_loss(self, obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise):
-        """Loss 1 of :class:`SACLoss` for a batch: ``(loss, |TD|)``."""
+    def _critic_terms(self, obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise):
+        """``(loss, |TD|, Q1(s, a), Q2(s, a))`` of loss 1 (CQL-SAC adds its regulariser to it)."""
         next_actions, next_log_probs = self.actor.sample(next_obs, next_noise)
         next_q1, next_q2 = self.critic_target.call(next_obs, self.ops.stop_gradient(next_actions))
         q1, q2 = self.critic.call(obs, actions)
-        return self.sac_loss.critic_loss(
+        loss, td = self.sac_loss.critic_loss(
             q1, q2, rewards, terminals, discounts, next_q1, next_q2, self.ops.stop_gradient(next_log_probs), weights
         )
+        return loss, td, q1, q2
+
+    @api
+    def critic_loss(self, obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise):
+        """Loss 1 of :class:`SACLoss` for a batch: ``(loss, |TD|)``."""
+        loss, td, _, _ = self._critic_terms(obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise)
+        return loss, td
 
     @api
     def actor_loss(self, obs, noise):
@@ -282,6 +288,18 @@ class SACAgent(OffPolicyAgent):
     """
 
     supports_fused_rounds = True
+    #: the root component (CQL-SAC's adds its regulariser to the critic loss)
+    graph_class: type[SACGraph] = SACGraph
+    #: names of the critic loss's outputs after ``(loss, |TD|)``, reported as metrics (CQL-SAC: ``cql``)
+    critic_extra_metrics: tuple[str, ...] = ()
+
+    def _critic_extra_spaces(self) -> dict:
+        """Spaces (with batch rank) of the critic loss's inputs after ``next_noise``: none for SAC."""
+        return {}
+
+    def _critic_extra_noise(self, n: int) -> list[np.ndarray]:
+        """Those inputs for a batch of ``n``, drawn from ``self.rng`` after the step's own noise."""
+        return []
 
     def _setup_model(self) -> None:
         config, observation_space, action_space, backend, seed, components = self._setup_arguments()
@@ -300,7 +318,7 @@ class SACAgent(OffPolicyAgent):
         super()._setup_model()
         self.action_dim = int(action_space.shape[0])
         self.low, self.high = low, high
-        self.graph = SACGraph(config, action_space, seed, components)
+        self.graph = self.graph_class(config, action_space, seed, components)
 
         obs_b = observation_space.with_batch_rank()
         unit_b = FloatBox(-1.0, 1.0, shape=(self.action_dim,)).with_batch_rank()
@@ -320,6 +338,7 @@ class SACAgent(OffPolicyAgent):
                     "discounts": float_b,
                     "weights": float_b,
                     "next_noise": noise_b,
+                    **self._critic_extra_spaces(),
                 },
                 "actor_loss": {"obs": obs_b, "noise": noise_b},
                 "temperature_loss": {"log_probs": float_b},
@@ -390,17 +409,20 @@ class SACAgent(OffPolicyAgent):
         return FloatBox(-1.0, 1.0, shape=(self.action_dim,))
 
     # --- learning --------------------------------------------------------------------------
-    def _critic_inputs(self, sample, next_noise):
-        return (*self._transition_tensors(sample), self.backend.to_tensor(next_noise))
+    def _critic_inputs(self, sample, next_noise, extra=()):
+        to_t = self.backend.to_tensor
+        return (*self._transition_tensors(sample), to_t(next_noise), *(to_t(x) for x in extra))
 
     def _gradient_step(self, sample):
         """One critic, one actor and (if learned) one temperature update on ``sample``."""
         to_t = self.backend.to_tensor
         n = len(sample["rewards"])
         noise = self.rng.standard_normal((2, n, self.action_dim), dtype=np.float32)
-        critic_loss, td = self.critic_step(*self._critic_inputs(sample, noise[0]))
+        extra = self._critic_extra_noise(n)
+        critic_loss, td, *critic_extra = self.critic_step(*self._critic_inputs(sample, noise[0], extra))
         actor_loss, log_probs = self.actor_step(to_t(sample["obs"]), to_t(noise[1]))
         out = {"critic_loss": critic_loss, "actor_loss": actor_loss, "log_probs": log_probs}
+        out.update(zip(self.critic_extra_metrics, critic_extra))
         if self.temperature_step is not None:
             out["temperature_loss"], out["alpha"] = self.temperature_step(log_probs)
         return out, td
@@ -408,20 +430,24 @@ class SACAgent(OffPolicyAgent):
     # --- fused rounds (module docstring) ---------------------------------------------------
     def _round_arrays(self, samples):
         """The K batches' critic inputs stacked ``[K, B, ...]``, then the next-action and actor
-        noise ``[K, B, d]``, drawn from ``self.rng`` step by step as :meth:`_gradient_step` draws it."""
-        noise = np.stack(
-            [self.rng.standard_normal((2, len(s["rewards"]), self.action_dim), dtype=np.float32) for s in samples]
-        )
-        next_noise, actor_noise = np.ascontiguousarray(noise.transpose(1, 0, 2, 3))
-        return self._stacked_transitions(samples) + [next_noise, actor_noise]
+        noise ``[K, B, d]`` and the critic's extra inputs, drawn from ``self.rng`` step by step as
+        :meth:`_gradient_step` draws them."""
+        draws = []
+        for s in samples:
+            n = len(s["rewards"])
+            draws.append([self.rng.standard_normal((2, n, self.action_dim), dtype=np.float32)])
+            draws[-1] += self._critic_extra_noise(n)
+        next_noise, actor_noise = np.ascontiguousarray(np.stack([d[0] for d in draws]).transpose(1, 0, 2, 3))
+        extra = [np.stack([d[i] for d in draws]) for i in range(1, len(draws[0]))]
+        return self._stacked_transitions(samples) + [next_noise, actor_noise] + extra
 
-    def _round_step(self, obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise, noise, due):
-        """One step of the fused round: critic, actor, temperature, then the target sync where ``due``."""
-        critic_loss, td = self.critic_step.inline(
-            obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise
-        )
-        actor_loss, log_probs = self.actor_step.inline(obs, noise)
-        out = (critic_loss, td, actor_loss, log_probs)
+    def _round_step(self, *inputs):
+        """One step of the fused round: critic, actor, temperature, then the target sync where ``due``
+        (inputs: the 7 transition tensors, next noise, actor noise, the critic's extras, due)."""
+        transitions, next_noise, noise, extra, due = inputs[:7], inputs[7], inputs[8], inputs[9:-1], inputs[-1]
+        critic_loss, td, *critic_extra = self.critic_step.inline(*transitions, next_noise, *extra)
+        actor_loss, log_probs = self.actor_step.inline(transitions[0], noise)
+        out = (critic_loss, td, actor_loss, log_probs, *critic_extra)
         if self.temperature_step is not None:
             out += tuple(self.temperature_step.inline(self.backend.ops.stop_gradient(log_probs)))
         self.graph.target_sync.sync_if(due)
@@ -430,16 +456,20 @@ class SACAgent(OffPolicyAgent):
     def _round_result(self, outputs):
         critic_loss, td, actor_loss, log_probs = outputs[:4]
         last = {"critic_loss": critic_loss[-1], "actor_loss": actor_loss[-1], "log_probs": log_probs[-1]}
+        n_extra = len(self.critic_extra_metrics)
+        last.update((k, v[-1]) for k, v in zip(self.critic_extra_metrics, outputs[4 : 4 + n_extra]))
         if self.temperature_step is not None:
-            last["temperature_loss"], last["alpha"] = outputs[4][-1], outputs[5][-1]
+            last["temperature_loss"], last["alpha"] = outputs[4 + n_extra][-1], outputs[5 + n_extra][-1]
         return last, td
 
     def _td_errors(self, batch):
         """|TD| of the critic under the current weights (initial priorities on an actor)."""
         if self._eval_critic is None:
             self._eval_critic = self.backend.function(self.graph.critic_loss)
-        noise = self.rng.standard_normal((len(batch["rewards"]), self.action_dim), dtype=np.float32)
-        return self.backend.to_numpy(self._eval_critic(*self._critic_inputs(batch, noise))[1])
+        n = len(batch["rewards"])
+        noise = self.rng.standard_normal((n, self.action_dim), dtype=np.float32)
+        inputs = self._critic_inputs(batch, noise, self._critic_extra_noise(n))
+        return self.backend.to_numpy(self._eval_critic(*inputs)[1])
 
     def _sync_target(self):
         self.graph.sync_target()

@@ -1,4 +1,4 @@
-"""Losses of learning from a fixed dataset: behaviour cloning and the CQL regulariser.
+"""Losses of learning from a fixed dataset: behaviour cloning and the CQL regularisers.
 
 Both are plain components written against the backend-neutral ``ops``, so every backend (and
 both modes) gets them; the agents in :mod:`rlgraph_core.agents.bc` and
@@ -7,9 +7,11 @@ both modes) gets them; the agents in :mod:`rlgraph_core.agents.bc` and
 
 from __future__ import annotations
 
+import math
+
 from rlgraph_core.graph import Component, api
 
-__all__ = ["BCLoss", "CQLRegularizer", "logsumexp"]
+__all__ = ["BCLoss", "CQLRegularizer", "ContinuousCQLRegularizer", "logsumexp"]
 
 
 def logsumexp(ops, x, axis: int = -1):
@@ -76,4 +78,42 @@ class CQLRegularizer(Component):
         """Scalar regulariser and its per-sample values."""
         ops = self.ops
         per_sample = logsumexp(ops, q_values) - ops.gather_last(q_values, actions)
+        return ops.reduce_mean(weights * per_sample), ops.stop_gradient(per_sample)
+
+
+class ContinuousCQLRegularizer(Component):
+    """The conservative Q-learning regulariser for continuous actions (Kumar et al. 2020, CQL(H)
+    with importance sampling, appendix F; as d3rlpy's and CORL's CQL).
+
+    ``logsumexp_a Q(s, a)`` over a continuous action box has no closed form; it is estimated from
+    M uniform actions and 2M actions of the current policy (M at ``s``, M at ``s'``), each
+    weighted by the inverse of the density it was drawn from (B = batch, d = action dimensions)::
+
+        log_uniform = -d * log(2)                                     # density of U([-1, 1]^d)
+        scores      = concat[q_random - log_uniform, q_policy - log_probs]     # [B, 3M]
+        per_sample  = logsumexp(scores) - q_data                                # [B]
+        loss        = mean(w * per_sample)
+
+    As in the discrete case, minimising it pushes down the Q-values of actions the data did not
+    take (the sampled ones, softly the largest most) and pushes up the data's. The log-probabilities
+    carry no gradient (the critic's loss does not train the policy).
+
+    Args:
+        action_dim: d, the number of action dimensions (sets the uniform density).
+
+    Returns ``(loss, per_sample)`` (per-sample without gradient).
+    """
+
+    def __init__(self, action_dim: int, name: str = "continuous_cql_regularizer"):
+        super().__init__(name)
+        self.log_uniform = -float(action_dim) * math.log(2.0)
+
+    @api
+    def loss(self, q_data, q_random, q_policy, log_probs, weights):
+        """Scalar regulariser and its per-sample values: ``q_data`` ``[B]`` = Q(s, a_data),
+        ``q_random`` ``[B, M]`` at uniform actions, ``q_policy`` and ``log_probs`` ``[B, 2M]`` at
+        the policy's actions and their log-densities."""
+        ops = self.ops
+        scores = ops.concat([q_random - self.log_uniform, q_policy - ops.stop_gradient(log_probs)], axis=-1)
+        per_sample = logsumexp(ops, scores) - q_data
         return ops.reduce_mean(weights * per_sample), ops.stop_gradient(per_sample)

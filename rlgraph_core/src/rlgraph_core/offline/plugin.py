@@ -1,25 +1,30 @@
-"""Registers offline RL with rlgraph: the ``bc`` and ``cql`` agents, their loss components and
+"""Registers offline RL with rlgraph: the ``bc``, ``cql`` and ``cql_sac`` agents, their loss components and
 the ``offline`` executor (entry point ``offline`` of the ``rlgraph`` group, like any plugin)."""
 
 from rlgraph_core.agents.bc import BCAgent, BCConfig
 from rlgraph_core.agents.cql import CQLAgent, CQLConfig
-from rlgraph_core.components.offline_losses import BCLoss, CQLRegularizer
+from rlgraph_core.agents.cql_sac import CQLSACAgent, CQLSACConfig
+from rlgraph_core.components.offline_losses import BCLoss, ContinuousCQLRegularizer, CQLRegularizer
 from rlgraph_core.offline.executor import OfflineExecutor, OfflineExecutorSettings
 from rlgraph_core.plugins import hookimpl
 
 
 @hookimpl
 def rlgraph_agents():
-    """Behaviour cloning and discrete CQL, with their config models."""
+    """Behaviour cloning, discrete CQL (on DQN) and continuous CQL (on SAC), with their config models."""
 
-    return {"bc": (BCAgent, BCConfig), "cql": (CQLAgent, CQLConfig)}
+    return {"bc": (BCAgent, BCConfig), "cql": (CQLAgent, CQLConfig), "cql_sac": (CQLSACAgent, CQLSACConfig)}
 
 
 @hookimpl
 def rlgraph_components():
-    """The behaviour-cloning loss and the CQL regulariser."""
+    """The behaviour-cloning loss and the CQL regularisers (discrete, continuous)."""
 
-    return {"bc_loss": BCLoss, "cql_regularizer": CQLRegularizer}
+    return {
+        "bc_loss": BCLoss,
+        "cql_regularizer": CQLRegularizer,
+        "continuous_cql_regularizer": ContinuousCQLRegularizer,
+    }
 
 
 @hookimpl
