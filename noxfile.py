@@ -216,7 +216,9 @@ def jax(session: nox.Session) -> None:
     image observations, then the Ray executors with jax on one side and torch on the other
     (serial: the module starts its own Ray session; the ray session, which has no jax, skips that
     module)."""
-    _install(session, "./rlgraph_core[offline]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray", "./plugins/rlgraph-jax")
+    _install(
+        session, "./rlgraph_core[offline]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray", "./plugins/rlgraph-jax"
+    )
     # gymnax for the compiled executor's tests (its gymnasium cap overridden, see OVERRIDES)
     session.install("-c", LOCK, "--override", OVERRIDES, "-e", "./plugins/rlgraph-jax[gymnax]")
     _pytest(session, "plugins/rlgraph-jax/tests", parallel=True)
