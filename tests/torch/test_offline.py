@@ -300,3 +300,16 @@ def test_continuous_cql_on_sac_ends_above_bc_on_mixed_pendulum_data(tmp_path):
     # CQL learns from the rewards (measured, best of the evaluations at 300..1200 updates: -148 and
     # -267 on seeds 0 and 1; BC -715)
     assert returns["cql_sac"] >= max(-400.0, returns["bc"] + 150.0), returns
+
+
+def test_an_offline_checkpoint_fine_tunes_online_under_the_local_executor(tmp_path, datasets):
+    path, _ = datasets["expert"]
+    offline = rl.make("cql", dataset=str(path), eval_interval=100, eval_episodes=1, **SMALL)
+    offline.learn(updates=100, out=tmp_path / "offline")
+    online = rl.load(tmp_path / "offline" / "checkpoint", executor="local", learning_starts=0, eval_episodes=1)
+    assert online.config.train.executor == "local" and online.config.env.id == "CartPole-v1"
+    obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    np.testing.assert_array_equal(online.predict(obs), offline.predict(obs))  # the offline weights
+    assert online.agent.updates == 100
+    online.learn(200)  # env steps now: the agent's own replay fills and it keeps updating
+    assert online.agent.timesteps == 300 and online.agent.updates > 100 and len(online.agent.memory) == 200

@@ -601,6 +601,8 @@ def load(
     :meth:`Algorithm.learn` trains on. ``env`` as in :func:`make` (default: the stored config's
     ``env.id``; pass the env again for one made from an instance or factory). ``backend``/``mode``
     load the weights into another backend or mode; ``overrides`` as in :func:`make`.
+    ``executor="local"`` (or another executor) runs the checkpoint under that executor, without the
+    stored ``executor:`` section: an offline run's checkpoint fine-tuned online on its env.
     """
 
     meta, stored = read_meta(path)
@@ -609,6 +611,14 @@ def load(
         consent = "pass it yourself: rlgraph_core.load(path, env='module:EnvId')"
         stored_id = stored_env.get("id") if isinstance(stored_env, dict) else None
         check_stored_env_id(stored_id, f"the checkpoint '{path}'", consent)
+    executor = overrides.get("executor")
+    executor = (overrides.get("train") or {}).get("executor") if not isinstance(executor, str) else executor
+    stored_train = stored.get("train")
+    stored_executor = stored_train.get("executor", "local") if isinstance(stored_train, dict) else "local"
+    if isinstance(executor, str) and executor != stored_executor:
+        # Another executor (e.g. an offline run's checkpoint fine-tuned online: executor="local"):
+        # the stored executor section held the old executor's settings, so it does not carry over.
+        stored = {key: value for key, value in stored.items() if key != "executor"}
     algo = make(
         stored,
         env,
