@@ -203,3 +203,46 @@ def test_policy_state_of_stateful_policies_is_carried_by_the_one_env_runner():
     assert runner.state["memory"]["count"][:, 0].tolist() == [1.0, 1.0]  # reset where the episode started
     assert recurrent.seen_starts[0].tolist() == [True, True] and recurrent.seen_starts[6].tolist() == [True, True]
     envs.close()
+
+
+@pytest.mark.learning
+def test_shared_ppo_on_simple_spread_beats_a_random_policy():
+    """One shared PPO policy for both agents of MPE simple_spread (N=2, 25-step episodes) after
+    12,000 agent steps (6,000 per agent): eval return (per agent, 20 greedy episodes) at least 4
+    above a uniform random policy's on the same seeds (measured: random -21.6, trained -14.9 at 12k
+    and -14.8 at 16k; 18 CPU-s for 16k on a loaded core)."""
+    config = _config(
+        env_id=SPREAD,
+        env_kwargs=SPREAD_KWARGS,
+        steps=12_000,
+        n_steps=64,
+        batch_size=128,
+        n_epochs=10,
+        gamma=0.95,
+        ent_coef=0.01,
+        network={"hidden": [64, 64]},
+        optimizer={"learning_rate": 0.003},
+    )
+    config = config.model_copy(
+        update={
+            "env": config.env.model_copy(update={"num_envs": 4}),
+            "train": config.train.model_copy(update={"eval_episodes": 20}),
+        }
+    )
+    parts = assemble(config, get_plugin_manager())
+    summary = parts.executor_class(config, None, assembly=parts).run()
+    env = parts.make_eval_env()
+    rng = np.random.default_rng(0)
+    returns = []
+    for i in range(20):  # the same evaluation seeds as the run's (10_000 + train.seed + i)
+        env.reset(seed=10_000 + i)
+        total = np.zeros(env.num_envs)
+        while True:
+            _, reward, terminated, truncated, _ = env.step(rng.integers(0, 5, env.num_envs))
+            total += reward
+            if np.all(terminated | truncated):
+                break
+        returns.append(total.mean())
+    env.close()
+    random_return = float(np.mean(returns))
+    assert summary["eval_return_mean"] >= random_return + 4.0, (summary["eval_return_mean"], random_return)

@@ -107,6 +107,8 @@ class PolicySet(Agent):
     def initial_state(self, batch: int) -> dict[str, Any] | None:
         """``{policy: its state of its rows}`` for the stateful (recurrent) policies, or None when
         every policy is feed-forward (the env runner then calls :meth:`act` without state)."""
+        if all(agent.initial_state(1) is None for agent in self.policies.values()):
+            return None  # feed-forward (asked with any batch: evaluation asks with 1)
         rows = self.rows(batch)
         states = {name: agent.initial_state(_size(rows[name], batch)) for name, agent in self.policies.items()}
         stateful = {name: state for name, state in states.items() if state is not None}
