@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlgraph_core.testing.conformance import B0, SPECS, W0, XS, YS, make_step, spec
-from rlgraph_core.testing.conformance import OPT_RTOL as RTOL
+from rlgraph_core.testing.optimizer_reference import B0, SPECS, W0, XS, YS, make_step, spec
+from rlgraph_core.testing.optimizer_reference import OPT_RTOL as RTOL
 
 
 def test_clipping_actually_clips(backend):

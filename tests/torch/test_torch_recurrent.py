@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from rlgraph_core.testing.conformance import spec
+from rlgraph_core.testing.optimizer_reference import spec
 from rlgraph_core.testing.harness import make_test_backend
 from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
 

@@ -16,7 +16,9 @@ component package can use for its tests:
   ``train_step`` (framework backends only).
 * :mod:`rlgraph_core.testing.conformance` -- the backend conformance suite: a backend plugin
   subclasses ``BackendConformance`` in its tests (setting ``backend_name``) and runs every
-  contract test on itself in both modes. Not imported here (it imports pytest).
+  contract test on itself in both modes. Not imported here (it imports pytest). Its op cases
+  (inputs and numpy references per op) are :mod:`rlgraph_core.testing.op_cases`, its optimizer
+  references (torch.optim's formulas in numpy) :mod:`rlgraph_core.testing.optimizer_reference`.
 
 Like the rest of rlgraph-core, importing this package imports no deep-learning framework;
 pytest is imported only by :func:`backend_params`.
