@@ -343,14 +343,7 @@ def validate_backend_settings(
             raise ConfigError(
                 f"Invalid config: 'train.device' = {shorten(device)}: {problem} (train.backend '{name}')."
             )
-    if isinstance(raw, BackendSettings):
-        raw = raw.model_dump()
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"'{field}' = {shorten(raw)}: the backend section must be a mapping of the settings of train.backend '{name}'."
-        )
+    raw = _section_mapping(raw, BackendSettings, field, "backend", name)
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -359,6 +352,25 @@ def validate_backend_settings(
             f"Invalid config: {format_validation_error(exc, field, raw, model)}. The '{field}' section holds the "
             f"settings of train.backend '{name}'{known}; after switching train.backend, remove or replace that section."
         ) from None
+
+
+def _section_mapping(raw: Any, settings_class: type, field: str, kind: str, name: str) -> dict:
+    """A plugin's settings section (``backend:`` / ``executor:``) as a mapping to validate:
+    a settings object's fields, ``{}`` for None (every default), a mapping as it is.
+
+    Raises:
+        ConfigError: ``raw`` is anything else, naming ``field`` and ``train.<kind>``.
+    """
+    if isinstance(raw, settings_class):
+        return raw.model_dump()
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"'{field}' = {shorten(raw)}: the {kind} section must be a mapping of the settings of "
+            f"train.{kind} '{name}'."
+        )
+    return raw
 
 
 def validate_executor_settings(plugin_manager, name: str, raw: Any, field: str = "executor") -> ExecutorSettings:
@@ -375,15 +387,7 @@ def validate_executor_settings(plugin_manager, name: str, raw: Any, field: str =
         _, model = executor_entry(plugin_manager.get("executors", name, field="train.executor"))
     except PluginError as exc:
         raise ConfigError(str(exc)) from None
-    if isinstance(raw, ExecutorSettings):
-        raw = raw.model_dump()
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"'{field}' = {shorten(raw)}: the executor section must be a mapping of the "
-            f"settings of train.executor '{name}'."
-        )
+    raw = _section_mapping(raw, ExecutorSettings, field, "executor", name)
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
