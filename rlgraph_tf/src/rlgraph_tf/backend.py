@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from rlgraph_core.backend import Backend, FusedLoop
+from rlgraph_core.backend import Backend, FusedLoop, canonical_array
 from rlgraph_core.errors import ConfigError
 from rlgraph_tf.loop import TFFusedLoop
 from rlgraph_tf.ops import TFOps
@@ -20,16 +20,6 @@ _INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
 
 #: GPUs on which this process already asked TensorFlow for on-demand memory growth.
 _GROWTH_SET: set[str] = set()
-
-
-def _canonical(arr: np.ndarray) -> np.ndarray:
-    """The contract's dtypes: other floats -> float32, other ints -> int64 (uint8 kept)."""
-    kind = arr.dtype.kind
-    if kind == "f" and arr.dtype != np.float32:
-        return arr.astype(np.float32)
-    if kind in "iu" and arr.dtype not in (np.int64, np.uint8):
-        return arr.astype(np.int64)
-    return arr
 
 
 def _allow_gpu_memory_growth(gpus) -> None:
@@ -139,7 +129,7 @@ class TFBackend(Backend):
         if isinstance(value, dict):  # a Dict observation: one tensor per key
             return {k: self.to_tensor(v, dtype) for k, v in value.items()}
         arr = np.asarray(value)
-        arr = _canonical(arr) if dtype is None else arr.astype(_DTYPES[dtype], copy=False)
+        arr = canonical_array(arr) if dtype is None else arr.astype(_DTYPES[dtype], copy=False)
         if not self._pin:
             return tf.constant(arr)  # the hot path (every act and update); cheaper than convert_to_tensor
         with tf.device(self._tf_device):
@@ -155,7 +145,7 @@ class TFBackend(Backend):
 
     def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> tf.Variable:
         """A ``tf.Variable`` on the device holding ``value`` (floats as float32, ints as int64)."""
-        arr = _canonical(np.array(value, copy=True))
+        arr = canonical_array(np.array(value, copy=True))
         with tf.device(self._tf_device):
             return tf.Variable(arr, trainable=trainable, name=_INVALID_NAME_CHARS.sub("_", name) or "var")
 

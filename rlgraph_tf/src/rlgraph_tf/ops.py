@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from rlgraph_core.backend.contract import activation_fn
 from rlgraph_core.backend.conv import check_padding, pair
 
 _DTYPES = {"float32": tf.float32, "int64": tf.int64, "bool": tf.bool}
@@ -58,11 +59,7 @@ class TFOps:
     @staticmethod
     def activation(name, x):
         """Apply the activation called ``name`` (see the contract for the list)."""
-        try:
-            fn = _ACTIVATIONS[name]
-        except KeyError:
-            raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(_ACTIVATIONS)}.") from None
-        return fn(x)
+        return activation_fn(_ACTIVATIONS, name)(x)
 
     @staticmethod
     def conv2d(x, w, b, strides=1, padding="valid"):

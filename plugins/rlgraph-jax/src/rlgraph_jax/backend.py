@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlgraph_core.backend import Backend, FusedLoop
+from rlgraph_core.backend import Backend, FusedLoop, canonical_array
 from rlgraph_core.errors import ConfigError
 from rlgraph_jax.loop import JaxFusedLoop
 from rlgraph_jax.ops import JaxOps, dtype_of, int_dtype
@@ -48,16 +48,6 @@ def _resolve_device(requested: str | None) -> jax.Device:
             f"'{jax.default_backend()}'); use device=cpu or auto, or install a CUDA build of jaxlib."
         )
     return gpus[index]
-
-
-def _canonical(arr: np.ndarray) -> np.ndarray:
-    """The contract's dtypes: other floats -> float32, other ints -> the int64 stand-in (uint8 kept)."""
-    kind = arr.dtype.kind
-    if kind == "f" and arr.dtype != np.float32:
-        return arr.astype(np.float32)
-    if kind in "iu" and arr.dtype != np.uint8 and arr.dtype != int_dtype():
-        return arr.astype(int_dtype())
-    return arr
 
 
 class JaxBackend(Backend):
@@ -121,7 +111,7 @@ class JaxBackend(Backend):
         if isinstance(value, dict):  # a Dict observation (a legal-action mask's too): one array per key
             return {k: self.to_tensor(v, dtype) for k, v in value.items()}
         arr = np.asarray(value)
-        arr = _canonical(arr) if dtype is None else arr.astype(dtype_of(dtype), copy=False)
+        arr = canonical_array(arr, int_dtype()) if dtype is None else arr.astype(dtype_of(dtype), copy=False)
         return self._put(arr)
 
     def to_numpy(self, tensor) -> np.ndarray:
@@ -133,7 +123,7 @@ class JaxBackend(Backend):
 
     def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> JaxVariable:
         """A :class:`JaxVariable` cell holding ``value`` (floats as float32), registered here."""
-        arr = _canonical(np.array(value, copy=True))
+        arr = canonical_array(np.array(value, copy=True), int_dtype())
         return self._cells.add(JaxVariable(self._put(arr), name, trainable))
 
     def is_trainable(self, variable: Any) -> bool:

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from jax import lax
-from rlgraph_core.backend.contract import binary_op, unary_op
+from rlgraph_core.backend.contract import activation_fn, binary_op, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 
 from rlgraph_jax.state import JaxVariable, _unwrap
@@ -128,11 +128,7 @@ class JaxOps:
     @staticmethod
     def activation(name, x):
         """Apply the activation called ``name`` (see the contract for the list)."""
-        try:
-            fn = _ACTIVATIONS[name]
-        except KeyError:
-            raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(_ACTIVATIONS)}.") from None
-        return fn(u(x))
+        return activation_fn(_ACTIVATIONS, name)(u(x))
 
     @staticmethod
     def lstm(x, h, c, w_x, w_h, b, reset=None):

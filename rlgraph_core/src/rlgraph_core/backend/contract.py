@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import inspect
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -202,6 +202,29 @@ OPS_CONTRACT: dict[str, str] = {
     name: " ".join(line.strip() for line in (inspect.getdoc(fn) or "").splitlines())
     for name, fn in _op_methods().items()
 }
+
+
+def canonical_array(arr: np.ndarray, int_dtype: Any = np.int64) -> np.ndarray:
+    """``arr`` in the contract's dtypes: other floats -> float32, other integers -> ``int_dtype``
+    (int64; a backend without 64-bit integers names its stand-in), uint8 kept (images)."""
+    kind = arr.dtype.kind
+    if kind == "f" and arr.dtype != np.float32:
+        return arr.astype(np.float32)
+    if kind in "iu" and arr.dtype != np.uint8 and arr.dtype != int_dtype:
+        return arr.astype(int_dtype)
+    return arr
+
+
+def activation_fn(activations: Mapping[str, Callable], name: str) -> Callable:
+    """The function of the activation called ``name`` in a backend's table of them.
+
+    Raises:
+        ValueError: ``name`` is not in the table, listing the names that are.
+    """
+    try:
+        return activations[name]
+    except KeyError:
+        raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(activations)}.") from None
 
 
 def unary_op(fn: Callable, doc: str, convert: Callable | None = None) -> staticmethod:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from rlgraph_core.backend.contract import Backend, binary_op, unary_op
+from rlgraph_core.backend.contract import Backend, activation_fn, binary_op, canonical_array, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
@@ -28,16 +28,6 @@ _DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
 
 #: Negative slope of ``leaky_relu`` (the value the contract fixes for every backend).
 LEAKY_RELU_SLOPE = 0.2
-
-
-def _canonical(arr: np.ndarray) -> np.ndarray:
-    """Map an array to the contract's dtypes: floats -> float32, ints -> int64 (uint8 kept)."""
-    kind = arr.dtype.kind
-    if kind == "f" and arr.dtype != np.float32:
-        return arr.astype(np.float32)
-    if kind in "iu" and arr.dtype not in (np.int64, np.uint8):
-        return arr.astype(np.int64)
-    return arr
 
 
 def _f32(x: Any) -> np.ndarray:
@@ -95,9 +85,7 @@ class NumpyOps:
     @staticmethod
     def activation(name, x):
         """Apply the activation called ``name`` (relu, tanh, sigmoid, elu, softplus, leaky_relu, linear)."""
-        if name not in _ACTIVATIONS:
-            raise ValueError(f"Unknown activation '{name}'; use one of {', '.join(_ACTIVATIONS)}.")
-        return _ACTIVATIONS[name](x)
+        return activation_fn(_ACTIVATIONS, name)(x)
 
     @staticmethod
     def conv2d(x, w, b, strides=1, padding="valid"):
@@ -321,7 +309,7 @@ class NumpyBackend(Backend):
             return {k: self.to_tensor(v, dtype) for k, v in value.items()}
         if dtype is not None:
             return np.array(value, dtype=_DTYPES[dtype])
-        return _canonical(np.array(value))
+        return canonical_array(np.array(value))
 
     def to_numpy(self, tensor) -> np.ndarray:
         """``np.asarray(tensor)``; like other backends on CPU it may share memory with ``tensor``."""
@@ -333,7 +321,7 @@ class NumpyBackend(Backend):
         ``trainable=False`` is recorded (see :meth:`is_trainable`); with no autodiff here, the
         flag only has to report the same as the framework backends do.
         """
-        var = _canonical(np.array(value, copy=True))
+        var = canonical_array(np.array(value, copy=True))
         if not trainable:
             key = id(var)
             self._non_trainable[key] = weakref.ref(var, lambda _, key=key: self._non_trainable.pop(key, None))
