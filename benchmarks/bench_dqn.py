@@ -39,9 +39,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-import shutil
 import statistics
-import tempfile
 import time
 from typing import Iterator
 
@@ -49,6 +47,7 @@ import numpy as np
 import torch
 
 import roofline
+from runs import observed_run
 from reference import NumpyReplay, dqn_update, make_vec, mlp
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
@@ -56,7 +55,7 @@ from rlgraph_core.assemble import make_agent
 from rlgraph_core.envs import make_vector_env
 from rlgraph_core.assemble import train
 from rlgraph_core.execution.local import true_next_obs
-from rlgraph_core.plugins import get_plugin_manager, hookimpl
+from rlgraph_core.plugins import hookimpl
 
 #: Agent settings of each benchmark configuration, merged into ``DEFAULT_CONFIG["agent"]``.
 CONFIGS = {
@@ -193,15 +192,9 @@ def bench_executor(name: str, steps: int, mode: str, seed: int) -> Rates:
     """One whole run of the real LocalExecutor; the rates inside the timed window."""
     start, end = window(run_config(name, mode, seed).agent, steps)
     config = run_config(name, mode, seed, total_timesteps=end)
-    pm = get_plugin_manager()
     marks = _Marks()
-    pm.register(marks, "bench_dqn")
-    out_dir = tempfile.mkdtemp(prefix="bench_dqn_")
-    try:
+    with observed_run(marks, "bench_dqn") as (pm, out_dir):
         train(config, out_dir, plugin_manager=pm)
-    finally:
-        pm.pm.unregister(marks)
-        shutil.rmtree(out_dir, ignore_errors=True)
     (w0, c0, u0), (w1, c1, u1) = marks.marks[start], marks.marks[end]
     return rates(end - start, u1 - u0, w1 - w0, c1 - c0)
 

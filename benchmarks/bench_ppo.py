@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,11 +37,12 @@ import numpy as np
 import torch
 
 import roofline
+from runs import observed_run
 from reference import ActorCritic, PPORollout, make_vec, ppo_epochs
 from rlgraph_core.agents.base import Agent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
 from rlgraph_core.assemble import train
-from rlgraph_core.plugins import get_plugin_manager, hookimpl
+from rlgraph_core.plugins import hookimpl
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "ppo_cartpole.yaml"
 HP = dict(
@@ -151,20 +150,16 @@ def run_rlgraph(backend: str, mode: str, seed: int, total: int, solve: bool, tim
     ]
     config = validate_config(apply_overrides(load_config_file(CONFIG), overrides))
     clock = Clock()
-    pm = get_plugin_manager()
     marks = _Marks(clock, time.perf_counter() + timeout if solve else float("inf"))
-    pm.register(marks, "bench_ppo")
     original, wrapped = _timed_evaluate(clock)
     Agent.evaluate = wrapped
-    out_dir = tempfile.mkdtemp(prefix="bench_ppo_")
     try:
-        summary = train(config, out_dir, plugin_manager=pm)
+        with observed_run(marks, "bench_ppo") as (pm, out_dir):
+            summary = train(config, out_dir, plugin_manager=pm)
     except _Timeout:
         return {"solved": False, "steps": marks.last_steps, "time": float("nan"), "timeout": True}
     finally:
         Agent.evaluate = original
-        pm.pm.unregister(marks)
-        shutil.rmtree(out_dir, ignore_errors=True)
     if not solve:
         return {"throughput": clock.throughput(WARMUP, total)}
     return {

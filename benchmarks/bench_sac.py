@@ -37,9 +37,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
 import statistics
-import tempfile
 import time
 
 import gymnasium as gym
@@ -47,6 +45,7 @@ import numpy as np
 import torch
 
 import roofline
+from runs import observed_run
 from reference import NumpyReplay, SACLearner, make_vec, true_next_obs
 from rlgraph_core.config.run import validate_config
 from rlgraph_core.assemble import train
@@ -131,15 +130,9 @@ def bench_rlgraph(args, backend: str, mode: str) -> tuple[float, float, float]:
     """Train with the real LocalExecutor; :func:`rates` inside the window."""
     start, end = window(args)
     config = validate_config(run_config(args, backend, mode, end))
-    pm = get_plugin_manager()
     marks = _Marks()
-    pm.register(marks, "bench_sac")
-    out_dir = tempfile.mkdtemp(prefix="bench_sac_")
-    try:
+    with observed_run(marks, "bench_sac") as (pm, out_dir):
         train(config, out_dir, plugin_manager=pm)
-    finally:
-        pm.pm.unregister(marks)
-        shutil.rmtree(out_dir, ignore_errors=True)
     return rates(marks.marks, start, end)
 
 
