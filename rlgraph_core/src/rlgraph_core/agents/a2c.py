@@ -29,13 +29,12 @@ from rlgraph_core.graph import api
 
 
 class A2COptimizerConfig(OnPolicyOptimizerConfig):
-    """RMSprop with the A2C defaults of Stable-Baselines3."""
+    """RMSprop with the A2C defaults of Stable-Baselines3 (eps 1e-5 from the on-policy
+    defaults, smoothing alpha 0.99 from :class:`~rlgraph_core.config.common.OptimizerConfig`)."""
 
     type: Literal["adam", "rmsprop", "sgd"] = "rmsprop"
     learning_rate: ScheduleOrFloat = Field(7e-4, description="float or a schedule over env steps")
     max_grad_norm: Optional[float] = Field(0.5, gt=0, description="global gradient-norm clip; null disables")
-    eps: float = Field(1e-5, gt=0)
-    alpha: float = Field(0.99, gt=0, lt=1, description="RMSprop smoothing")
 
 
 class A2CConfig(OnPolicyConfig):

@@ -48,13 +48,12 @@ BATCH_KEYS = ("obs", "actions", "log_probs", "rewards", "next_obs", "terminated"
 
 
 class ImpalaOptimizerConfig(OnPolicyOptimizerConfig):
-    """RMSprop as in the paper (decay 0.99, no momentum), gradient-norm clip 40."""
+    """RMSprop as in the paper (decay 0.99, no momentum), gradient-norm clip 40.; eps 1e-5 from the
+    on-policy defaults, alpha 0.99 from :class:`~rlgraph_core.config.common.OptimizerConfig`."""
 
     type: Literal["adam", "rmsprop", "sgd"] = "rmsprop"
     learning_rate: ScheduleOrFloat = Field(6e-4, description="float or a schedule over env steps")
     max_grad_norm: Optional[float] = Field(40.0, gt=0, description="global gradient-norm clip; null disables")
-    eps: float = Field(1e-5, gt=0)
-    alpha: float = Field(0.99, gt=0, lt=1, description="RMSprop smoothing")
 
 
 class ImpalaConfig(OnPolicyConfig):
