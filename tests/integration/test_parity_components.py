@@ -29,6 +29,7 @@ from rlgraph_core.components.preprocessors import BoxNormalizer  # noqa: E402
 from rlgraph_core.components.q_head import QValueHead  # noqa: E402
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox  # noqa: E402
 from rlgraph_core.testing import ComponentTest  # noqa: E402
+from rlgraph_core.testing.op_cases import NP_ACTIVATIONS  # noqa: E402
 
 # torch static silently running eager (after a compile failure) would compare eager with eager.
 pytestmark = pytest.mark.filterwarnings("error:torch.compile:RuntimeWarning")
@@ -69,15 +70,7 @@ ACT_B = batched(IntBox(0, NUM_ACTIONS - 1, shape=()))
 FLOAT_B = batched(FloatBox(shape=()))
 
 # --- numpy references -------------------------------------------------------------------------
-NP_ACT = {
-    "relu": lambda x: np.maximum(x, 0),
-    "tanh": np.tanh,
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
-    "softplus": lambda x: np.logaddexp(0, x),
-    "leaky_relu": lambda x: np.where(x >= 0, x, 0.2 * x),
-    "linear": lambda x: x,
-}
+NP_ACT = NP_ACTIVATIONS  # the conformance suite's numpy activations
 
 
 def np_mlp(w, prefix, x, n_layers, activation):
