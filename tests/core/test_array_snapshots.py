@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from rlgraph_core import checkpoint
-from rlgraph_core.errors import CheckpointError
+from rlgraph_core.errors import CheckpointError, NonFiniteError
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 from rlgraph_core.memories.snapshot import load_memory_snapshot, save_memory_snapshot
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox
@@ -142,6 +142,42 @@ def test_snapshot_arrays_are_never_unpickled(tmp_path):
         load_memory_snapshot(path, ReplayMemory(64, seed=0), RECORDS)
 
 
+@pytest.mark.parametrize("field, value", [("data/obs", np.nan), ("data/rewards", np.inf), ("priorities", np.nan)])
+def test_a_snapshot_with_non_finite_records_is_refused_and_nothing_changes(tmp_path, field, value):
+    """Issue 35: a replay shard's snapshot (and checkpoint attachment) loaded NaN records that an agent's
+    checkpoint refuses."""
+    path = tmp_path / "shard-0"
+    save_memory_snapshot(path, filled(), {"inserted": 40})
+    rewrite(path, lambda a: a[field].__setitem__(2, value))
+    fresh = PrioritizedReplay(64, seed=0)
+    with pytest.raises(CheckpointError, match="Replay snapshot") as exc:
+        load_memory_snapshot(path, fresh, RECORDS)
+    assert f"'{field}'" in str(exc.value) and "Nothing was loaded" in str(exc.value)
+    assert len(fresh) == 0
+
+
+def test_a_snapshot_of_non_finite_records_is_refused_at_save_and_the_previous_one_stays(tmp_path):
+    path = tmp_path / "shard-0"
+    memory = filled()
+    save_memory_snapshot(path, memory, {"inserted": 40})
+    memory.insert({**batch(2, seed=1), "rewards": np.array([0.0, np.nan], np.float32)})
+    with pytest.raises(NonFiniteError, match=r"replay snapshot .*'data/rewards'.*Nothing was written"):
+        save_memory_snapshot(path, memory, {"inserted": 42})
+    assert load_memory_snapshot(path, PrioritizedReplay(64, seed=0), RECORDS)["inserted"] == 40
+
+
+def test_non_finite_snapshot_observations_load_only_where_the_run_allows_them(tmp_path):
+    path = tmp_path / "shard-0"
+    save_memory_snapshot(path, filled(), {"inserted": 40})
+    rewrite(path, lambda a: a["data/obs"].__setitem__(2, np.inf))
+    fresh = PrioritizedReplay(64, seed=0)
+    assert load_memory_snapshot(path, fresh, RECORDS, allow_nonfinite_obs=True)["inserted"] == 40
+    assert np.isinf(fresh.state_dict()["data/obs"][2]).all()
+    rewrite(path, lambda a: a["data/rewards"].__setitem__(2, np.nan))
+    with pytest.raises(CheckpointError, match="'data/rewards'"):
+        load_memory_snapshot(path, PrioritizedReplay(64, seed=0), RECORDS, allow_nonfinite_obs=True)
+
+
 class StubAgent:
     """What ``save_checkpoint`` asks of an agent, and no more."""
 
@@ -175,5 +211,9 @@ def test_a_checkpoint_carries_attachments_in_the_same_atomic_folder(tmp_path):
 
     with pytest.raises(CheckpointError, match="refused by the caller"):
         checkpoint.read_attachment(path, "replay", refuse)
+    poisoned = {**arrays, "shard_0/data/rewards": np.where(np.arange(40) == 5, np.nan, 0.0).astype(np.float32)}
+    with pytest.raises(NonFiniteError, match="'replay.npz: shard_0/data/rewards'.*Nothing was written"):
+        checkpoint.save_checkpoint(StubAgent(), tmp_path / "checkpoint", {}, {"replay": (poisoned, {"shards": 1})})
+    assert checkpoint.read_attachment(path, "replay")[1].keys() == arrays.keys()  # the previous one is intact
     with pytest.raises(ValueError, match="attachment name 'weights'"):
         checkpoint.save_checkpoint(StubAgent(), tmp_path / "c2", {}, {"weights": ({}, {})})

@@ -1135,6 +1135,46 @@ def test_non_finite_replay_observations_load_only_for_a_run_that_allowed_them(ma
     assert_refused(make, path, "'memory/data/rewards'")
 
 
+def test_non_finite_replay_records_are_refused_at_save(make, saved):
+    """Issue 35: what loading refuses was written: a NaN reward in replay reached the checkpoint."""
+    from rlgraph_core.errors import NonFiniteError
+
+    agent, path = saved
+    before = {name: (path / name).read_bytes() for name in ("meta.json", "state.npz")}
+    arrays, counters = agent.get_state()
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    arrays["memory/data/rewards"][3] = np.nan
+    agent.set_state(arrays, counters)
+    with pytest.raises(NonFiniteError) as info:
+        agent.save(path)
+    msg = str(info.value)
+    assert "'state.npz: memory/data/rewards'" in msg and "first at index [3]" in msg and "Nothing was written" in msg
+    assert "\n" not in msg
+    with pytest.raises(NonFiniteError, match="memory/data/rewards"):
+        checkpoint.save_periodic(agent, path.parent, 100, {})
+    assert {name: (path / name).read_bytes() for name in before} == before
+    assert checkpoint.latest_checkpoint(path.parent) is None
+
+
+def test_non_finite_replay_observations_are_saved_only_for_a_run_that_allows_them(tmp_path):
+    from rlgraph_core.errors import NonFiniteError
+
+    agent = make_numpy_agent()
+    play(agent, 60)
+    arrays, counters = agent.get_state()
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    arrays["memory/data/obs"][1] = np.inf
+    agent.set_state(arrays, counters)
+    with pytest.raises(NonFiniteError, match="memory/data/obs"):
+        agent.save(tmp_path / "refused", {"config": {"env": {"id": "CartPole-v1"}}})
+    assert not (tmp_path / "refused").exists()
+    allowed = {"config": {"env": {"id": "CartPole-v1", "allow_nonfinite_obs": True}}}
+    agent.save(tmp_path / "ckpt", allowed)
+    fresh = make_numpy_agent(seed=5)
+    fresh.load(tmp_path / "ckpt")
+    assert np.isinf(fresh.get_state()[0]["memory/data/obs"][1]).all()
+
+
 def test_a_versions_store_that_is_a_link_is_never_written_through(tmp_path):
     """Issue 35: '.checkpoint.versions' linked out of the run folder got the new version, and lost the old."""
     agent = make_numpy_agent()

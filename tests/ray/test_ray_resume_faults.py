@@ -186,3 +186,42 @@ def test_a_local_dqn_checkpoint_is_refused_by_ray_apex_in_plain_words(tmp_path):
     assert "written by the 'local' executor and holds the agent's own replay memory" in message
     assert "Resume it with --executor local" in message and "\n" not in message
     assert not (tmp_path / "apex" / "summary.json").exists()
+
+
+def test_a_shard_refuses_non_finite_replay_from_its_snapshot_or_a_checkpoint(tmp_path):
+    """Issue 35: a replay shard loaded NaN records (snapshot or checkpoint attachment) that an agent's
+    checkpoint refuses; observations pass only under ``env.allow_nonfinite_obs`` (in-process, no Ray)."""
+    import numpy as np
+
+    from rlgraph_core.checkpoint import save_arrays
+    from rlgraph_core.spaces import Discrete, FloatBox
+    from rlgraph_ray.actors import ReplayShard
+
+    records = {"obs": FloatBox(shape=(3,)), "actions": Discrete(2), "rewards": FloatBox(shape=())}
+    specs = {k: v.to_json() for k, v in records.items()}
+    memory = {"type": "replay", "capacity": 64}
+    snap = str(tmp_path / "shard-0")
+    source = ReplayShard(memory, 0, snapshot_dir=snap, snapshot_interval=1, record_spaces=specs)
+    rng = np.random.default_rng(0)
+    source.add(
+        {
+            "obs": rng.normal(size=(8, 3)).astype(np.float32),
+            "actions": rng.integers(0, 2, 8),
+            "rewards": np.r_[np.zeros(7), np.nan].astype(np.float32),
+        }
+    )  # a NaN reward reached the shard (workers check rewards; this batch skipped them)
+    assert "NonFiniteError" in source.counts()["snapshot_error"]  # not written: the snapshot is still empty
+    state, _ = source.state()
+    save_arrays(snap, state, {"inserted": 8})  # a snapshot written by something else than rlgraph
+    with pytest.raises(CheckpointError, match=r"Replay snapshot .*'data/rewards'.*Nothing was loaded"):
+        ReplayShard(memory, 0, snapshot_dir=snap, record_spaces=specs, restore=True)
+    target = ReplayShard(memory, 0, record_spaces=specs)
+    with pytest.raises(CheckpointError, match=r"replay shard 0 cannot be loaded.*'data/rewards'"):
+        target.restore(state, 8)
+    assert target.size() == 0
+    state["data/rewards"] = np.zeros(8, np.float32)
+    state["data/obs"][2] = np.inf
+    with pytest.raises(CheckpointError, match="'data/obs'"):
+        target.restore(state, 8)
+    allowing = ReplayShard(memory, 0, record_spaces=specs, allow_nonfinite_obs=True)
+    assert allowing.restore(state, 8) == 8

@@ -21,11 +21,6 @@ pytestmark = TUNE_MARKS
 TINY = ["train.total_timesteps=1000", *TINY_BASE]
 
 
-@pytest.mark.xfail(
-    reason="issue 30's final evaluation runs after the budget's last report; under ASHA (max_t = budget) Tune "
-    "stops the trial then, before its final checkpoint is written (issue 35 §2 left open; seen 2026-12-04)",
-    strict=False,
-)
 def test_asha_search_writes_a_best_config_that_trains(ray_session, tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("agent.optimizer.learning_rate: {loguniform: [1.0e-4, 1.0e-2]}\n")
@@ -46,7 +41,8 @@ def test_asha_search_writes_a_best_config_that_trains(ray_session, tmp_path):
         assert (Path(row["run_dir"]) / "metrics.jsonl").is_file()
         assert 250 <= int(row["timesteps"]) <= 1000
     # Issue 35 §2: a trial that used its budget was stopped by ASHA (max_t = the budget) as it reported
-    # its last evaluation, before its final checkpoint, summary and plot were written.
+    # its last evaluation, before its final checkpoint, summary and plot were written; the report at
+    # the budget is now made after them.
     completed = [Path(r["run_dir"]) for r in rows if int(r["timesteps"]) == 1000]
     assert completed
     for run in completed:
@@ -124,6 +120,23 @@ def test_an_interrupted_search_exits_130_naming_rlgraphs_resume(tmp_path, capsys
     assert "best" not in out and not (tmp_path / "best_config.yaml").exists() and (tmp_path / "trials.csv").is_file()
     assert "interrupted before 1 of 2 trials finished" in err
     assert f"rlgraph tune dqn_cartpole --space space.yaml --out {tmp_path} --resume" in err
+
+
+def test_rays_tuner_restore_hint_is_dropped_during_a_search(caplog):
+    """Issue 35 §2: after Ctrl-C Ray's log suggested ``Tuner.restore(...)``, which is not how an rlgraph
+    search resumes (rlgraph's own line names ``rlgraph tune ... --resume``)."""
+    import logging
+
+    from rlgraph_ray.tune import _without_ray_resume_hint
+
+    tune_logger = logging.getLogger("ray.tune.tune")
+    hint = 'Experiment has been interrupted, but the most recent state was saved.\nResume experiment with: Tuner.restore(path="/x", trainable=...)'
+    with caplog.at_level(logging.WARNING, logger="ray.tune.tune"):
+        with _without_ray_resume_hint():
+            tune_logger.warning(hint)
+            tune_logger.warning("another Tune warning")
+        tune_logger.warning(hint)  # outside a search Ray's logger is left as it was
+    assert [r.getMessage() for r in caplog.records] == ["another Tune warning", hint]
 
 
 def test_a_failed_trials_row_names_the_runs_own_error():

@@ -183,6 +183,8 @@ class ReplayShard:
         snapshot_interval: inserted records between snapshots (None: no snapshots).
         record_spaces: ``{field: Space.to_json()}`` of one record, to check what is loaded.
         restore: load the snapshot in ``snapshot_dir`` if there is one.
+        allow_nonfinite_obs: the run's ``env.allow_nonfinite_obs``: NaN/inf observations in a loaded
+            snapshot or checkpoint are accepted (any other non-finite record is refused).
     """
 
     def __init__(
@@ -195,6 +197,7 @@ class ReplayShard:
         snapshot_interval: int | None = None,
         record_spaces: dict | None = None,
         restore: bool = False,
+        allow_nonfinite_obs: bool = False,
     ):
         from rlgraph_core.spaces import Space
         from rlgraph_ray.worker_entry import shard_memory
@@ -204,13 +207,14 @@ class ReplayShard:
         self.index, self.generation = index, generation
         self.snapshot_dir, self.snapshot_interval = snapshot_dir, snapshot_interval
         self.records = None if record_spaces is None else {k: Space.from_json(v) for k, v in record_spaces.items()}
+        self.allow_nonfinite_obs = allow_nonfinite_obs
         self.inserted = 0
         self.snapshot_inserted = 0
         self.snapshot_error: str | None = None
         if restore and snapshot_dir is not None and os.path.lexists(snapshot_dir):
             from rlgraph_core.memories.snapshot import load_memory_snapshot
 
-            info = load_memory_snapshot(snapshot_dir, self.memory, self.records)
+            info = load_memory_snapshot(snapshot_dir, self.memory, self.records, allow_nonfinite_obs)
             self.inserted = self.snapshot_inserted = int(info.get("inserted", 0))
 
     def ready(self) -> bool:
@@ -230,15 +234,17 @@ class ReplayShard:
         return self.generation, self.inserted
 
     def snapshot(self) -> None:
-        """Write the snapshot now (a failed write is kept in ``counts()['snapshot_error']``, the shard goes on)."""
+        """Write the snapshot now (a failed or refused write, e.g. a NaN record, is kept in
+        ``counts()['snapshot_error']``; the previous snapshot stays and the shard goes on)."""
         if self.snapshot_dir is None:
             return
+        from rlgraph_core.errors import NonFiniteError
         from rlgraph_core.memories.snapshot import save_memory_snapshot
 
         info = {"inserted": self.inserted, "shard": self.index, "capacity": self.memory.capacity}
         try:
-            save_memory_snapshot(self.snapshot_dir, self.memory, info)
-        except OSError as exc:
+            save_memory_snapshot(self.snapshot_dir, self.memory, info, self.allow_nonfinite_obs)
+        except (OSError, NonFiniteError) as exc:
             self.snapshot_error = f"{type(exc).__name__}: {exc}"
             return
         self.snapshot_inserted, self.snapshot_error = self.inserted, None
@@ -281,7 +287,9 @@ class ReplayShard:
         """
         from rlgraph_core.memories.snapshot import load_memory_state
 
-        load_memory_state(self.memory, state, self.records, f"The checkpoint's replay shard {self.index}")
+        load_memory_state(
+            self.memory, state, self.records, f"The checkpoint's replay shard {self.index}", self.allow_nonfinite_obs
+        )
         self.inserted = int(inserted)
         self.snapshot()
         return len(self.memory)

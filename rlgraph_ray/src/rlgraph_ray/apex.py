@@ -81,6 +81,7 @@ class RayApexExecutor(RayExecutor):
                 settings.replay_snapshot_interval,
                 None if records is None else {k: v.to_json() for k, v in records.items()},
                 restore,
+                self.config.env.allow_nonfinite_obs,
             )
         )
 

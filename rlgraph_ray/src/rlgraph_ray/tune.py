@@ -18,8 +18,10 @@ evaluation, env steps, run folder), ``best_config.yaml`` (the full config of the
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -79,15 +81,23 @@ def _overrides(params: dict) -> list[str]:
 
 
 class _Reporter:
-    """A plugin object relaying each metrics row with an evaluation to Tune."""
+    """A plugin object relaying each metrics row with an evaluation to Tune, except the budget's last.
 
-    def __init__(self, report):
+    A row at or past ``budget`` env steps is not reported: the trainable reports the run's final
+    evaluation once :func:`~rlgraph_core.training.run_training` has returned, so that the last
+    report Tune sees comes after the final checkpoint, summary and plot are written. Tune stops a
+    trial inside a report (its scheduler's decision, e.g. ASHA at ``max_t``), and a trial stopped
+    while its final phase runs would lose them.
+    """
+
+    def __init__(self, report, budget: int):
         self._report = report
+        self._budget = budget
 
     @hookimpl
     def rlgraph_on_iteration(self, metrics):
-        """Report ``eval_return_mean`` and ``timesteps`` whenever the row has an evaluation."""
-        if metrics.get(METRIC) is not None:
+        """Report ``eval_return_mean`` and ``timesteps`` whenever the row has an evaluation, before the budget."""
+        if metrics.get(METRIC) is not None and int(metrics["timesteps"]) < self._budget:
             self._report({METRIC: float(metrics[METRIC]), "timesteps": int(metrics["timesteps"])})
 
 
@@ -101,8 +111,8 @@ def _make_trainable(raw_config: dict, trials_dir: str):
         from ray import tune
 
         pm = PluginManager()
-        pm.register(_Reporter(tune.report), "rlgraph-ray", name="tune-reporter")
         config = validate_config(apply_overrides(raw_config, _overrides(params)), pm)
+        pm.register(_Reporter(tune.report, config.train.total_timesteps), "rlgraph-ray", name="tune-reporter")
         config.train.progress_bar = False
         if "console" in config.train.loggers:
             config.train.loggers = [n for n in config.train.loggers if n != "console"]
@@ -112,6 +122,8 @@ def _make_trainable(raw_config: dict, trials_dir: str):
         # a trial interrupted before its first checkpoint starts over in its folder.
         resume = latest_checkpoint(out) if out.is_dir() else None
         summary = run_training(config, out, resume=resume, overwrite=resume is None, plugin_manager=pm)
+        # The run's final evaluation, reported after its final checkpoint, summary and plot are
+        # written (see _Reporter): a scheduler that stops the trial here (ASHA at max_t) loses nothing.
         if summary.get("eval_return_mean") is not None:
             tune.report(
                 {METRIC: float(summary["eval_return_mean"]), "timesteps": int(summary["timesteps"]), "done": True}
@@ -176,6 +188,26 @@ def _can_restore(experiment: Path) -> bool:
     return experiment.is_dir() and tune.Tuner.can_restore(str(experiment))
 
 
+class _NoRayResumeHint(logging.Filter):
+    """Drops Tune's "Resume experiment with: Tuner.restore(...)" warning after Ctrl-C: a search is
+    resumed with ``rlgraph tune ... --resume`` (printed by :func:`_write_results`), which also
+    continues each interrupted trial from its own checkpoint; Ray's Python call would not."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tuner.restore" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_ray_resume_hint():
+    """Within the block, Tune's logger (``ray.tune.tune``) drops its ``Tuner.restore`` hint."""
+    tune_logger, hint_filter = logging.getLogger("ray.tune.tune"), _NoRayResumeHint()
+    tune_logger.addFilter(hint_filter)
+    try:
+        yield
+    finally:
+        tune_logger.removeFilter(hint_filter)
+
+
 def _search(args, base, raw: dict, space: dict, out: Path) -> int:
     """Run or resume the search on the connected Ray; write the trial table and the best config."""
     from ray import tune
@@ -187,12 +219,12 @@ def _search(args, base, raw: dict, space: dict, out: Path) -> int:
     if args.scheduler == "asha":
         from ray.tune.schedulers import ASHAScheduler
 
-        # max_t past the budget: a trial that uses its budget ends by itself, writing its final
-        # checkpoint, summary and plot (at max_t Tune stops it as it reports its last evaluation,
-        # before they are written); the grace period fits a budget below the evaluation interval.
+        # max_t is the budget: the trial's report at the budget is its last, made after its final
+        # checkpoint, summary and plot are written (see _Reporter), so stopping it there loses
+        # nothing; the grace period fits a budget below the evaluation interval.
         scheduler = ASHAScheduler(
             time_attr="timesteps",
-            max_t=tc.total_timesteps + tc.eval_interval,
+            max_t=tc.total_timesteps,
             grace_period=min(tc.eval_interval, tc.total_timesteps),
             reduction_factor=2,
         )
@@ -224,7 +256,9 @@ def _search(args, base, raw: dict, space: dict, out: Path) -> int:
             ),
             run_config=tune.RunConfig(name="tune", storage_path=str(out), verbose=0),
         )
-    return _write_results(args, tuner.fit(), raw, out)
+    with _without_ray_resume_hint():
+        grid = tuner.fit()
+    return _write_results(args, grid, raw, out)
 
 
 def _write_results(args, grid, raw: dict, out: Path) -> int:

@@ -4,6 +4,7 @@ weights, non-finite arrays, counters) that saving and loading share.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 import numpy as np
@@ -63,8 +64,36 @@ def nonfinite_arrays(arrays: Mapping[str, Any]) -> list[str]:
     return bad
 
 
-#: Replay fields that hold observations (``env.allow_nonfinite_obs`` may let NaN/inf into them).
-_OBS_FIELDS = ("obs", "next_obs")
+#: Replay arrays that hold observations (``env.allow_nonfinite_obs`` may let NaN/inf into them): a
+#: ``data/obs`` or ``data/next_obs`` field (or a key of its Dict) under any prefix, as an agent's
+#: state (``memory/data/obs``), a memory's own state (``data/obs``) and a Ray replay shard's
+#: (``shard_0/data/obs/image``) name them.
+_OBS_ARRAY_RE = re.compile(r"(?:^|[/ ])data/(?:obs|next_obs)(?:/|$)")
+
+
+def nonfinite_records_problem(arrays: Mapping[str, Any], allow_nonfinite_obs: bool = False) -> str | None:
+    """Which float arrays of ``arrays`` (replay records, priorities, optimizer slots ...) hold NaN or
+    infinite values, and where the first one is, in words; None when all are finite.
+
+    With ``allow_nonfinite_obs`` (a run whose env was configured with ``env.allow_nonfinite_obs:
+    true``: envs that leave unused dimensions at inf) the replay observations are exempt; rewards
+    and discounts are always checked.
+    """
+    bad = nonfinite_arrays({k: v for k, v in arrays.items() if not (allow_nonfinite_obs and _OBS_ARRAY_RE.search(k))})
+    if not bad:
+        return None
+    first = np.asarray(arrays[bad[0]])
+    index = tuple(int(i) for i in np.argwhere(~np.isfinite(first))[0]) if first.ndim else ()
+    return (
+        f"NaN or infinite values in {', '.join(repr(b) for b in bad[:4])}"
+        f"{' ...' if len(bad) > 4 else ''} (first at index {list(index)} of '{bad[0]}')"
+    )
+
+
+def allows_nonfinite_obs(config: Mapping[str, Any]) -> bool:
+    """Whether the run config (a dict) sets ``env.allow_nonfinite_obs: true``."""
+    env = config.get("env") if isinstance(config, Mapping) else None
+    return isinstance(env, Mapping) and env.get("allow_nonfinite_obs") is True
 
 
 def nonfinite_state_problem(state: Mapping[str, Any], config: Mapping[str, Any]) -> str | None:
@@ -72,23 +101,13 @@ def nonfinite_state_problem(state: Mapping[str, Any], config: Mapping[str, Any])
 
     Every float array (replay records, priorities, optimizer slots ...) must be finite, except
     the replay observations of a run whose env was configured with ``allow_nonfinite_obs: true``
-    (envs that leave unused dimensions at inf); rewards and discounts are always checked.
+    (see :func:`nonfinite_records_problem`).
     """
-    env = config.get("env") if isinstance(config, Mapping) else None
-    allow_obs = isinstance(env, Mapping) and env.get("allow_nonfinite_obs") is True
-    obs_prefixes = tuple(f"memory/data/{field}" for field in _OBS_FIELDS)
-
-    def exempt(name: str) -> bool:
-        return allow_obs and any(name == p or name.startswith(p + "/") for p in obs_prefixes)
-
-    bad = nonfinite_arrays({k: v for k, v in state.items() if not exempt(k)})
-    if not bad:
+    problem = nonfinite_records_problem(state, allows_nonfinite_obs(config))
+    if problem is None:
         return None
-    first = np.asarray(state[bad[0]])
-    index = tuple(int(i) for i in np.argwhere(~np.isfinite(first))[0]) if first.ndim else ()
     return (
-        f"its state.npz holds NaN or infinite values in {', '.join(repr(b) for b in bad[:4])}"
-        f"{' ...' if len(bad) > 4 else ''} (first at index {list(index)} of '{bad[0]}'); rlgraph never saves "
+        f"its state.npz holds {problem}; rlgraph never saves "
         f"non-finite data (observations and rewards are checked where they enter), so these records are "
         f"corrupt or were not written by rlgraph, and training on them would only produce NaN."
     )

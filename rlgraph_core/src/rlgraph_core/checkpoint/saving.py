@@ -17,7 +17,15 @@ import numpy as np
 # ``_write_file`` is looked up on the store module at each call, so a test that replaces it there
 # (crash and ENOSPC injection) reaches every writer.
 from rlgraph_core.checkpoint import store as atomic
-from rlgraph_core.checkpoint.checks import FORMAT_VERSION, LATEST, PERIODIC_DIR, _counters_problem, nonfinite_arrays
+from rlgraph_core.checkpoint.checks import (
+    FORMAT_VERSION,
+    LATEST,
+    PERIODIC_DIR,
+    _counters_problem,
+    allows_nonfinite_obs,
+    nonfinite_arrays,
+    nonfinite_records_problem,
+)
 from rlgraph_core.checkpoint.meta import _read_meta_at
 from rlgraph_core.checkpoint.npz import _read_npz
 from rlgraph_core.checkpoint.store import (
@@ -41,8 +49,17 @@ from rlgraph_core.checkpoint.store import (
 from rlgraph_core.errors import CheckpointError, NonFiniteError
 
 
-def _refuse_nonfinite(agent, weights: Mapping[str, Any], state_arrays: Mapping[str, Any], where: Path) -> None:
-    """Raise :class:`NonFiniteError` if a weight or optimizer slot of ``agent`` is NaN or infinite."""
+def _refuse_nonfinite(
+    agent,
+    weights: Mapping[str, Any],
+    state_arrays: Mapping[str, Any],
+    where: Path,
+    config: Mapping[str, Any],
+    attachments: Attachments,
+) -> None:
+    """Raise :class:`NonFiniteError` if a weight, optimizer slot, replay record (the agent's or an
+    attachment's, e.g. Ray replay shards') or priority is NaN or infinite: what loading refuses is
+    never written. Replay observations are exempt where the run sets ``env.allow_nonfinite_obs``."""
     bad = nonfinite_arrays(weights) + nonfinite_arrays(
         {k: v for k, v in state_arrays.items() if k.startswith("optimizer/")}
     )
@@ -52,6 +69,19 @@ def _refuse_nonfinite(agent, weights: Mapping[str, Any], state_arrays: Mapping[s
             f"{' ...' if len(bad) > 4 else ''} hold NaN or infinite values (after {agent.updates} updates), so "
             f"the checkpoint would be useless and would replace a good one. Nothing was written; the "
             f"checkpoints already there are unchanged."
+        )
+    allow_obs = allows_nonfinite_obs(config)
+    named = {f"state.npz: {k}": v for k, v in state_arrays.items() if not k.startswith("optimizer/")}
+    for key, (arrays, _) in attachments.items():
+        named.update({f"{key}.npz: {k}": v for k, v in arrays.items()})
+    problem = nonfinite_records_problem(named, allow_obs)
+    if problem:
+        raise NonFiniteError(
+            f"Refused to write a checkpoint to '{where}': the replay memory holds {problem}, which a resume "
+            f"would refuse to load (rlgraph never saves non-finite data; observations and rewards are checked "
+            f"where they enter, except observations under env.allow_nonfinite_obs). Nothing was written; the "
+            f"checkpoints already there are unchanged. A reward or discount that is NaN or infinite, or an env "
+            f"that returns NaN/inf observations without env.allow_nonfinite_obs: true, is the usual cause."
         )
 
 
@@ -81,7 +111,14 @@ def _write_version(
     weights = agent.get_weights()
     state_arrays, counters = agent.get_state()
     hidden = store.name.startswith(".") and store.name.endswith(".versions")
-    _refuse_nonfinite(agent, weights, state_arrays, store.parent / store.name[1:-9] if hidden else store / name)
+    _refuse_nonfinite(
+        agent,
+        weights,
+        state_arrays,
+        store.parent / store.name[1:-9] if hidden else store / name,
+        extra.get("config") or {},
+        attachments,
+    )
     meta = {
         "format_version": FORMAT_VERSION,
         "agent_type": agent.config.type,

@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rlgraph_core.checkpoint import Headers, dtype_family, is_count, load_arrays, save_arrays
-from rlgraph_core.errors import CheckpointError
+from rlgraph_core.checkpoint import Headers, dtype_family, is_count, load_arrays, nonfinite_records_problem, save_arrays
+from rlgraph_core.errors import CheckpointError, NonFiniteError
 from rlgraph_core.spaces import BoundedSpace, Space, SpaceError
 
 #: Bytes per record allowed for a replay field without a declared record space.
@@ -169,12 +169,28 @@ def memory_state_check(capacity: int, records: Mapping[str, Space] | None, what:
     return check
 
 
-def load_memory_state(memory, state: Mapping[str, np.ndarray], records: Mapping[str, Space] | None, what: str) -> None:
-    """Check ``state``'s records by value, then ``memory.load_state_dict(state)`` (which checks the rest).
+def load_memory_state(
+    memory,
+    state: Mapping[str, np.ndarray],
+    records: Mapping[str, Space] | None,
+    what: str,
+    allow_nonfinite_obs: bool = False,
+) -> None:
+    """Check ``state``'s records by value (finite, as an agent checkpoint's replay is checked, except
+    observations with ``allow_nonfinite_obs``; within their spaces' bounds), then
+    ``memory.load_state_dict(state)`` (which checks the rest).
 
     Raises:
         CheckpointError: naming ``what`` and the problem; the memory is unchanged then.
     """
+    problem = nonfinite_records_problem(state, allow_nonfinite_obs)
+    if problem:
+        raise CheckpointError(
+            f"{what} cannot be loaded: it holds {problem}; rlgraph never saves non-finite replay records "
+            f"(observations and rewards are checked where they enter), so they are corrupt or were not written "
+            f"by rlgraph, and training on them would only produce NaN. Nothing was loaded; remove the snapshot "
+            f"(the shard then starts empty) or resume from an earlier checkpoint of the run."
+        )
     data = {k[len(DATA_PREFIX) :]: v for k, v in state.items() if k.startswith(DATA_PREFIX)}
     framed = {k[len(FRAME_INDEX_PREFIX) :] for k in state if k.startswith(FRAME_INDEX_PREFIX)}
     problem = replay_values_problem(data, records, framed=framed)
@@ -188,13 +204,31 @@ def load_memory_state(memory, state: Mapping[str, np.ndarray], records: Mapping[
         ) from None
 
 
-def save_memory_snapshot(directory: str | os.PathLike, memory, info: Mapping[str, Any]) -> str:
-    """Write ``memory.state_dict()`` and the JSON ``info`` as the array folder ``directory``, atomically."""
-    return save_arrays(directory, memory.state_dict(), info)
+def save_memory_snapshot(
+    directory: str | os.PathLike, memory, info: Mapping[str, Any], allow_nonfinite_obs: bool = False
+) -> str:
+    """Write ``memory.state_dict()`` and the JSON ``info`` as the array folder ``directory``, atomically.
+
+    Raises:
+        NonFiniteError: a record is NaN or infinite (observations exempt with ``allow_nonfinite_obs``),
+            which loading would refuse; nothing was written and the previous snapshot stays.
+    """
+    state = memory.state_dict()
+    problem = nonfinite_records_problem(state, allow_nonfinite_obs)
+    if problem:
+        raise NonFiniteError(
+            f"Refused to write the replay snapshot '{directory}': the memory holds {problem}, which loading "
+            f"would refuse (rlgraph never saves non-finite replay records). Nothing was written; the previous "
+            f"snapshot is unchanged."
+        )
+    return save_arrays(directory, state, info)
 
 
-def load_memory_snapshot(directory: str | os.PathLike, memory, records: Mapping[str, Space] | None) -> dict:
-    """Check the snapshot ``directory`` against ``memory`` (capacity, record spaces) and load it; its info.
+def load_memory_snapshot(
+    directory: str | os.PathLike, memory, records: Mapping[str, Space] | None, allow_nonfinite_obs: bool = False
+) -> dict:
+    """Check the snapshot ``directory`` against ``memory`` (capacity, record spaces, finite values
+    except observations with ``allow_nonfinite_obs``) and load it; its info.
 
     Raises:
         CheckpointError: a missing, corrupt or mismatching snapshot (``memory`` is unchanged).
@@ -204,5 +238,5 @@ def load_memory_snapshot(directory: str | os.PathLike, memory, records: Mapping[
     inserted = info.get("inserted", 0)
     if not is_count(inserted):
         raise CheckpointError(f"{what} records {inserted!r} inserts, not a non-negative integer; corrupt snapshot.")
-    load_memory_state(memory, state, records, what)
+    load_memory_state(memory, state, records, what, allow_nonfinite_obs)
     return info
