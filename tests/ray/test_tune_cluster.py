@@ -90,10 +90,10 @@ def test_an_interrupted_search_resumes_without_redoing_trials(tmp_path):
         time.sleep(0.5)
     output = proc.communicate(timeout=300)[0]
     assert interrupted, output[-3000:]
-    assert "--resume" in output and "Tuner.restore" not in output  # rlgraph's resume only (issue 35 §2)
     (first,) = finished
     (second,) = running
     assert _summary_steps(second) is None, "the long trial ended before the interrupt"
+    assert "--resume" in output and "Tuner.restore" not in output  # rlgraph's resume only (issue 35 §2)
     first_metrics = (first / "metrics.jsonl").read_bytes()
     second_rows = (second / "metrics.jsonl").read_text().splitlines()
     checkpoint_steps = read_meta(latest_checkpoint(second))[0]["counters"]["timesteps"]
