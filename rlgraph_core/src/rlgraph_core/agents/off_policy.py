@@ -62,6 +62,24 @@ def _at(value, t: int):
     return {k: _at(v, t) for k, v in value.items()} if isinstance(value, Mapping) else value[t]
 
 
+def round_due(config: "OffPolicyConfig", timesteps: int, stored: int, last_train: int) -> bool:
+    """Whether the update schedule asks for a round of ``config.gradient_steps`` steps now: at
+    least ``learning_starts`` env steps taken, a batch stored, and ``train_freq`` env steps since
+    the last round (at ``last_train``). A pure function of the counters, so a program that runs
+    many env steps at once (the compiled loop of a JAX plugin) plans its rounds with it."""
+    return (
+        timesteps >= config.learning_starts
+        and stored >= config.batch_size
+        and timesteps - last_train >= config.train_freq
+    )
+
+
+def target_due(updates: int, steps: int, interval: int) -> np.ndarray:
+    """Float32 ``[steps]``: 1.0 at the steps of a round after which the target moves. Step ``k``
+    is the ``(updates + k + 1)``-th update; the target moves after every ``interval``-th."""
+    return ((updates + np.arange(1, steps + 1)) % interval == 0).astype(np.float32)
+
+
 class OffPolicyConfig(StrictModel):
     """Fields every replay agent has (DQN and SAC set their own defaults for several)."""
 
@@ -285,13 +303,10 @@ class OffPolicyAgent(Agent):
     # --- learning: update (local loop) and learn (learner role) ----------------------------
     def _due_gradient_steps(self) -> int:
         """Gradient steps the schedule asks for now (0: none); marks the round as done."""
-        cfg = self.config
-        if self.timesteps < cfg.learning_starts or len(self.memory) < cfg.batch_size:
-            return 0
-        if self.timesteps - self._last_train < cfg.train_freq:
+        if not round_due(self.config, self.timesteps, len(self.memory), self._last_train):
             return 0
         self._last_train = self.timesteps
-        return cfg.gradient_steps
+        return self.config.gradient_steps
 
     def _sync_learning_rate(self) -> None:
         lr = self.lr_schedule(self.timesteps)
@@ -361,9 +376,8 @@ class OffPolicyAgent(Agent):
         to_t = self.backend.to_tensor
         own = memory is None
         samples = [(self.memory if own else memory).sample(cfg.batch_size) for _ in range(steps)]
-        # Step k is the (updates + k + 1)-th update: the target moves after it where that is a
-        # multiple of the interval, as _learn_step does.
-        due = ((self.updates + np.arange(1, steps + 1)) % cfg.target_update_interval == 0).astype(np.float32)
+        # the target moves after the steps where _learn_step would move it
+        due = target_due(self.updates, steps, cfg.target_update_interval)
         per_step = [to_t(x) for x in self._round_arrays(samples)] + [to_t(due)]
         loop = self._round_loop
         if loop is None:

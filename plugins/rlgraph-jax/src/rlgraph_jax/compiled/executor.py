@@ -1,4 +1,4 @@
-"""The ``compiled`` executor: gymnax env + PPO acting and learning as one ``jax.jit`` program.
+"""The ``compiled`` executor: gymnax env + PPO or DQN acting and learning as one ``jax.jit`` program.
 
 The run is any run (:class:`~rlgraph_core.execution.recorder.RunRecorder`: metric rows, greedy
 evaluation on the gymnasium face of the same gymnax env, checkpoints in the neutral npz, resume,
@@ -8,7 +8,8 @@ updates without leaving the program; the agent's cells then hold the chunk's fin
 optimizer state, so evaluation, checkpoints and ``rlgraph evaluate`` on torch see a normal agent.
 
 A resumed run continues from the checkpoint's weights, optimizer state and counters with fresh
-episodes (as the local executor does). ``executor.num_seeds = K`` vmaps the program over K
+episodes (as the local executor does; DQN's replay ring is copied into the agent's memory between
+chunks, so its checkpoint holds the replay and a resumed run samples it again). ``executor.num_seeds = K`` vmaps the program over K
 agents with seeds ``train.seed + k``; each one computes what a run with that seed alone computes.
 """
 
@@ -24,7 +25,8 @@ import numpy as np
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.recorder import RunRecorder
-from rlgraph_jax.compiled.ppo import LOSS_NAMES, CompiledPPO
+from rlgraph_jax.compiled.dqn import CompiledDQN
+from rlgraph_jax.compiled.ppo import CompiledPPO
 from rlgraph_jax.gymnax_envs import pure_env_of
 from rlgraph_jax.optim import raise_non_finite
 
@@ -60,8 +62,12 @@ def use_compilation_cache(directory: str | None) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 1)
 
 
+#: the compiled program of each algorithm (``agent.type``)
+PROGRAMS = {"ppo": CompiledPPO, "dqn": CompiledDQN}
+
+
 class CompiledExecutor(Executor):
-    """Trains PPO on a gymnax env with env steps, acting and updates compiled into one program.
+    """Trains PPO or DQN on a gymnax env with env steps, acting and updates compiled into one program.
 
     See the module docstring; the settings are :class:`~rlgraph_jax.compiled.settings.CompiledSettings`.
     """
@@ -84,7 +90,7 @@ class CompiledExecutor(Executor):
                     "checkpoint (seeds/seed_<seed>) as a run of its own with num_seeds 1."
                 )
             agent = parts.make_agent(eval_env.observation_space, eval_env.action_space, num_envs=cfg.env.num_envs)
-            program = CompiledPPO(agent, env, cfg.env.num_envs)
+            program = PROGRAMS[cfg.agent.type](agent, env, cfg.env.num_envs)
         except BaseException:
             eval_env.close()
             raise
@@ -99,7 +105,7 @@ class CompiledExecutor(Executor):
 class _ChunkLoop:
     """Calls the compiled chunk until the recorder says the run is done (the recorder's ``loop``)."""
 
-    def __init__(self, program: CompiledPPO, parts, settings, cfg, eval_env):
+    def __init__(self, program: CompiledPPO | CompiledDQN, parts, settings, cfg, eval_env):
         self.program = program
         self.parts = parts
         self.cfg = cfg
@@ -107,7 +113,7 @@ class _ChunkLoop:
         self.num_seeds = settings.num_seeds
         tc = cfg.train
         chunk = settings.chunk_timesteps or min(tc.eval_interval, tc.checkpoint_interval or tc.eval_interval)
-        self.chunk_rollouts = max(1, math.ceil(chunk / program.rollout_size))
+        self.chunk_iterations = max(1, math.ceil(chunk / program.steps_per_iteration))
         self._compiled: dict[int, object] = {}
         self.compile_seconds = 0.0
         self.run_seconds = 0.0
@@ -141,18 +147,17 @@ class _ChunkLoop:
         agent.set_weights(own)
         return _stack(per_seed)
 
-    def _function(self, rollouts: int):
-        """The jitted chunk of ``rollouts`` rollouts, compiled ahead (its compile time counted)."""
-        fn = self._compiled.get(rollouts)
+    def _function(self, iterations: int, inputs: tuple):
+        """The jitted chunk of ``iterations`` iterations, compiled ahead (its compile time counted)."""
+        fn = self._compiled.get(iterations)
         if fn is None:
             chunk = self.program.chunk
             if self.num_seeds > 1:
-                chunk = jax.vmap(chunk, in_axes=(0, 0, None, None))
+                chunk = jax.vmap(chunk, in_axes=(0, 0, None))
             start = time.perf_counter()
-            sched = jnp.zeros((rollouts,), jnp.float32)
-            fn = jax.jit(chunk).lower(self.values, self.carry, sched, sched).compile()
+            fn = jax.jit(chunk).lower(self.values, self.carry, inputs).compile()
             self.compile_seconds += time.perf_counter() - start
-            self._compiled[rollouts] = fn
+            self._compiled[iterations] = fn
         return fn
 
     # ------------------------------------------------------------------ the run
@@ -163,23 +168,21 @@ class _ChunkLoop:
         if self.num_seeds > 1:
             self.carry = jax.vmap(program.init_carry)(jnp.arange(self.num_seeds) + seed0)
         else:
-            self.carry = program.init_carry(seed0)
+            self.carry = program.resume_carry(program.init_carry(seed0))
         total = self.cfg.train.total_timesteps
         while not recorder.done(stop):
-            left = math.ceil((total - recorder.timesteps) / program.rollout_size)
-            rollouts = min(self.chunk_rollouts, max(1, left))
-            self._chunk(recorder, rollouts)
+            left = math.ceil((total - recorder.timesteps) / program.steps_per_iteration)
+            iterations = min(self.chunk_iterations, max(1, left))
+            self._chunk(recorder, iterations)
             recorder.step()
         if self.num_seeds > 1 and recorder.out_dir is not None:
             self.save_seeds(recorder)
 
-    def _chunk(self, recorder: RunRecorder, rollouts: int) -> None:
-        program, agent = self.program, self.program.agent
-        size = program.rollout_size
-        steps = recorder.timesteps + size * np.arange(1, rollouts + 1)
-        lrs = jnp.asarray([agent.lr_schedule(int(t)) for t in steps], jnp.float32)
-        clips = jnp.asarray([agent.clip_schedule(int(t)) for t in steps], jnp.float32)
-        fn = self._function(rollouts)
+    def _chunk(self, recorder: RunRecorder, iterations: int) -> None:
+        program = self.program
+        plan = program.plan(recorder.timesteps, iterations)
+        inputs = tuple(jnp.asarray(x) for x in plan.inputs)
+        fn = self._function(iterations, inputs)
         program.backend.reset_loop_guard()
         if self.num_seeds > 1:  # the guard is one cell of every seed's values
             guard_at = program.cells.index(program.backend.loop_guard)
@@ -187,7 +190,7 @@ class _ChunkLoop:
         else:
             self.values = [c.value for c in program.cells]
         start = time.perf_counter()
-        self.values, self.carry, out = fn(self.values, self.carry, lrs, clips)
+        self.values, self.carry, out = fn(self.values, self.carry, inputs)
         done, rets, lens = (np.asarray(x) for x in (out.done, out.returns, out.lengths))
         losses = np.asarray(out.losses)
         self.run_seconds += time.perf_counter() - start
@@ -202,15 +205,12 @@ class _ChunkLoop:
             done, rets, lens, losses = done[None], rets[None], lens[None], losses[None]
         for k in range(self.num_seeds):
             self.seed_returns[k] = (self.seed_returns[k] + rets[k][done[k]].tolist())[-100:]
-        self.env_steps += rollouts * size * self.num_seeds
-        recorder.add_env_steps(rollouts * size)
-        agent.updates += rollouts * program.steps_per_rollout
-        agent.weights_version += rollouts * program.steps_per_rollout
-        agent.train_step.learning_rate = float(lrs[-1])
-        metrics = {name: float(v) for name, v in zip(LOSS_NAMES, losses[0, -1])}
-        metrics.update(clip_range=float(clips[-1]), gradient_steps=program.steps_per_rollout, early_stop=False)
-        agent._last_metrics = metrics
-        # a boolean mask over [I, T, N] keeps row-major order: the episodes as they ended
+        steps = iterations * program.steps_per_iteration
+        self.env_steps += steps * self.num_seeds
+        recorder.add_env_steps(steps)
+        program.finish(plan, losses[0])
+        program.store_memory(self.carry if self.num_seeds == 1 else _index(self.carry, 0))
+        # a boolean mask over [..., N] keeps row-major order: the episodes as they ended
         recorder.add_episodes(rets[0][done[0]], lens[0][done[0]])
 
     def save_seeds(self, recorder: RunRecorder) -> None:
@@ -219,11 +219,13 @@ class _ChunkLoop:
         for k in range(self.num_seeds):
             for cell, value in zip(program.cells, _index(self.values, k)):
                 cell.value = value
+            program.store_memory(_index(self.carry, k))
             program.agent.save(
                 recorder.out_dir / "seeds" / f"seed_{self.cfg.train.seed + k}", recorder.checkpoint_extra()
             )
         for cell, value in zip(program.cells, _index(self.values, 0)):
             cell.value = value
+        program.store_memory(_index(self.carry, 0))
 
     def summary(self) -> dict:
         """What ``summary.json`` adds: compile and run seconds, env steps/s inside the program, per-seed returns."""

@@ -19,12 +19,13 @@ and the env carry, so ``jax.vmap`` over both trains several independent agents i
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlgraph_jax.compiled.envs import ChunkOut, EnvCarry, env_step, init_env_carry
 from rlgraph_jax.gymnax_envs import PureEnv
 from rlgraph_jax.state import swapped
 
@@ -33,24 +34,10 @@ LOSS_NAMES = ("loss", "pg_loss", "vf_loss", "entropy", "approx_kl", "clip_fracti
 _TINY = float(np.finfo(np.float32).tiny)
 
 
-class EnvCarry(NamedTuple):
-    """What the program carries from one env step to the next, per env (``[N, ...]``)."""
+class PPOPlan(NamedTuple):
+    """The host's plan of a chunk: the program's inputs ``(learning rates [I], clip ranges [I])``."""
 
-    env_state: Any
-    obs: Any
-    key: Any
-    episode_return: Any
-    episode_length: Any
-
-
-class ChunkOut(NamedTuple):
-    """A chunk's outputs: mean loss outputs per rollout ``[I, 6]``, and per step ``[I, T, N]``
-    whether an episode ended there with its return and length."""
-
-    losses: Any
-    done: Any
-    returns: Any
-    lengths: Any
+    inputs: tuple
 
 
 class CompiledPPO:
@@ -79,16 +66,42 @@ class CompiledPPO:
         self.batch_size = int(cfg.batch_size)
         self.n_epochs = int(cfg.n_epochs)
         self.steps_per_rollout = self.n_epochs * (self.rollout_size // self.batch_size)
+        self.steps_per_iteration = self.rollout_size
         self._lr_cell = agent.train_step._lr
+
+    # ------------------------------------------------------------------ the host's side
+    def plan(self, timesteps: int, iterations: int) -> PPOPlan:
+        """The learning rate and clip range of each of the next ``iterations`` rollouts."""
+        agent = self.agent
+        steps = timesteps + self.rollout_size * np.arange(1, iterations + 1)
+        lrs = np.asarray([agent.lr_schedule(int(t)) for t in steps], np.float32)
+        clips = np.asarray([agent.clip_schedule(int(t)) for t in steps], np.float32)
+        return PPOPlan((lrs, clips))
+
+    def finish(self, plan: PPOPlan, losses: np.ndarray) -> dict:
+        """Move the agent's counters past the chunk; its metrics (the last rollout's mean losses)."""
+        agent = self.agent
+        lrs, clips = plan.inputs
+        steps = len(lrs) * self.steps_per_rollout
+        agent.updates += steps
+        agent.weights_version += steps
+        agent.train_step.learning_rate = float(lrs[-1])
+        metrics = {name: float(v) for name, v in zip(LOSS_NAMES, losses[-1])}
+        metrics.update(clip_range=float(clips[-1]), gradient_steps=self.steps_per_rollout, early_stop=False)
+        agent._last_metrics = metrics
+        return metrics
+
+    def resume_carry(self, carry: EnvCarry) -> EnvCarry:
+        """A resumed run starts fresh episodes: the carry as it is."""
+        return carry
+
+    def store_memory(self, carry: EnvCarry) -> None:
+        """PPO keeps no memory between rollouts."""
 
     # ------------------------------------------------------------------ inside the program
     def init_carry(self, seed: int) -> EnvCarry:
         """Fresh episodes in every env, keyed by ``seed`` (a pure function: vmap it over seeds)."""
-        key = jax.random.PRNGKey(seed)
-        key, reset_key = jax.random.split(key)
-        obs, state = jax.vmap(self.env.reset)(jax.random.split(reset_key, self.num_envs))
-        zeros = jnp.zeros((self.num_envs,), jnp.float32)
-        return EnvCarry(state, obs, key, zeros, jnp.zeros((self.num_envs,), jnp.int32))
+        return init_env_carry(self.env, self.num_envs, seed)
 
     def _rollout(self, carry: EnvCarry):
         """``n_steps`` steps of every env with the current policy: ``(carry, trajectory, episodes)``."""
@@ -99,9 +112,8 @@ class CompiledPPO:
             key, noise_key, env_key = jax.random.split(c.key, 3)
             noise = jax.random.uniform(noise_key, (n, self.agent.num_actions), jnp.float32, _TINY, 1.0)
             actions, log_probs, values = graph.act(c.obs, noise)
-            env_actions = actions.astype(jnp.int32) + start
-            obs, state, reward, terminated, truncated, final = jax.vmap(env.step)(
-                jax.random.split(env_key, n), c.env_state, env_actions
+            new, (reward, terminated, truncated, final), episodes = env_step(
+                env, c._replace(key=key), env_key, actions.astype(jnp.int32) + start
             )
             # A cut episode bootstraps from V(its true final observation), as the agent's observe does.
             final_values = jax.lax.cond(
@@ -109,9 +121,6 @@ class CompiledPPO:
                 lambda: jnp.where(truncated, graph.value(final), 0.0).astype(jnp.float32),
                 lambda: jnp.zeros((n,), jnp.float32),
             )
-            done = terminated | truncated
-            ret = c.episode_return + reward
-            length = c.episode_length + 1
             traj = {
                 "obs": c.obs,
                 "actions": actions,
@@ -122,8 +131,7 @@ class CompiledPPO:
                 "truncated": truncated,
                 "final_values": final_values,
             }
-            new = EnvCarry(state, obs, key, jnp.where(done, 0.0, ret), jnp.where(done, 0, length))
-            return new, (traj, (done, ret, length))
+            return new, (traj, episodes)
 
         return jax.lax.scan(step, carry, None, length=self.n_steps)
 
@@ -147,10 +155,12 @@ class CompiledPPO:
             graph.update_normalizer(samples[0])
         return jnp.stack([jnp.mean(o) for o in outputs])
 
-    def chunk(self, values: list, carry: EnvCarry, learning_rates, clip_ranges):
-        """Rollouts and updates for every entry of ``learning_rates`` (a ``lax.scan``): a pure
-        function ``(cell values, carry, [I], [I]) -> (cell values, carry, ChunkOut)``."""
+    def chunk(self, values: list, carry: EnvCarry, inputs: tuple):
+        """Rollouts and updates for every entry of ``inputs = (learning rates [I], clip ranges
+        [I])`` (a ``lax.scan``): a pure function ``(cell values, carry, inputs) -> (cell values,
+        carry, ChunkOut)``."""
         cells = self.cells
+        learning_rates, clip_ranges = inputs
 
         def rollout_and_learn(c, xs):
             vals, env_carry = c

@@ -12,15 +12,17 @@ from rlgraph_core.execution.settings import ExecutorSettings
 #: the env class the compiled loop can trace (``env.id`` in module:Class form)
 GYMNAX_ENV_ID = "rlgraph_jax.gymnax_envs:GymnaxEnv"
 #: the agents whose learning step the compiled loop traces
-ALGORITHMS = ("ppo",)
+ALGORITHMS = ("ppo", "dqn")
 
 
 class CompiledSettings(ExecutorSettings):
-    """``compiled``: rollout, acting and PPO updates of a gymnax env as one ``jax.jit`` program.
+    """``compiled``: env steps, acting and PPO or DQN updates of a gymnax env as one ``jax.jit`` program.
 
-    Each call of the program runs ``chunk_timesteps`` env steps (a ``lax.scan`` over rollouts,
-    each a ``lax.scan`` over ``agent.n_steps`` steps of ``env.num_envs`` envs vmapped); between
-    calls the run reports metrics, evaluates, checkpoints and may stop, as every executor does.
+    Each call of the program runs ``chunk_timesteps`` env steps (PPO: a ``lax.scan`` over
+    rollouts, each a ``lax.scan`` over ``agent.n_steps`` steps of ``env.num_envs`` envs vmapped;
+    DQN: a ``lax.scan`` over env steps, each followed by the update round the agent's schedule
+    asks for, from a replay ring in the program); between calls the run reports metrics,
+    evaluates, checkpoints and may stop, as every executor does.
     """
 
     chunk_timesteps: Optional[int] = Field(
@@ -45,7 +47,8 @@ class CompiledSettings(ExecutorSettings):
     )
 
     def validate_run(self, agent, env, train) -> None:
-        """A gymnax env, the jax backend, PPO without host-side early stopping, whole minibatches.
+        """A gymnax env, the jax backend; PPO without host-side early stopping and with whole
+        minibatches, or DQN with one-step returns, uniform replay and epsilon-greedy exploration.
 
         Raises:
             ConfigError: one paragraph naming what is not supported and what would work.
@@ -64,6 +67,24 @@ class CompiledSettings(ExecutorSettings):
             problems.append("env.wrappers are gymnasium wrappers, which a compiled program cannot trace (remove them)")
         if agent.type not in ALGORITHMS:
             problems.append(f"agent.type '{agent.type}' has no compiled learning step (use {', '.join(ALGORITHMS)})")
+        elif agent.type == "dqn":
+            if agent.n_step != 1:
+                problems.append(
+                    f"agent.n_step is {agent.n_step} (the compiled replay stores one-step transitions: set 1)"
+                )
+            if agent.memory.type != "replay":
+                problems.append(
+                    f"agent.memory.type is '{agent.memory.type}' (the compiled replay samples uniformly: use 'replay')"
+                )
+            exploration = getattr(agent.exploration, "type", None)
+            if exploration != "epsilon_greedy":
+                problems.append(
+                    f"agent.exploration.type is '{exploration}' (the compiled loop draws epsilon-greedy's noise: "
+                    f"use 'epsilon_greedy')"
+                )
+            capacity = getattr(agent.memory, "capacity", 0)
+            if capacity < env.num_envs:
+                problems.append(f"agent.memory.capacity {capacity} is below env.num_envs {env.num_envs}")
         else:
             if getattr(agent, "target_kl", None) is not None:
                 problems.append("agent.target_kl stops epochs on the host (set it to null)")
@@ -75,7 +96,7 @@ class CompiledSettings(ExecutorSettings):
                 )
         if problems:
             raise ConfigError(
-                "'train.executor' = 'compiled' runs PPO on a gymnax environment with the jax backend as one "
+                "'train.executor' = 'compiled' runs PPO or DQN on a gymnax environment with the jax backend as one "
                 "compiled program, and this config does not fit: " + "; ".join(problems) + ". For any other "
                 "environment or agent use the local executor (train.executor=local), which runs every "
                 "agent on every backend."
