@@ -533,7 +533,8 @@ class Algorithm:
             actions = self.agent.act(obs, explore=not deterministic)
             return _map_leaves(lambda a: np.asarray(a)[0], actions) if single else actions
         state, starts = _predict_state(state, episode_start, initial, n)
-        actions, state = self.agent.act(obs, not deterministic, state=state, episode_start=starts)
+        stateful: Any = self.agent  # Agent.act's stateful form, documented there, is not in its signature
+        actions, state = stateful.act(obs, not deterministic, state=state, episode_start=starts)
         return (_map_leaves(lambda a: np.asarray(a)[0], actions) if single else actions), state
 
     def make_eval_env(self, render_mode: str | None = None):

@@ -161,6 +161,7 @@ class EnvRunner:
             return {k: _stack([s[i] for s in steps]) for i, k in enumerate(STEP_FIELDS)}
         steps, states, starts = [], [], []
         for _ in range(int(length)):
+            assert self.episode_starts is not None  # set together with the state (__init__)
             states.append(self.state)
             starts.append(self.episode_starts)
             steps.append(self.step(observe=False).fields())
