@@ -91,11 +91,11 @@ class UnrolledLoop:
     """The rejected alternative, for comparison: all K iterations unrolled into one compiled graph."""
 
     def __init__(self, body):
-        from rlgraph_torch.optim import _try_compile
+        from rlgraph_torch.compile import try_compile
 
         self.body = body
         self.trace = [0]
-        self.compiled = _try_compile(self._round, self.trace, trace_autograd=True)
+        self.compiled = try_compile(self._round, self.trace, trace_autograd=True)
 
     def _round(self, n_per, *args):
         per_step, constants = args[:n_per], args[n_per:]

@@ -384,9 +384,9 @@ def test_static_hooked_step_compiles_the_loss_once_across_learning_rates():
 
 def test_each_compiled_function_gets_its_own_code_object():
     """Dynamo caches per code object (8 entries); compiled functions must not share one."""
-    from rlgraph_torch.optim import _fresh_code
+    from rlgraph_torch.compile import fresh_code
 
-    a, b = _fresh_code(lambda x: x + 1), _fresh_code(lambda x: x * 2)
+    a, b = fresh_code(lambda x: x + 1), fresh_code(lambda x: x * 2)
     assert a.__code__ is not b.__code__
     assert (a(1), b(3)) == (2, 6)
 
@@ -452,7 +452,7 @@ def test_shape_bug_in_a_static_loss_raises_the_torch_error_without_a_compile_war
 
 
 def test_compile_failure_falls_back_to_eager_with_a_warning_and_updates_once():
-    from rlgraph_torch.backend import _with_eager_fallback
+    from rlgraph_torch.compile import with_eager_fallback
 
     backend, step, _, x, _ = _shape_bug_step()
     w = step.params[0]
@@ -466,7 +466,7 @@ def test_compile_failure_falls_back_to_eager_with_a_warning_and_updates_once():
         step(x)
     assert not step.compiled
     np.testing.assert_allclose(backend.to_numpy(w), 1.0 - 0.1 * 5.0)  # one update, not two
-    fn = _with_eager_fallback(broken, lambda a: a + 1)
+    fn = with_eager_fallback(broken, lambda a: a + 1)
     with pytest.warns(RuntimeWarning, match="inference function failed"):
         assert fn(1) == 2
     with warnings.catch_warnings():

@@ -12,7 +12,8 @@ from rlgraph_core.backend import Backend
 from rlgraph_core.errors import ConfigError
 from rlgraph_torch.fused_loop import TorchFusedLoop
 from rlgraph_torch.ops import TorchOps
-from rlgraph_torch.optim import TorchTrainStep, _call_compiled_or_eager, _grads_or_none, _try_compile, new_guard
+from rlgraph_torch.compile import try_compile, with_eager_fallback
+from rlgraph_torch.optim import TorchTrainStep, grads_or_none, new_guard
 
 _NP_TO_TORCH = {
     np.dtype("float64"): torch.float32,
@@ -164,7 +165,7 @@ class TorchBackend(Backend):
         # PPO 64-64 tanh, 8 obs: 179 / 102 us; DQN 256-256 relu, 1 obs: 132 / 78 us; SAC 256-256
         # relu, 1 obs: 116 / 54 us. (The tf backend decides the other way.)
         if self.mode == "static" and self.compile_inference:
-            return _with_eager_fallback(_try_compile(torch.no_grad()(fn)), no_grad_fn)
+            return with_eager_fallback(try_compile(torch.no_grad()(fn)), no_grad_fn)
         return no_grad_fn
 
     def set_num_threads(self, num_threads):
@@ -196,7 +197,7 @@ class TorchBackend(Backend):
     def gradients(self, loss_fn, variables, *inputs):
         variables = list(variables)
         outputs = loss_fn(*inputs)
-        grads = _grads_or_none(outputs[0], variables)
+        grads = grads_or_none(outputs[0], variables)
         return (
             outputs[0].detach().cpu().numpy(),
             [
@@ -204,22 +205,3 @@ class TorchBackend(Backend):
                 for v, g in zip(variables, grads)
             ],
         )
-
-
-def _with_eager_fallback(compiled, eager):
-    """Call ``compiled``; if a call fails, rerun it with ``eager``: when eager fails too, that
-    error (the user's bug) is raised as is; when eager succeeds, compilation was to blame, so
-    warn once and run ``eager`` from then on (static mode degrades instead of failing)."""
-    if compiled is eager:
-        return eager
-    current = [compiled]
-
-    def call(*args):
-        if current[0] is eager:
-            return eager(*args)
-        outputs, compiled_ok = _call_compiled_or_eager(current[0], eager, args, "an inference function")
-        if not compiled_ok:
-            current[0] = eager
-        return outputs
-
-    return call

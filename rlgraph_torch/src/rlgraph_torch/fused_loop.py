@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from rlgraph_core.backend import PythonLoop
-from rlgraph_torch.optim import _call_compiled_or_eager, _raise_non_finite, _try_compile, traced_autograd
+from rlgraph_torch.compile import call_compiled_or_eager, traced_autograd, try_compile
+from rlgraph_torch.optim import raise_non_finite
 
 
 class TorchFusedLoop(PythonLoop):
@@ -52,7 +53,7 @@ class TorchFusedLoop(PythonLoop):
         super().__init__(backend, self._step)
         self._body = body
         self._traces = [0]
-        self._compiled = _try_compile(self._iteration, self._traces)
+        self._compiled = try_compile(self._iteration, self._traces)
         self.compiled = self._compiled is not self._iteration
 
     def _iteration(self, *args):
@@ -64,7 +65,7 @@ class TorchFusedLoop(PythonLoop):
         """One step through the compiled body (the eager one once compiling has failed)."""
         if self._compiled is self._iteration:
             return self._iteration(*args)
-        out, compiled_ok = _call_compiled_or_eager(self._compiled, self._iteration, args, "a fused loop body")
+        out, compiled_ok = call_compiled_or_eager(self._compiled, self._iteration, args, "a fused loop body")
         if not compiled_ok:
             self._compiled = self._iteration
             self.compiled = False
@@ -85,5 +86,5 @@ class TorchFusedLoop(PythonLoop):
         # nothing once it is cleared. One host sync per round, after the loop.
         if float(guard[0]) < 0.5:
             flags = ok.cpu().numpy()
-            _raise_non_finite(guard[1:], int((flags < 0.5).argmax()) + 1, int(flags.shape[0]))
+            raise_non_finite(guard[1:], int((flags < 0.5).argmax()) + 1, int(flags.shape[0]))
         return tuple(outputs)

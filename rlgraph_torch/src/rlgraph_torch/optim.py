@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import types
-import warnings
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from rlgraph_core.backend import TrainStep, describe_non_finite, non_finite_update_error
+from rlgraph_torch.compile import call_compiled_or_eager, try_compile
 from rlgraph_torch.functional_optim import FunctionalOptimizer, clip_by_global_norm, global_norm
 
 
@@ -104,7 +101,7 @@ class TorchTrainStep(TrainStep):
         if compile_mode:
             self.functional = FunctionalOptimizer(spec, self.params)
             self._lr_value = float(spec["learning_rate"])
-            self._step = _try_compile(self._traced_step, self._traces, trace_autograd=True)
+            self._step = try_compile(self._traced_step, self._traces, trace_autograd=True)
             self.compiled = self._step is not self._traced_step
         else:
             _check_optimizer_type(spec["type"])  # now, though the optimizer is made on first use
@@ -159,7 +156,7 @@ class TorchTrainStep(TrainStep):
         or, ``in_loop``, the outputs alone (the loop's guard records a failure)."""
         assert self.functional is not None
         outputs = self.loss_fn(*inputs)
-        grads = _grads_or_none(outputs[0], self.params)
+        grads = grads_or_none(outputs[0], self.params)
         with torch.no_grad():
             health = self._guarded_update(outputs[0], grads, self._guard if in_loop else None)
         detached = tuple(o.detach() for o in outputs)
@@ -215,10 +212,10 @@ class TorchTrainStep(TrainStep):
         if not self._static:
             return self.loss_fn(*inputs)
         if self._compiled_loss is None:
-            self._compiled_loss = _try_compile(self.loss_fn, self._traces)
+            self._compiled_loss = try_compile(self.loss_fn, self._traces)
         if self._compiled_loss is self.loss_fn:
             return self.loss_fn(*inputs)
-        outputs, compiled_ok = _call_compiled_or_eager(
+        outputs, compiled_ok = call_compiled_or_eager(
             self._compiled_loss, self.loss_fn, inputs, "the train step's loss"
         )
         if not compiled_ok:
@@ -233,20 +230,20 @@ class TorchTrainStep(TrainStep):
         if self._step is eager:
             outputs = eager(*inputs)
         else:
-            outputs, compiled_ok = _call_compiled_or_eager(self._step, eager, inputs, "the train step")
+            outputs, compiled_ok = call_compiled_or_eager(self._step, eager, inputs, "the train step")
             if not compiled_ok:
                 self._step = eager
                 self._compiled_loss = self.loss_fn  # what failed to compile once is not tried again
                 self.compiled = False
         *outputs, health = outputs
         if not all(map(math.isfinite, health.tolist())):  # one host read
-            _raise_non_finite(health)
+            raise_non_finite(health)
         return tuple(outputs)
 
     def compute_gradients(self, *inputs) -> tuple[tuple[torch.Tensor, ...], np.ndarray]:
         """Forward (compiled in static mode) and backward; ``(outputs, flat float32 gradients)``."""
         outputs = self._forward(*inputs)
-        grads = _grads_or_none(outputs[0], self.params)
+        grads = grads_or_none(outputs[0], self.params)
         self._reached = [g is not None for g in grads]
         if not self.params:
             return tuple(o.detach() for o in outputs), np.zeros(0, np.float32)
@@ -336,13 +333,13 @@ def new_guard(device: torch.device | str) -> torch.Tensor:
     return torch.tensor([1.0, 0.0, 0.0], dtype=torch.float32, device=device)
 
 
-def _raise_non_finite(health: torch.Tensor, step: int | None = None, steps: int | None = None) -> None:
+def raise_non_finite(health: torch.Tensor, step: int | None = None, steps: int | None = None) -> None:
     """Raise the NonFiniteError for ``health = [loss, gradient norm]`` (one host sync)."""
     loss, norm = (float(v) for v in health.detach().cpu().tolist())
     raise non_finite_update_error(describe_non_finite(loss, norm), step, steps)
 
 
-def _grads_or_none(loss: torch.Tensor, variables: list[torch.Tensor]) -> list[torch.Tensor | None]:
+def grads_or_none(loss: torch.Tensor, variables: list[torch.Tensor]) -> list[torch.Tensor | None]:
     """d loss / d variable for each variable; None where the loss does not reach it or the
     variable is non-trainable (``requires_grad`` False)."""
     trainable = [i for i, v in enumerate(variables) if v.requires_grad]
@@ -352,110 +349,3 @@ def _grads_or_none(loss: torch.Tensor, variables: list[torch.Tensor]) -> list[to
         for i, g in zip(trainable, grads):
             out[i] = g
     return out
-
-
-def _fresh_code(fn):
-    """A trampoline calling ``fn`` whose code object is unique to this call.
-
-    Dynamo keeps its compiled-graph cache per *code object* and gives up (silently running
-    eager) after ``recompile_limit`` (8) entries. Every function compiled here would otherwise
-    share one code object (``torch.no_grad``'s wrapper, or ``TorchTrainStep._eager_step``), so
-    the ninth compiled function in a process would run uncompiled. A copied code object gives
-    each compiled function its own cache.
-    """
-
-    def call(*args):
-        return fn(*args)
-
-    return types.FunctionType(
-        call.__code__.replace(), call.__globals__, call.__name__, call.__defaults__, call.__closure__
-    )
-
-
-def _call_compiled_or_eager(compiled: Callable, eager: Callable, args: tuple, what: str) -> tuple[Any, bool]:
-    """``(compiled(*args), True)``; if that raises, ``(eager(*args), False)`` with a warning.
-
-    A compiled call fails for two kinds of reasons: the compiler cannot handle the code (no C++
-    compiler, an unsupported op) or the code itself is wrong (a shape or dtype bug). Rerunning
-    eagerly tells them apart: if the eager call raises too, its error (the user's real bug, with
-    the framework's own message) propagates with no compilation warning and no traceback of the
-    compiler attached. Only when eager succeeds is compilation to blame: then a RuntimeWarning
-    says so and the caller should stay eager. (Compilation fails before the compiled code runs,
-    so nothing was updated twice.)
-    """
-    try:
-        return compiled(*args), True
-    except Exception as exc:  # which kind of failure is decided below, outside this block (no chain)
-        failure = exc
-    outputs = eager(*args)
-    message = str(failure).splitlines()[0] if str(failure) else ""
-    warnings.warn(
-        f"torch.compile of {what} failed ({type(failure).__name__}: {message}); running it eagerly from now on.",
-        RuntimeWarning,
-        stacklevel=4,
-    )
-    return outputs, False
-
-
-def counting_backend(counter: list[int]) -> Callable:
-    """A ``torch.compile`` backend: inductor, adding 1 to ``counter[0]`` for every graph dynamo
-    hands it (so a step or loop counts its own compiled programs, not the process's)."""
-    from torch._inductor.compile_fx import compile_fx
-
-    def backend(graph_module, example_inputs):
-        counter[0] += 1
-        return compile_fx(graph_module, example_inputs)
-
-    return backend
-
-
-@contextlib.contextmanager
-def traced_autograd() -> Iterator[None]:
-    """Dynamo's ``trace_autograd_ops`` on for the block, so ``torch.autograd.grad`` compiles into
-    the same graph as the forward and the update (off, dynamo breaks the graph there). Dynamo
-    reads the flag only while it compiles and does not guard on it, so it is set just around
-    compiled calls and restored after: other code in the process sees torch's default."""
-    config = torch._dynamo.config
-    if config.trace_autograd_ops:
-        yield
-        return
-    config.trace_autograd_ops = True
-    try:
-        yield
-    finally:
-        config.trace_autograd_ops = False
-
-
-def with_traced_autograd(compiled: Callable) -> Callable:
-    """``compiled`` called inside :func:`traced_autograd` (a plain try/finally: this runs on
-    every step, and a generator context manager costs several microseconds more)."""
-    config = torch._dynamo.config
-
-    def call(*args):
-        if config.trace_autograd_ops:
-            return compiled(*args)
-        config.trace_autograd_ops = True
-        try:
-            return compiled(*args)
-        finally:
-            config.trace_autograd_ops = False
-
-    return call
-
-
-def _try_compile(fn, counter: list[int] | None = None, trace_autograd: bool = False):
-    """torch.compile ``fn`` if this torch build can; else warn and return ``fn`` (eager).
-
-    ``counter``: count the compiled graphs there (see :func:`counting_backend`);
-    ``trace_autograd``: compile ``torch.autograd.grad`` calls into the graph (see
-    :func:`with_traced_autograd`).
-    """
-    try:
-        backend = "inductor" if counter is None else counting_backend(counter)
-        compiled = torch.compile(_fresh_code(fn), dynamic=False, backend=backend)
-    except Exception as exc:
-        warnings.warn(
-            f"torch.compile is unavailable ({type(exc).__name__}: {exc}); running eager.", RuntimeWarning, stacklevel=3
-        )
-        return fn
-    return with_traced_autograd(compiled) if trace_autograd else compiled
