@@ -47,6 +47,7 @@ def test_atari_wrappers_become_envpool_arguments(pm):
         "stack_num": 3,
         "reward_clip": True,
         "episodic_life": False,
+        "use_fire_reset": True,
         "repeat_action_probability": 0.0,
         "noop_max": 10,
         "frame_skip": 4,

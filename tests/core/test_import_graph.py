@@ -36,7 +36,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     (
         "components/execution",
         ("components", "execution", "callbacks", "wrappers", "envs", "env_checks", "envpool_envs", "evaluation")
-        + ("integrations", "integrations.video", "action_masks", "offline", "multi_agent"),
+        + ("atari_wrappers", "integrations", "integrations.video", "action_masks", "offline", "multi_agent"),
     ),
     ("plugins", ("plugins", "integrations.tensorboard", "integrations.wandb", "testing")),
     ("config", ("config",)),

@@ -93,6 +93,7 @@ def envpool_kwargs(env_cfg) -> dict[str, Any]:
                 img_height=int(h),
                 img_width=int(w),
                 episodic_life=bool(s.get("terminal_on_life_loss", False)),
+                use_fire_reset=s.get("fire_on_serve") is not False,  # EnvPool's own, for games with FIRE
                 gray_scale=bool(s.get("grayscale_obs", True)),
             )
         elif name == "frame_stack":

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -146,7 +146,13 @@ def observation_kind_problem(takes: str, space: Any) -> str | None:
 class AtariPreprocessingSettings(WrapperSettings):
     """gymnasium's ``AtariPreprocessing`` (Machado et al. 2018): no-op starts, frame skip with
     max-pooling, resize, grayscale. The base env must not skip frames itself: make Atari envs
-    with ``env.kwargs: {frameskip: 1}`` when ``frame_skip`` > 1."""
+    with ``env.kwargs: {frameskip: 1}`` when ``frame_skip`` > 1.
+
+    ``terminal_on_life_loss`` ends the training episode at a lost life while the game goes on
+    (:class:`~rlgraph_core.atari_wrappers.EpisodicLife`, Stable-Baselines3's ``EpisodicLifeEnv``),
+    not gymnasium's option of the same name, which lets the next reset restart the whole game.
+    ``fire_on_serve`` presses FIRE at a reset and after a lost life
+    (:class:`~rlgraph_core.atari_wrappers.FireOnServe`); null: where the game has a FIRE action."""
 
     requires: ClassVar[tuple[str, ...]] = ("cv2",)
     reads_raw_screen: ClassVar[bool] = True
@@ -158,6 +164,9 @@ class AtariPreprocessingSettings(WrapperSettings):
     grayscale_obs: bool = True
     grayscale_newaxis: bool = False
     scale_obs: bool = Field(False, description="False keeps uint8 frames (scaled inside the graph)")
+    fire_on_serve: Optional[bool] = Field(
+        None, description="press FIRE at a reset and after a lost life; null: where the game has a FIRE action"
+    )
 
     def for_evaluation(self) -> "AtariPreprocessingSettings":
         """Evaluation plays whole games: a lost life ends a training episode only."""
@@ -255,7 +264,16 @@ class MiniGridFullyObservableSettings(WrapperSettings):
 def _atari_preprocessing(env, s: AtariPreprocessingSettings):
     from gymnasium.wrappers import AtariPreprocessing
 
-    return AtariPreprocessing(env, **s.model_dump(exclude={"type"}))
+    # subclasses of gymnasium.Wrapper: gymnasium is imported where a wrapper is applied, as above
+    from rlgraph_core.atari_wrappers import EpisodicLife, FireOnServe, has_fire_action
+
+    settings = s.model_dump(exclude={"type", "terminal_on_life_loss", "fire_on_serve"})
+    env = AtariPreprocessing(env, terminal_on_life_loss=False, **settings)
+    if s.fire_on_serve or (s.fire_on_serve is None and has_fire_action(env)):
+        env = FireOnServe(env)
+    if s.terminal_on_life_loss:
+        env = EpisodicLife(env)
+    return env
 
 
 def _move_stack_axis_last(obs):
