@@ -162,7 +162,7 @@ class _RankLoop:
         self.settings = cfg.executor
         self.elastic_state = None
         if elastic:
-            from rlgraph_horovod.elastic import AgentState
+            from rlgraph_horovod.elastic import AgentState  # deferred: elastic mode only (Horovod elastic API)
 
             self.elastic_state = AgentState(coll, agent, seed)
         self.local_steps = 0
@@ -242,7 +242,7 @@ class _RankLoop:
             broadcast_agent(self.coll, self.agent, self.seed)
             self.run(stop, recorder)
             return
-        from rlgraph_horovod.elastic import run_elastic
+        from rlgraph_horovod.elastic import run_elastic  # deferred: elastic mode only
 
         run_elastic(self.coll, state, lambda: self.run(stop, recorder))
 

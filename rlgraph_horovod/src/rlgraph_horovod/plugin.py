@@ -10,6 +10,6 @@ from rlgraph_core.plugins import LazyObject, hookimpl
 @hookimpl
 def rlgraph_executors():
     """``horovod``: data-parallel learners, gradients averaged across ``horovodrun`` ranks."""
-    from rlgraph_horovod.settings import HorovodSettings
+    from rlgraph_horovod.settings import HorovodSettings  # deferred: loading the entry point builds no model
 
     return {"horovod": (LazyObject("rlgraph_horovod.executor:HorovodExecutor"), HorovodSettings)}

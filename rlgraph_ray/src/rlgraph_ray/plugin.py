@@ -11,6 +11,7 @@ from rlgraph_core.plugins import LazyObject, hookimpl
 def rlgraph_executors():
     """``ray_sync`` (on-policy agents), ``ray_apex`` (DQN family) and ``ray_impala`` (V-trace
     agents), with their settings models."""
+    # deferred: loading the entry point builds no model
     from rlgraph_ray.settings import RayApexSettings, RayImpalaSettings, RaySyncSettings
 
     return {
@@ -23,6 +24,6 @@ def rlgraph_executors():
 @hookimpl
 def rlgraph_commands():
     """``rlgraph tune``: hyperparameter search on Ray Tune (imported only when run)."""
-    from rlgraph_ray.tune_command import TUNE_COMMAND
+    from rlgraph_ray.tune_command import TUNE_COMMAND  # deferred: as above
 
     return {"tune": TUNE_COMMAND}

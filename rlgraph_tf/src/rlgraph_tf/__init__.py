@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 def __getattr__(name):
     """Import :class:`rlgraph_tf.backend.TFBackend` on first access."""
     if name == "TFBackend":
-        from rlgraph_tf.backend import TFBackend
+        from rlgraph_tf.backend import TFBackend  # deferred: importing the package must not import TensorFlow
 
         return TFBackend
     raise AttributeError(f"module 'rlgraph_tf' has no attribute {name!r}")

@@ -20,6 +20,6 @@ def rlgraph_backends():
     a PluginError naming ``rlgraph_tf.backend:TFBackend``. Its ``backend:`` settings model
     (:class:`~rlgraph_tf.settings.TFSettings`) imports no TensorFlow.
     """
-    from rlgraph_tf.settings import TFSettings
+    from rlgraph_tf.settings import TFSettings  # deferred: loading the entry point builds no model
 
     return {"tf": (LazyObject("rlgraph_tf.backend:TFBackend"), TFSettings)}

@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     if name == "TorchBackend":
-        from rlgraph_torch.backend import TorchBackend
+        from rlgraph_torch.backend import TorchBackend  # deferred: importing the package must not import torch
 
         return TorchBackend
     raise AttributeError(f"module 'rlgraph_torch' has no attribute {name!r}")

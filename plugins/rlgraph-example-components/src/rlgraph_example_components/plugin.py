@@ -12,6 +12,7 @@ from rlgraph_core.plugins import LazyObject, hookimpl
 @hookimpl
 def rlgraph_memories():
     """Register the FIFO replay memory; configs select it with ``agent.memory.type: fifo_replay``."""
+    # deferred (here and below): a broken class cannot break loading this module
     from rlgraph_example_components.settings import FifoReplaySettings
 
     return {"fifo_replay": (LazyObject("rlgraph_example_components.fifo_replay:FifoReplay"), FifoReplaySettings)}
@@ -20,7 +21,7 @@ def rlgraph_memories():
 @hookimpl
 def rlgraph_loggers():
     """Register the CSV logger; configs enable it with ``train.loggers: [..., csv]``."""
-    from rlgraph_example_components.csv_logger import CsvLogger
+    from rlgraph_example_components.csv_logger import CsvLogger  # deferred: see rlgraph_memories
 
     return {"csv": CsvLogger}
 
@@ -35,8 +36,9 @@ def rlgraph_components():
     each with the settings model that validates its config section. The network and the
     exploration are registered lazily: validating a config imports only their settings models.
     """
+    # deferred: see rlgraph_memories
     from rlgraph_example_components.clip_obs import ClipObservation
-    from rlgraph_example_components.settings import BoltzmannSettings, LayerNormMLPSettings
+    from rlgraph_example_components.settings import BoltzmannSettings, LayerNormMLPSettings  # deferred, as above
 
     return {
         "clip_obs": ClipObservation,

@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     if name == "JaxBackend":
-        from rlgraph_jax.backend import JaxBackend
+        from rlgraph_jax.backend import JaxBackend  # deferred: importing the package must not import JAX
 
         return JaxBackend
     raise AttributeError(f"module 'rlgraph_jax' has no attribute {name!r}")
