@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 import roofline
-from runs import observed_run
+from runs import clocked_train, observed_run
 from reference import NumpyReplay, dqn_update, make_vec, mlp
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.run import DEFAULT_CONFIG, deep_merge, validate_config
@@ -84,18 +84,7 @@ Rates = tuple[float, float, float]  # env steps/s, updates/s, env steps per CPU-
 def run_config(name: str, mode: str, seed: int, total_timesteps: int = 1):
     """The validated rlgraph run config of one benchmark configuration (no eval, no loggers)."""
     agent = deep_merge(DEFAULT_CONFIG["agent"], CONFIGS[name])
-    train = {
-        "total_timesteps": total_timesteps,
-        "eval_interval": 10**12,
-        "log_interval": LOG_INTERVAL,
-        "target_return": None,
-        "loggers": [],
-        "progress_bar": False,
-        "seed": seed,
-        "backend": "torch",
-        "mode": mode,
-        "device": "cpu",
-    }
+    train = clocked_train(total_timesteps, LOG_INTERVAL, seed, "torch", mode)
     return validate_config({"agent": agent, "env": {"id": "CartPole-v1", "num_envs": 1}, "train": train})
 
 

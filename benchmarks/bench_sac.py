@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 import roofline
-from runs import observed_run
+from runs import clocked_train, observed_run
 from reference import NumpyReplay, SACLearner, make_vec, true_next_obs
 from rlgraph_core.config.run import validate_config
 from rlgraph_core.assemble import train
@@ -79,18 +79,7 @@ def agent_config(hidden: list[int], learning_starts: int) -> dict:
 
 def run_config(args, backend: str, mode: str, total_timesteps: int) -> dict:
     """The raw rlgraph run config (no evaluation, no loggers, CPU)."""
-    train = {
-        "total_timesteps": total_timesteps,
-        "eval_interval": 10**12,
-        "log_interval": LOG_INTERVAL,
-        "target_return": None,
-        "loggers": [],
-        "progress_bar": False,
-        "seed": args.seed,
-        "backend": backend,
-        "mode": mode,
-        "device": args.device,
-    }
+    train = clocked_train(total_timesteps, LOG_INTERVAL, args.seed, backend, mode, args.device)
     return {
         "agent": agent_config(args.hidden, args.learning_starts),
         "env": {"id": args.env, "num_envs": 1},

@@ -2,7 +2,8 @@
 
 The benchmarks that clock rlgraph's real executors (``bench_dqn``, ``bench_sac``, ``bench_ppo``)
 register a plugin that records each metric row, train in a temporary output folder and remove
-both afterwards; :func:`observed_run` is that setup once.
+both afterwards; :func:`observed_run` is that setup once, and :func:`clocked_train` the ``train``
+section of such a run (no evaluation, no loggers, no progress bar).
 """
 
 from __future__ import annotations
@@ -13,6 +14,25 @@ import tempfile
 from typing import Iterator
 
 from rlgraph_core.plugins import get_plugin_manager
+
+
+def clocked_train(
+    total_timesteps: int, log_interval: int, seed: int, backend: str, mode: str, device: str = "cpu"
+) -> dict:
+    """The ``train`` section of a clocked run: a metric row every ``log_interval`` env steps (the
+    plugin's clock marks), and nothing else that would take time inside the timed window."""
+    return {
+        "total_timesteps": total_timesteps,
+        "eval_interval": 10**12,
+        "log_interval": log_interval,
+        "target_return": None,
+        "loggers": [],
+        "progress_bar": False,
+        "seed": seed,
+        "backend": backend,
+        "mode": mode,
+        "device": device,
+    }
 
 
 @contextlib.contextmanager

@@ -25,7 +25,14 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from rlgraph_core.checkpoint import dtype_family, is_count, load_checkpoint_into, save_checkpoint, weight_problem
+from rlgraph_core.checkpoint import (
+    dtype_family,
+    is_count,
+    load_checkpoint_into,
+    save_checkpoint,
+    weight_names_problem,
+    weight_problem,
+)
 from rlgraph_core.errors import CheckpointError, PluginError
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.memories.snapshot import record_array_problem, replay_values_problem
@@ -301,14 +308,9 @@ class Agent(abc.ABC):
     def check_weights(self, weights: Mapping[str, Any]) -> None:
         """Raise CheckpointError unless ``weights`` has exactly this agent's names, shapes and dtype families."""
         own = self.weight_specs()
-        missing = sorted(set(own) - set(weights))
-        extra = sorted(set(weights) - set(own))
-        if missing or extra:
-            raise CheckpointError(
-                f"Weights do not match this agent: missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "
-                f"unexpected {extra[:5]}{'...' if len(extra) > 5 else ''}. The weights must come from an "
-                f"agent of the same type, network spec and spaces."
-            )
+        names = weight_names_problem(own, weights)
+        if names:
+            raise CheckpointError(f"Weights {names}")
         for name, (want_shape, want_dtype) in own.items():
             value = np.asarray(weights[name])
             problem = weight_problem(name, value.shape, value.dtype, want_shape, want_dtype)

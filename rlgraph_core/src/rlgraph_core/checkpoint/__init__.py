@@ -59,6 +59,7 @@ from rlgraph_core.checkpoint.checks import (
     nonfinite_arrays,
     nonfinite_records_problem,
     nonfinite_state_problem,
+    weight_names_problem,
     weight_problem,
 )
 from rlgraph_core.checkpoint.loading import load_checkpoint_into, read_attachment
@@ -105,5 +106,6 @@ __all__ = [
     "save_arrays",
     "save_checkpoint",
     "save_periodic",
+    "weight_names_problem",
     "weight_problem",
 ]

@@ -31,6 +31,19 @@ def dtype_family(dtype: Any) -> str | None:
     return _FAMILIES.get(np.dtype(dtype).kind)
 
 
+def weight_names_problem(own: Any, given: Any) -> str | None:
+    """Why weights named ``given`` are not an agent's of names ``own`` (first five missing and
+    unexpected names each), or None when both hold the same names."""
+    missing, extra = sorted(set(own) - set(given)), sorted(set(given) - set(own))
+    if not (missing or extra):
+        return None
+    return (
+        f"do not match this agent: missing {missing[:5]}{'...' if len(missing) > 5 else ''}, unexpected "
+        f"{extra[:5]}{'...' if len(extra) > 5 else ''}. The weights must come from an agent of the same type, "
+        f"network spec and spaces."
+    )
+
+
 def weight_problem(
     name: str, shape: tuple[int, ...], dtype: Any, want_shape: tuple[int, ...], want_dtype: Any
 ) -> str | None:

@@ -10,7 +10,13 @@ from typing import Callable
 
 import numpy as np
 
-from rlgraph_core.checkpoint.checks import _counters_problem, nonfinite_arrays, nonfinite_state_problem, weight_problem
+from rlgraph_core.checkpoint.checks import (
+    _counters_problem,
+    nonfinite_arrays,
+    nonfinite_state_problem,
+    weight_names_problem,
+    weight_problem,
+)
 from rlgraph_core.checkpoint.meta import _read_meta_at
 from rlgraph_core.checkpoint.npz import Headers, _read_npz
 from rlgraph_core.checkpoint.store import resolve_checkpoint
@@ -21,13 +27,9 @@ from rlgraph_core.spaces import Space
 def _check_weight_headers(agent, shown: Path) -> Callable[[Headers], None]:
     def check(headers: Headers) -> None:
         own = agent.weight_specs()
-        missing, extra = sorted(set(own) - set(headers)), sorted(set(headers) - set(own))
-        if missing or extra:
-            raise CheckpointError(
-                f"The weights in '{shown}' do not match this agent: missing {missing[:5]}"
-                f"{'...' if len(missing) > 5 else ''}, unexpected {extra[:5]}{'...' if len(extra) > 5 else ''}. "
-                f"The weights must come from an agent of the same type, network spec and spaces."
-            )
+        names = weight_names_problem(own, headers)
+        if names:
+            raise CheckpointError(f"The weights in '{shown}' {names}")
         for name, (shape, dtype) in headers.items():
             problem = weight_problem(name, shape, dtype, *own[name])
             if problem:
