@@ -146,7 +146,7 @@ def test_plugin_slot_components_are_validated_by_their_models():
         (
             "agent.network.type=scaled_mpl",
             "Unknown network 'scaled_mpl' (in field 'agent.network.type'). Known "
-            "networks: cnn, dict_encoder, mlp, scaled_mlp. Did you mean 'scaled_mlp'?",
+            "networks: cnn, dict_encoder, gru, lstm, mlp, scaled_mlp. Did you mean 'scaled_mlp'?",
         ),
         (
             "agent.exploration=epsilon_gredy",

@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.agents.policy_set import PolicySet
+from rlgraph_core.agents.ppo import PPOAgent
+from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
 from rlgraph_core.backend.contract import Backend
 from rlgraph_core.backend.settings import backend_entry
 from rlgraph_core.callbacks import make_callbacks
@@ -125,7 +127,8 @@ class Assembly:
         if with_memory:
             self.check_memory_fits(observation_space, action_space)
         memory = self.make_memory(seed) if with_memory else self._placeholder_memory(seed)
-        return self.agent_class(
+        agent_class = agent_class_for(self.agent_class, self.config.agent)
+        return agent_class(
             self.config.agent,
             _as_space(observation_space),
             _as_space(action_space),
@@ -287,6 +290,22 @@ def _get(pm: PluginManager, kind: str, name: str, field: str):
         return pm.get(kind, name, field=field)
     except PluginError as exc:
         raise ConfigError(str(exc)) from None
+
+
+#: ``{agent class: the class that trains it with a stateful network}``: a config names the
+#: algorithm (``type: ppo``) and its network (``network: {type: lstm}``); the agent that carries
+#: the network's state is chosen here, so the feed-forward agent's code and cost stay its own.
+#: Validation refuses a stateful network for an algorithm whose config does not declare
+#: ``recurrent_networks`` (:mod:`rlgraph_core.config.slots`).
+RECURRENT_AGENTS: dict[type, type] = {PPOAgent: RecurrentPPOAgent}
+
+
+def agent_class_for(agent_class: type, agent_config: Any) -> type:
+    """The class to build for ``agent_config``: ``agent_class``, or its recurrent counterpart
+    (:data:`RECURRENT_AGENTS`) when the config's network is stateful (``lstm``, ``gru``)."""
+    if getattr(getattr(agent_config, "network", None), "stateful", False):
+        return RECURRENT_AGENTS.get(agent_class, agent_class)
+    return agent_class
 
 
 def _memory_class(pm: PluginManager, agent_config):

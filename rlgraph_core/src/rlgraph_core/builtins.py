@@ -17,6 +17,7 @@ from rlgraph_core.components.network import MLP, DenseLayer, NetworkSpec
 from rlgraph_core.components.pg_losses import A2CLoss, ImpalaLoss, PPOLoss
 from rlgraph_core.components.preprocessors import BoxNormalizer
 from rlgraph_core.components.q_head import QNetwork, QValueHead
+from rlgraph_core.components.recurrent import RecurrentCore, RecurrentSettings
 from rlgraph_core.components.sac_loss import SACLoss
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.components.twin_q import ContinuousQNetwork, TwinQNetwork
@@ -59,6 +60,8 @@ def rlgraph_components():
         "mlp": (MLP, NetworkSpec),
         "cnn": (CNN, CNNSettings),
         "dict_encoder": (DictEncoder, DictEncoderSettings),
+        "lstm": (RecurrentCore, RecurrentSettings),
+        "gru": (RecurrentCore, RecurrentSettings),
         "epsilon_greedy": (EpsilonGreedy, EpsilonGreedySettings),
         "gae": GAE,
         "ppo_loss": PPOLoss,

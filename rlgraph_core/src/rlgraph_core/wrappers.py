@@ -9,7 +9,7 @@ environment a run makes (each copy of the vector env, and the evaluation env).
 The built-ins are thin adapters of the field's own wrappers, never re-implementations:
 gymnasium's ``AtariPreprocessing``, ``FrameStackObservation``, ``ResizeObservation``,
 ``GrayscaleObservation``, ``MaxAndSkipObservation``, ``ClipReward``, ``FlattenObservation``,
-``FilterObservation``, ``TimeLimit``, and MiniGrid's ``ImgObsWrapper`` / ``FullyObsWrapper``.
+``FilterObservation``, ``TimeLimit``, ``TransformObservation`` (``select_observation``), and MiniGrid's ``ImgObsWrapper`` / ``FullyObsWrapper``.
 A wrapper that needs an optional package names it (``requires``); a missing one is reported
 with the pip command of the rlgraph-core extra that brings it, when the config is validated.
 
@@ -233,6 +233,29 @@ class FilterObservationSettings(WrapperSettings):
     keys: list[str] = Field(min_length=1)
 
 
+class SelectObservationSettings(WrapperSettings):
+    """Keep only the entries ``indices`` of a rank-1 Box observation (gymnasium's
+    ``TransformObservation`` with the Box's bounds cut alike): a partially observed task, e.g.
+    CartPole without its velocities (``indices: [0, 2]``: cart position and pole angle)."""
+
+    takes: ClassVar[str] = "array"
+    type: Literal["select_observation"] = "select_observation"
+    indices: list[int] = Field(min_length=1, description="entries of the observation vector to keep, in order")
+
+    def observation_problem(self, space: Any) -> str | None:
+        """A rank-1 Box whose length every index fits."""
+        problem = super().observation_problem(space)
+        if problem is not None:
+            return problem
+        if len(space.shape) != 1:
+            return f"it takes a vector (a Box of rank 1), but gets {_describe_space(space)}"
+        size = int(space.shape[0])
+        bad = [i for i in self.indices if not -size <= i < size]
+        if bad:
+            return f"indices {bad[:5]} are outside the observation's {size} entries (0..{size - 1})"
+        return None
+
+
 class TimeLimitSettings(WrapperSettings):
     """gymnasium's ``TimeLimit``: truncate episodes after ``max_episode_steps``."""
 
@@ -332,6 +355,17 @@ def _filter_observation(env, s: FilterObservationSettings):
     return FilterObservation(env, list(s.keys))
 
 
+def _select_observation(env, s: SelectObservationSettings):
+    import gymnasium as gym
+    import numpy as np
+    from gymnasium.wrappers import TransformObservation
+
+    space = env.observation_space
+    idx = np.asarray(s.indices, np.int64)
+    kept = gym.spaces.Box(space.low[idx], space.high[idx], dtype=space.dtype)
+    return TransformObservation(env, lambda obs: np.asarray(obs)[idx], kept)
+
+
 def _time_limit(env, s: TimeLimitSettings):
     from gymnasium.wrappers import TimeLimit
 
@@ -358,6 +392,7 @@ BUILTIN_WRAPPERS: dict[str, tuple[Callable, type[WrapperSettings]]] = {
     "clip_reward": (_clip_reward, ClipRewardSettings),
     "flatten": (_flatten, FlattenSettings),
     "filter_observation": (_filter_observation, FilterObservationSettings),
+    "select_observation": (_select_observation, SelectObservationSettings),
     "time_limit": (_time_limit, TimeLimitSettings),
     "minigrid_image": (_minigrid_image, MiniGridImageSettings),
     "minigrid_fully_observable": (_minigrid_fully_observable, MiniGridFullyObservableSettings),

@@ -28,7 +28,7 @@ _NETWORK_FOR = {
     "Discrete keys one-hot)",
 }
 #: What each built-in network takes.
-_TAKES = {"mlp": "vector", "cnn": "image", "dict_encoder": "dict"}
+_TAKES = {"mlp": "vector", "cnn": "image", "dict_encoder": "dict", "lstm": "vector", "gru": "vector"}
 
 
 def observation_kind(space: Space) -> str | None:

@@ -254,10 +254,7 @@ class OnPolicyAgent(Agent):
         env_f = FloatBox(shape=(self.num_envs,)).with_batch_rank()
         env_b = BoolBox(shape=(self.num_envs,)).with_batch_rank()
         spaces = {
-            "act": {"obs": obs_b, "noise": noise_b},
-            "greedy": {"obs": obs_b},
-            "value": {"obs": obs_b},
-            "evaluate_actions": {"obs": obs_b, "actions": action_b},
+            **self._policy_spaces(obs_b, action_b, noise_b),
             "advantages": {
                 "rewards": env_f,
                 "values": env_f,
@@ -265,7 +262,6 @@ class OnPolicyAgent(Agent):
                 "terminated": env_b,
                 "truncated": env_b,
             },
-            "update_normalizer": {"obs": obs_b},
             "loss": self._loss_spaces(obs_b, action_b, FloatBox(shape=()).with_batch_rank()),
         }
         # Only the per-step inference methods are compiled in static mode (besides the train
@@ -285,6 +281,17 @@ class OnPolicyAgent(Agent):
         self._last_metrics: dict[str, float] = {}
 
     # --- hooks for subclasses --------------------------------------------------------------
+    def _policy_spaces(self, obs_b, action_b, noise_b) -> dict:
+        """Input spaces of the root's acting and evaluating API methods (all but ``advantages``
+        and ``loss``), for batches ``obs_b`` of observations, ``action_b`` of actions, ``noise_b`` of noise."""
+        return {
+            "act": {"obs": obs_b, "noise": noise_b},
+            "greedy": {"obs": obs_b},
+            "value": {"obs": obs_b},
+            "evaluate_actions": {"obs": obs_b, "actions": action_b},
+            "update_normalizer": {"obs": obs_b},
+        }
+
     def _make_loss(self, config) -> Component:
         """The algorithm's loss component."""
         raise NotImplementedError

@@ -27,7 +27,7 @@ rollout (a smaller last minibatch does not stack).
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -48,6 +48,10 @@ MINIBATCH_FIELDS = ("obs", "actions", "log_probs", "values", "advantages", "retu
 
 class PPOConfig(OnPolicyConfig):
     """Hyperparameters of PPO (defaults follow Stable-Baselines3)."""
+
+    #: A stateful network (``network: {type: lstm | gru}``) makes the assembly build
+    #: :class:`~rlgraph_core.agents.recurrent_ppo.RecurrentPPOAgent`, which trains on sequences.
+    recurrent_networks: ClassVar[bool] = True
 
     type: Literal["ppo"] = "ppo"
     batch_size: int = Field(64, gt=0, description="minibatch size (at most the rollout size n_steps x num_envs)")
@@ -75,6 +79,8 @@ class PPOConfig(OnPolicyConfig):
             ConfigError: naming ``agent.batch_size``, ``agent.n_steps`` and ``env.num_envs``.
         """
         rollout = self.n_steps * env.num_envs
+        if getattr(self.network, "stateful", False):
+            self._validate_sequences(rollout)
         if self.batch_size > rollout:
             raise ConfigError(
                 f"'agent.batch_size' = {self.batch_size} is larger than a PPO rollout, which holds "
@@ -82,6 +88,38 @@ class PPOConfig(OnPolicyConfig):
                 f"set batch_size to at most {rollout} ({rollout} learns from the whole rollout at once) "
                 f"or raise n_steps or num_envs."
             )
+
+    def _validate_sequences(self, rollout: int) -> None:
+        """A recurrent network trains on whole sequences of ``network.seq_len`` steps: they tile a
+        rollout's ``n_steps`` and a minibatch (``batch_size`` samples) holds whole ones."""
+        net = self.network
+        seq_len = int(getattr(net, "seq_len"))
+        problem = None
+        if self.n_steps % seq_len:
+            problem = (
+                f"'agent.network.seq_len' = {seq_len} does not divide 'agent.n_steps' = {self.n_steps}: each env's "
+                f"rollout is cut into sequences of seq_len steps"
+                + (", so seq_len cannot be longer than the rollout" if seq_len > self.n_steps else "")
+                + f"; use a seq_len that divides n_steps (e.g. {_largest_divisor(self.n_steps, seq_len)})"
+            )
+        elif self.batch_size % seq_len or self.batch_size > rollout:
+            problem = (
+                f"'agent.batch_size' = {self.batch_size} is not a whole number of sequences of "
+                f"'agent.network.seq_len' = {seq_len} steps within a rollout of {rollout} samples; a recurrent "
+                f"minibatch is batch_size / seq_len whole sequences: use a multiple of {seq_len} up to {rollout}"
+            )
+        elif self.preprocessor is not None:
+            problem = (
+                f"'agent.preprocessor' = '{self.preprocessor.type}' is not taken by a recurrent network "
+                f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
+            )
+        if problem is not None:
+            raise ConfigError(problem + ".")
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    """The largest divisor of ``n`` that is at most ``at_most``."""
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
 class PPOGraph(OnPolicyGraph):

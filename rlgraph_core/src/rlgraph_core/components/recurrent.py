@@ -10,13 +10,15 @@ contract's ``lstm`` / ``gru`` op (each framework's fused kernel where it has one
 weight layout documented there: ``w_x [F, G * units]``, ``w_h [units, G * units]``, gate blocks
 in torch's order (LSTM ``i, f, g, o``; GRU ``r, z, n``).
 
-Not yet a network slot of the agents: an agent that acts with it must carry the state per env
-(issue 31 §1, second bullet).
+As a network slot (``agent.network: {type: lstm, ...}``) it is a stateful network
+(:attr:`RecurrentSettings.stateful`): PPO trains it on sequences
+(:mod:`rlgraph_core.agents.recurrent_ppo`); algorithms that cannot carry its state refuse it when
+the config is validated.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -34,9 +36,13 @@ GATES = {"lstm": 4, "gru": 3}
 class RecurrentSettings(NetworkSettings):
     """Settings of the recurrent core ``lstm`` / ``gru``.
 
-    ``{type: lstm, units: 128, encoder: {hidden: [64]}}``: ``encoder`` is an MLP on each step's
-    features before the cell (``hidden: []`` for none).
+    ``{type: lstm, units: 128, encoder: {hidden: [64]}, seq_len: 16}``: ``encoder`` is an MLP on
+    each step's features before the cell (``hidden: []`` for none); ``seq_len`` is the length of
+    the sequences an algorithm trains the cell on (a rollout is cut into pieces of that many steps,
+    each unrolled from the state stored at its start).
     """
+
+    stateful: ClassVar[bool] = True
 
     type: Literal["lstm", "gru"] = "lstm"
     units: int = Field(128, gt=0, description="size of the state and of the output")
@@ -44,6 +50,9 @@ class RecurrentSettings(NetworkSettings):
         default_factory=lambda: NetworkSpec(hidden=[64]), description="MLP in front of the cell"
     )
     initializer: str = Field("orthogonal", description="initializer of the input and recurrent weights")
+    seq_len: int = Field(
+        16, gt=0, description="steps per training sequence (back-propagation through time); divides agent.n_steps"
+    )
 
 
 class RecurrentCore(Component):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, field_validator, model_validator
 from pydantic_core import core_schema
@@ -97,6 +97,10 @@ class NetworkSettings(ComponentSettings):
     ``initializer`` is also the initializer of the algorithm's output layers on top of the
     network (Q-values, policy and value heads), so that every network settings model has one.
     """
+
+    #: True for a network whose output depends on a state carried from step to step (``lstm``,
+    #: ``gru``): only algorithms whose config sets ``recurrent_networks`` may use it.
+    stateful: ClassVar[bool] = False
 
     initializer: str = Field("lecun_uniform", description=f"one of {', '.join(sorted(INITIALIZERS))}")
 

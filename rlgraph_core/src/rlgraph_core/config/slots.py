@@ -22,7 +22,7 @@ from rlgraph_core.components.settings import ComponentSettings, ComponentSpec, S
 from rlgraph_core.config.errors import format_validation_error
 from rlgraph_core.errors import ConfigError, PluginError
 
-__all__ = ["known_slot_components", "validate_agent_slots", "validate_slot_settings"]
+__all__ = ["check_stateful_network", "known_slot_components", "validate_agent_slots", "validate_slot_settings"]
 
 
 def known_slot_components(plugin_manager, slot: Slot) -> list[str]:
@@ -128,8 +128,35 @@ def validate_slot_settings(plugin_manager, slot: Slot, raw: Any, field: str) -> 
         ) from None
 
 
+def check_stateful_network(plugin_manager, model: type[BaseModel], settings: Any, field: str) -> None:
+    """Refuse a stateful network (``lstm``, ``gru``: ``settings.stateful``) in a slot of an agent
+    config ``model`` that does not declare ``recurrent_networks`` (an algorithm that cannot carry
+    the state from step to step nor train on sequences).
+
+    Raises:
+        ConfigError: naming the field, the network and the algorithms that can train it.
+    """
+    if not getattr(settings, "stateful", False) or getattr(model, "recurrent_networks", False):
+        return
+    able = []
+    for name, entry in plugin_manager.names("agents").items():
+        obj = entry.obj
+        config_model = obj[1] if isinstance(obj, tuple) and len(obj) == 2 else None
+        if getattr(config_model, "recurrent_networks", False):
+            able.append(name)
+    algorithm = getattr(model.model_fields.get("type"), "default", None) or model.__name__
+    raise ConfigError(
+        f"'{field}.type' = '{settings.type}' is a recurrent network: its state must be carried from step "
+        f"to step and it trains on sequences, which the algorithm '{algorithm}' does not do. Algorithms that "
+        f"train recurrent networks: {', '.join(sorted(able)) or '(none installed)'}; with '{algorithm}' use a "
+        f"feed-forward network (mlp, cnn, dict_encoder), e.g. over stacked frames (env.wrappers: "
+        f"[{{type: frame_stack}}])."
+    )
+
+
 def validate_agent_slots(plugin_manager, model: type[BaseModel], agent_raw: dict, prefix: str = "agent") -> dict:
-    """``agent_raw`` with each slot section of ``model`` validated by :func:`validate_slot_settings`.
+    """``agent_raw`` with each slot section of ``model`` validated by :func:`validate_slot_settings`
+    (and a stateful network refused where the algorithm cannot train one: :func:`check_stateful_network`).
 
     Sections the raw config leaves out keep the model's defaults.
     """
@@ -137,6 +164,7 @@ def validate_agent_slots(plugin_manager, model: type[BaseModel], agent_raw: dict
     for name, slot in slot_fields(model).items():
         if name in out:
             out[name] = validate_slot_settings(plugin_manager, slot, out[name], f"{prefix}.{name}")
+            check_stateful_network(plugin_manager, model, out[name], f"{prefix}.{name}")
     return out
 
 
@@ -149,6 +177,7 @@ def validated_agent_config(plugin_manager, agent_config: BaseModel, prefix: str 
     for name, slot in slot_fields(type(agent_config)).items():
         value = getattr(agent_config, name)
         checked = validate_slot_settings(plugin_manager, slot, value, f"{prefix}.{name}")
+        check_stateful_network(plugin_manager, type(agent_config), checked, f"{prefix}.{name}")
         if checked is not value:
             updates[name] = checked
     return agent_config.model_copy(update=updates) if updates else agent_config
