@@ -375,6 +375,7 @@ def lock(session: nox.Session) -> None:
 #: rlgraph-core's public contracts, type-checked by the lint session.
 TYPED_CONTRACTS = (
     "rlgraph_core/backend/contract.py",
+    "rlgraph_core/backend/ops.py",
     "rlgraph_core/agents/base.py",
     "rlgraph_core/plugins",
     "rlgraph_core/memories/protocol.py",

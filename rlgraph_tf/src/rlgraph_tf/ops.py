@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from rlgraph_core.backend.contract import activation_fn
+from rlgraph_core.backend import activation_fn
 from rlgraph_core.backend.conv import check_padding, pair
 
 _DTYPES = {"float32": tf.float32, "int64": tf.int64, "bool": tf.bool}

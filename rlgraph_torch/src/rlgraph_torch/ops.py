@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlgraph_core.backend.contract import unary_op
+from rlgraph_core.backend import unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 
 _DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}

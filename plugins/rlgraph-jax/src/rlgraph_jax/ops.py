@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from jax import lax
-from rlgraph_core.backend.contract import activation_fn, binary_op, unary_op
+from rlgraph_core.backend import activation_fn, binary_op, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 
 from rlgraph_jax.state import JaxVariable, _unwrap

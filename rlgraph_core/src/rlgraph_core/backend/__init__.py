@@ -4,18 +4,20 @@ Backends are resolved by name in the application layer (:func:`rlgraph_core.asse
 """
 
 from rlgraph_core.backend.contract import (
-    OPS_CONTRACT,
     Backend,
     FusedLoop,
     GradientHook,
-    Ops,
     PythonLoop,
     TrainStep,
+    describe_non_finite,
+    non_finite_update_error,
+)
+from rlgraph_core.backend.ops import (
+    OPS_CONTRACT,
+    Ops,
     activation_fn,
     binary_op,
     canonical_array,
-    describe_non_finite,
-    non_finite_update_error,
     ops_contract_problems,
     unary_op,
 )

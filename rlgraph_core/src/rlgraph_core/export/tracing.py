@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rlgraph_core.backend.contract import OPS_CONTRACT
+from rlgraph_core.backend.ops import OPS_CONTRACT
 from rlgraph_core.errors import RLGraphError
 from rlgraph_core.testing.numpy_backend import LEAKY_RELU_SLOPE, NumpyBackend, NumpyOps
 

@@ -19,7 +19,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from rlgraph_core.backend.contract import Backend, activation_fn, binary_op, canonical_array, unary_op
+from rlgraph_core.backend.contract import Backend
+from rlgraph_core.backend.ops import activation_fn, binary_op, canonical_array, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
