@@ -18,7 +18,7 @@ stays cheap):
 
 from __future__ import annotations
 
-from rlgraph_core._lazy import lazy_exports
+from rlgraph_core.lazy import lazy_exports
 
 __version__ = "0.1.0"
 

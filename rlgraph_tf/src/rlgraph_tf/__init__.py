@@ -4,14 +4,9 @@
 plugin manager does to list names) does not import TensorFlow.
 """
 
+from rlgraph_core.lazy import lazy_exports
+
 __all__ = ["TFBackend"]
 __version__ = "0.1.0"
 
-
-def __getattr__(name):
-    """Import :class:`rlgraph_tf.backend.TFBackend` on first access."""
-    if name == "TFBackend":
-        from rlgraph_tf.backend import TFBackend  # deferred: importing the package must not import TensorFlow
-
-        return TFBackend
-    raise AttributeError(f"module 'rlgraph_tf' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(globals(), {"TFBackend": "rlgraph_tf.backend"}, __all__)

@@ -4,13 +4,9 @@
 plugin manager does to list names) does not import PyTorch.
 """
 
+from rlgraph_core.lazy import lazy_exports
+
 __all__ = ["TorchBackend"]
 __version__ = "0.1.0"
 
-
-def __getattr__(name):
-    if name == "TorchBackend":
-        from rlgraph_torch.backend import TorchBackend  # deferred: importing the package must not import torch
-
-        return TorchBackend
-    raise AttributeError(f"module 'rlgraph_torch' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(globals(), {"TorchBackend": "rlgraph_torch.backend"}, __all__)

@@ -4,13 +4,9 @@
 plugin manager does to list names) does not import JAX.
 """
 
+from rlgraph_core.lazy import lazy_exports
+
 __all__ = ["JaxBackend"]
 __version__ = "0.1.0"
 
-
-def __getattr__(name):
-    if name == "JaxBackend":
-        from rlgraph_jax.backend import JaxBackend  # deferred: importing the package must not import JAX
-
-        return JaxBackend
-    raise AttributeError(f"module 'rlgraph_jax' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(globals(), {"JaxBackend": "rlgraph_jax.backend"}, __all__)

@@ -6,7 +6,7 @@ schedules, preprocessors, and the settings bases (:class:`NetworkSettings`,
 
 from __future__ import annotations
 
-from rlgraph_core._lazy import lazy_exports
+from rlgraph_core.lazy import lazy_exports
 
 #: public name -> the module (below this package) that defines it
 _EXPORTS = {

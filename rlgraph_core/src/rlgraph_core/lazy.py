@@ -1,5 +1,9 @@
 """Lazy public names for a package (PEP 562): each name's module is imported on first use, so
-importing the package (or one of its modules) does not import all of them."""
+importing the package (or one of its modules) does not import all of them.
+
+rlgraph-core's own packages use it, and so do the backend plugins, whose package must be
+importable without their framework (``rlgraph_torch.TorchBackend`` imports torch on first use).
+"""
 
 from __future__ import annotations
 
