@@ -31,6 +31,9 @@ LOCK_INPUT = "requirements/test.in"
 #: versions that win over a dependency's own cap (gymnax 1.0.1 caps gymnasium below the 1.4 that
 #: rlgraph uses; its envs run on 1.4): passed to the lock and to every install of such a package
 OVERRIDES = "requirements/overrides.txt"
+#: the ``stats`` session's own lock (rliable needs pandas<3; test.lock holds pandas 3): see requirements/stats.in
+STATS_LOCK = "requirements/stats.lock"
+STATS_INPUT = "requirements/stats.in"
 
 nox.options.envdir = os.environ.get("RLGRAPH_NOX_ENVDIR", ".nox")
 nox.options.reuse_existing_virtualenvs = True
@@ -54,6 +57,7 @@ nox.options.sessions = [
     "ray",
     "horovod",
     "docs",
+    "stats",
 ]
 
 #: Caches kept between runs, beside the nox venvs: compiled kernels of torch static (Inductor's FX
@@ -257,6 +261,16 @@ def extras(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def stats(session: nox.Session) -> None:
+    """rlgraph-core's extra ``stats`` (rliable: interquartile mean and stratified-bootstrap
+    confidence intervals across seeds, for benchmarks/zoo.py and compare.py), in a venv of its own
+    pinned by ``requirements/stats.lock``: rliable 1.2 needs arch<8, which does not import with the
+    shared lock's pandas 3. No framework: the statistics are numpy's and rliable's."""
+    session.install("-c", STATS_LOCK, "pytest>=8", "-e", "./rlgraph_core[stats]")
+    _pytest(session, "tests/stats")
+
+
+@nox.session(python=PYTHON)
 def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
     # rlgraph_ray[tune] (ray[tune], optuna) for tests/ray/test_tune.py (rlgraph tune)
@@ -342,7 +356,8 @@ def latest(session: nox.Session) -> None:
 @nox.session(python=PYTHON, venv_backend="none", default=False)
 def lock(session: nox.Session) -> None:
     """Regenerate ``requirements/test.lock`` from ``requirements/test.in`` (every Python, every
-    platform), with this machine's pip settings passed to uv."""
+    platform), then the stats session's ``requirements/stats.lock`` from ``requirements/stats.in``,
+    with this machine's pip settings passed to uv."""
     local = [
         "rlgraph-core",
         "rlgraph-torch",
@@ -368,6 +383,26 @@ def lock(session: nox.Session) -> None:
         *no_emit,
         "-o",
         LOCK,
+        external=True,
+    )
+    # The stats lock prefers the shared lock's versions (uv keeps the pins of the file it rewrites);
+    # only what rliable's arch<8 rules out (pandas 3) moves.
+    shared = Path(LOCK).read_text().splitlines(keepends=True)
+    Path(STATS_LOCK).write_text("".join(line for line in shared if not line.startswith("pandas==")))
+    session.run(
+        "uv",
+        "pip",
+        "compile",
+        STATS_INPUT,
+        "--universal",
+        "--python-version",
+        PYTHON,
+        "--custom-compile-command",
+        "nox -s lock",
+        "--no-emit-package",
+        "rlgraph-core",
+        "-o",
+        STATS_LOCK,
         external=True,
     )
 

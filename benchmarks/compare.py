@@ -25,12 +25,15 @@ compilation included). Evaluation time is excluded everywhere: it is timed aroun
 evaluation and subtracted (for rlgraph by wrapping ``RunRecorder.evaluate``, which also saves
 the best checkpoint). Printed per algorithm: a markdown table with medians over seeds and the
 medians of the per-seed ratios to SB3 (to the hand-written loop when SB3 is missing), then a
-roofline line per implementation (see ``roofline.py``). Run from the repository root:
+roofline line per implementation (see ``roofline.py``); with at least five seeds, each
+implementation's interquartile mean of the final evaluation return with its 95 % stratified-bootstrap
+confidence interval (rliable, extra ``stats``: :mod:`rlgraph_core.stats`). Run from the repository root:
 
     python benchmarks/compare.py                                 # everything, seeds 0,1,2
     OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
         python benchmarks/compare.py                             # the same, strictly one thread
     python benchmarks/compare.py --quick                         # smoke test (short budgets, seed 0)
+    python benchmarks/compare.py --algos ppo --seeds 0,1,2,3,4   # + IQM [95% CI] (extra stats)
     python benchmarks/compare.py --algos ppo --impls sb3,hand,torch-eager --seeds 0
     python benchmarks/compare.py --budget ppo=50000,sac=10000 --time-cap 120
 """
@@ -60,9 +63,11 @@ from compare_loops import HAND_LOOPS, RunClock, RunResult
 from rlgraph_core.assemble import train
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
+from rlgraph_core.errors import RLGraphError
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import RunFailed
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
+from rlgraph_core.stats import MIN_SEEDS, format_interval, iqm_interval
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -522,6 +527,28 @@ def print_algo(algo: str, impls: list[str], results: dict, seeds: list[int], bud
         for e in dict.fromkeys(errors):  # each distinct error once
             lines.append(f"  {label(impl):<24} FAILED: {e}")
     print("\n".join(lines))
+    print_iqm(algo, impls, results, seeds)
+
+
+def print_iqm(algo: str, impls: list[str], results: dict, seeds: list[int]) -> None:
+    """Per implementation, the IQM of the seeds' final evaluation returns and its 95 % stratified-
+    bootstrap interval (rliable); a note instead below MIN_SEEDS seeds or without the stats extra."""
+    if len(seeds) < MIN_SEEDS:
+        print(f"  (IQM [95% CI] of the final evaluation return: needs at least {MIN_SEEDS} seeds, got {len(seeds)})")
+        return
+    finals = {
+        impl: [r.final_return for r in (results[(algo, impl, s)] for s in seeds) if r.final_return is not None]
+        for impl in impls
+    }
+    try:
+        intervals = iqm_interval({impl: v for impl, v in finals.items() if len(v) >= MIN_SEEDS})
+    except RLGraphError as exc:
+        print(f"  (IQM [95% CI] left out: {exc})")
+        return
+    for impl in impls:
+        where = intervals.get(impl)
+        cell = format_interval(where) if where else f"- ({len(finals[impl])} seeds with an evaluation)"
+        print(f"  {label(impl):<24} final eval return IQM [95% CI] over {len(seeds)} seeds: {cell}")
 
 
 def parse_budget(text: str | None, algos: list[str], quick: bool) -> dict[str, int]:

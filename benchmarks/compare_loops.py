@@ -63,6 +63,8 @@ class RunResult:
     s_to_solve: float | None
     cut: bool = False
     error: str | None = None
+    #: mean return of the run's last evaluation (the solving one for a solved run), None before any
+    final_return: float | None = None
 
 
 class RunClock:
@@ -80,6 +82,7 @@ class RunClock:
         self.marks: list[tuple[int, int, float, float]] = []
         self.last: tuple[int, int, float, float] = (0, 0, 0.0, 0.0)
         self.solved_at: tuple[int, float] | None = None
+        self.last_return: float | None = None
         self.cut = False
         self._eval_started = self._eval_cpu_started = 0.0
 
@@ -121,6 +124,8 @@ class RunClock:
         """The evaluation begun last returned ``mean_return``; True when the threshold is reached."""
         self.eval_wall += time.perf_counter() - self._eval_started
         self.eval_cpu += time.process_time() - self._eval_cpu_started
+        if self.solved_at is None:
+            self.last_return = float(mean_return)
         if self.solved_at is None and mean_return >= self.threshold:
             self.solved_at = (self.last[0], self.last[2])
         return self.solved_at is not None
@@ -153,6 +158,7 @@ class RunClock:
             steps_to_solve=None if self.solved_at is None else self.solved_at[0],
             s_to_solve=None if self.solved_at is None else self.solved_at[1],
             cut=self.cut and self.solved_at is None,
+            final_return=self.last_return,
         )
 
 

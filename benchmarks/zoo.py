@@ -4,13 +4,16 @@ As RL-Zoo publishes its benchmark, this script runs each config that ``rlgraph t
 accepts (``rlgraph_core/src/rlgraph_core/configs/*.yaml``) for its own budget and stop rule
 (``train.total_timesteps``, ``train.target_return``), one seed at a time, and writes the table
 (final evaluation return, env steps, wall time, env steps/s and CPU-seconds) into
-``docs/zoo.md``. The table is generated from the results file (``benchmarks/zoo_results.json``),
+``docs/zoo.md``; a config measured with at least five seeds also gets the interquartile mean of
+its final evaluation returns with a 95 % stratified-bootstrap confidence interval (rliable,
+extra ``stats``: :mod:`rlgraph_core.stats`). The table is generated from the results file (``benchmarks/zoo_results.json``),
 never typed: ``--table-only`` regenerates it.
 
 Usage::
 
     python benchmarks/zoo.py                           # every config not measured yet, seed 0
     python benchmarks/zoo.py --configs dqn_acrobot,dqn_lunarlander --seeds 0,1,2
+    python benchmarks/zoo.py --configs ppo_cartpole --seeds 0,1,2,3,4   # + IQM [95% CI] (extra stats)
     python benchmarks/zoo.py --table-only              # rewrite docs/zoo.md from the results file
     python benchmarks/zoo.py --list                    # the configs and what would happen to each
 
@@ -44,6 +47,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from rlgraph_core.errors import RLGraphError
+from rlgraph_core.stats import MIN_SEEDS, format_interval, iqm_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "zoo_results.json"
@@ -240,6 +246,13 @@ def _fmt_hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
+def _fmt_iqm(values: list[float]) -> str:
+    """IQM [95% CI] of the seeds' final returns (rliable), or "-" below MIN_SEEDS seeds."""
+    if len(values) < MIN_SEEDS:
+        return "-"
+    return format_interval(iqm_interval({"final": values})["final"])
+
+
 def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> str:
     """docs/zoo.md's text: measured rows, then configs listed with a budget and an estimate only."""
     runs = results.get("runs", {})
@@ -254,14 +267,17 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
         "(`train.total_timesteps`; a config with `train.target_return` stops once the mean evaluation",
         "return reaches it) by `benchmarks/zoo.py`, one child process per seed, on the machine named",
         "under each table. *Final eval* is the mean return of the last evaluation (mean ± std over",
-        "seeds); *CPU-s* is the run's user + system CPU time, the fairer cost on a shared machine;",
+        "seeds); *IQM [95% CI]* is, for a config run with at least five seeds, the interquartile mean",
+        "of the seeds' final evaluation returns with its 95 % stratified-bootstrap confidence interval",
+        '(rliable, as Agarwal et al. 2021 recommend; `pip install -e "./rlgraph_core[stats]"`);',
+        "*CPU-s* is the run's user + system CPU time, the fairer cost on a shared machine;",
         "*wall* is the training loop's time (evaluations included, start-up excluded).",
         "",
         "## Measured",
         "",
-        "| config | algo | env | seeds | budget | env steps | final eval | target | ended by "
+        "| config | algo | env | seeds | budget | env steps | final eval | IQM [95% CI] | target | ended by "
         "| wall | env steps/s | CPU-s |",
-        "|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     measured_on: set[str] = set()
     listed = []
@@ -277,7 +293,8 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
         target = "-" if cfg.target_return is None else f"{cfg.target_return:g}"
         lines.append(
             f"| `{cfg.name}` | {cfg.algo} | {cfg.env_id} | {','.join(str(r['seed']) for r in rows)} "
-            f"| {cfg.budget:,} | {_fmt_num([r['env_steps'] for r in rows])} | {_fmt_return(returns)} | {target} "
+            f"| {cfg.budget:,} | {_fmt_num([r['env_steps'] for r in rows])} | {_fmt_return(returns)} "
+            f"| {_fmt_iqm(returns)} | {target} "
             f"| {', '.join(ended)} | {_fmt_hours(statistics.mean(r['train_wall_s'] for r in rows))} "
             f"| {_fmt_num([r['env_steps_per_s'] for r in rows])} | {_fmt_num([r['cpu_s'] for r in rows])} |"
         )
@@ -348,7 +365,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "rlgraph-zoo")
     p.add_argument("--set", dest="sets", action="append", default=[], help="extra --set for every run")
     args = p.parse_args(argv)
+    try:
+        return _zoo(args)
+    except RLGraphError as exc:  # e.g. five seeds measured and the stats extra missing: one paragraph
+        print(f"zoo: {exc}", file=sys.stderr)
+        return 2
 
+
+def _zoo(args: argparse.Namespace) -> int:
     configs = discover([c for c in args.configs.split(",") if c] or None)
     everything = discover()
     results = load_results(args.results)

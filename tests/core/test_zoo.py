@@ -97,7 +97,8 @@ def test_table_has_measured_rows_estimates_and_distributed_configs(tmp_path):
     assert cells[:5] == ["`dqn_acrobot`", "dqn", "Acrobot-v1", "0,1", "100,000"]
     assert cells[5] == "50,000"  # mean env steps over seeds
     assert cells[6] == "-85.0 ± 7.1"  # mean ± sample std of the final eval returns
-    assert cells[7:9] == ["-100", "target_return"]
+    assert cells[7] == "-"  # no IQM interval from fewer than 5 seeds
+    assert cells[8:10] == ["-100", "target_return"]
     assert cells[-1] == "400"  # mean CPU-seconds
     assert "2026-12-02 14:00 UTC: 2 CPUs, load 3.0" in text
     listed = text.split("## Listed, not run")[1]
