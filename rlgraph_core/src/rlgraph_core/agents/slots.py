@@ -24,7 +24,7 @@ from rlgraph_core.components.dict_encoder import DictEncoder
 from rlgraph_core.components.exploration import EpsilonGreedy, Exploration
 from rlgraph_core.components.network import MLP, NetworkMaker
 from rlgraph_core.components.preprocessors import BoxNormalizer
-from rlgraph_core.components.settings import ComponentSettings
+from rlgraph_core.components.settings import ComponentSettings, from_slot_settings
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component
 from rlgraph_core.spaces import Space
@@ -96,21 +96,15 @@ def make_exploration(
 ) -> Exploration:
     """The exploration component an exploration slot's ``settings`` name, for ``num_actions`` actions."""
     cls = (resolve or builtin_resolver)(settings.type, f"{field}.type")
-    factory = getattr(cls, "from_settings", None)
-    what = f"'{field}.type' = '{settings.type}' ({getattr(cls, '__qualname__', cls)!s})"
-    if factory is None:
-        raise ConfigError(
-            f"{what} cannot fill an exploration slot: it has no from_settings(settings, *, name, "
-            f"num_actions) constructor (see docs/plugins.md, exploration slots)."
-        )
-    try:
-        exploration = factory(settings, name=settings.type, num_actions=num_actions)
-    except TypeError as exc:
-        raise ConfigError(f"{what}: from_settings(settings, *, name, num_actions) failed: {exc}") from None
-    if not isinstance(exploration, Exploration):
-        raise ConfigError(
-            f"{what}: from_settings built {type(exploration).__name__}, which is not an "
-            f"rlgraph_core.components.exploration.Exploration (explore(q_values, noise, value), "
-            f"draw_noise, noise_shape, value)."
-        )
-    return exploration
+    return from_slot_settings(
+        cls,
+        settings,
+        field=field,
+        slot="an exploration slot",
+        signature="settings, *, name, num_actions",
+        fits=lambda built: isinstance(built, Exploration),
+        wanted="an rlgraph_core.components.exploration.Exploration (explore(q_values, noise, value), draw_noise, "
+        "noise_shape, value)",
+        name=settings.type,
+        num_actions=num_actions,
+    )

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from rlgraph_core.components.initializers import initialize
-from rlgraph_core.components.settings import ComponentSettings, NetworkSettings
+from rlgraph_core.components.settings import ComponentSettings, NetworkSettings, from_slot_settings
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import FloatBox, SpaceError
@@ -163,24 +163,17 @@ class NetworkMaker:
 
     def __call__(self, *, name: str, rng: np.random.Generator) -> Component:
         """A new network component named ``name`` whose initial weights come from ``rng``."""
-        cls = self.network_class
-        factory = getattr(cls, "from_settings", None)
-        what = f"'{self.field}.type' = '{self.settings.type}' ({getattr(cls, '__qualname__', cls)!s})"
-        if factory is None:
-            raise ConfigError(
-                f"{what} cannot fill a network slot: it has no from_settings(settings, *, name, rng) "
-                f"constructor (see docs/plugins.md, network slots)."
-            )
-        try:
-            network = factory(self.settings, name=name, rng=rng)
-        except TypeError as exc:
-            raise ConfigError(f"{what}: from_settings(settings, *, name, rng) failed: {exc}") from None
-        if not isinstance(network, Component) or "call" not in type(network).api_methods():
-            raise ConfigError(
-                f"{what}: from_settings built {type(network).__name__}, which is not a Component with an "
-                f"API method call(x) (see docs/plugins.md, network slots)."
-            )
-        return network
+        return from_slot_settings(
+            self.network_class,
+            self.settings,
+            field=self.field,
+            slot="a network slot",
+            signature="settings, *, name, rng",
+            fits=lambda built: isinstance(built, Component) and "call" in type(built).api_methods(),
+            wanted="a Component with an API method call(x) (see docs/plugins.md, network slots)",
+            name=name,
+            rng=rng,
+        )
 
 
 def as_network_maker(network: "NetworkSpec | NetworkMaker") -> NetworkMaker:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, field_v
 from pydantic_core import core_schema
 
 from rlgraph_core.components.initializers import INITIALIZERS
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.registration import entry_problem
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Slot",
     "component_entry",
     "component_entry_problem",
+    "from_slot_settings",
     "slot_fields",
 ]
 
@@ -195,3 +197,47 @@ def component_entry(obj: Any) -> tuple[Any, Optional[type[ComponentSettings]]]:
 def component_entry_problem(obj: Any) -> Optional[str]:
     """Why an ``rlgraph_components`` entry does not fit the registration format (None: it fits)."""
     return entry_problem(obj, kind="component", base=ComponentSettings)
+
+
+def from_slot_settings(
+    cls: Any,
+    settings: ComponentSettings,
+    *,
+    field: str,
+    slot: str,
+    signature: str,
+    fits: Callable[[Any], bool],
+    wanted: str,
+    **kwargs: Any,
+) -> Any:
+    """``cls.from_settings(settings, **kwargs)``: the component a slot's settings name.
+
+    Args:
+        cls: the class the settings' ``type`` names.
+        settings: the slot's validated settings.
+        field: the slot's config path (``agent.network``), for messages.
+        slot: the kind of slot with its article (``"a network slot"``), for messages.
+        signature: ``from_settings``' parameters as the slot calls it, for messages.
+        fits: whether what ``from_settings`` built can fill the slot.
+        wanted: what it must be instead, for the message when it cannot.
+        kwargs: the keyword arguments ``from_settings`` gets besides the settings.
+
+    Raises:
+        ConfigError: ``cls`` has no ``from_settings``, the call raised a ``TypeError``, or what
+            it built does not fit; one paragraph naming the field, its type and the class.
+    """
+    factory = getattr(cls, "from_settings", None)
+    what = f"'{field}.type' = '{settings.type}' ({getattr(cls, '__qualname__', cls)!s})"
+    if factory is None:
+        kind = slot.split(" ", 1)[1]
+        raise ConfigError(
+            f"{what} cannot fill {slot}: it has no from_settings({signature}) constructor (see docs/plugins.md, "
+            f"{kind}s)."
+        )
+    try:
+        built = factory(settings, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{what}: from_settings({signature}) failed: {exc}") from None
+    if not fits(built):
+        raise ConfigError(f"{what}: from_settings built {type(built).__name__}, which is not {wanted}.")
+    return built
