@@ -166,3 +166,33 @@ def test_default_fused_loop_runs_the_body_once_per_step_in_order(eager_backend):
     np.testing.assert_allclose(be.to_numpy(running), np.cumsum(xs * 10.0, axis=0))
     np.testing.assert_allclose(be.to_numpy(sums), xs.sum(1))
     assert loop.trace_count is None
+
+
+@pytest.mark.parametrize(
+    "requested, expected",
+    [
+        (None, "auto"),
+        (" AUTO ", "auto"),
+        ("cpu", "cpu"),
+        ("cpu:0", "cpu"),
+        ("gpu", 0),
+        ("cuda", 0),
+        ("cuda:3", 3),
+        ("GPU:1", 1),
+    ],
+)
+def test_parse_device_reads_the_device_grammar_every_backend_shares(requested, expected):
+    from rlgraph_core.backend import parse_device
+
+    assert parse_device(requested, "tile", "auto, cpu, gpu:N") == expected
+
+
+@pytest.mark.parametrize("requested", ["tpu", "cuda:x", "gpu:-1", "cpu:1", "cuda:"])
+def test_parse_device_refuses_other_names_naming_the_backend_and_its_choices(requested):
+    from rlgraph_core.backend import parse_device
+    from rlgraph_core.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=rf"'train.device' = '{requested}' is not known to the tile backend; use auto, cpu"
+    ):
+        parse_device(requested, "tile", "auto, cpu, gpu:N")

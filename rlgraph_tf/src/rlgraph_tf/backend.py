@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from rlgraph_core.backend import Backend, FusedLoop, canonical_array
+from rlgraph_core.backend import Backend, FusedLoop, canonical_array, parse_device
 from rlgraph_core.errors import ConfigError
 from rlgraph_tf.loop import TFFusedLoop
 from rlgraph_tf.ops import TFOps
@@ -44,17 +44,11 @@ def _resolve_device(requested: str) -> tuple[str, str]:
     ``gpu[:N]`` so one config works for the torch and tf backends.
     """
     gpus = tf.config.list_physical_devices("GPU")
-    req = (requested or "auto").strip().lower()
-    if req == "auto":
-        req = "gpu:0" if gpus else "cpu"
-    if req in ("cpu", "cpu:0"):
+    index = parse_device(requested, "tf", "auto, cpu, gpu, gpu:N, cuda or cuda:N")
+    if index == "auto":
+        index = 0 if gpus else "cpu"
+    if index == "cpu":
         return "/CPU:0", "cpu"
-    match = re.fullmatch(r"(?:gpu|cuda)(?::(\d+))?", req)
-    if match is None:
-        raise ConfigError(
-            f"Device '{requested}' is not known to the tf backend; use auto, cpu, gpu, gpu:N, cuda or cuda:N."
-        )
-    index = int(match.group(1) or 0)
     if index >= len(gpus):
         raise ConfigError(
             f"Device '{requested}' was requested but TensorFlow sees {len(gpus)} GPU(s); "

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import torch
 
-from rlgraph_core.backend import Backend
+from rlgraph_core.backend import Backend, parse_device
 from rlgraph_core.errors import ConfigError
 from rlgraph_torch.fused_loop import TorchFusedLoop
 from rlgraph_torch.ops import TorchOps
@@ -42,18 +41,11 @@ def _resolve_device(requested: str | None) -> torch.device:
         ConfigError: an unknown name, CUDA requested where torch sees no CUDA device, or an index
             beyond the devices there are.
     """
-    req = (requested or "auto").strip().lower()
-    if req == "auto":
+    index = parse_device(requested, "torch", "auto (CUDA when available, else the CPU), cpu, cuda or cuda:N")
+    if index == "auto":
         return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    if req in ("cpu", "cpu:0"):
+    if index == "cpu":
         return torch.device("cpu")
-    match = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", req)
-    if match is None:
-        raise ConfigError(
-            f"'train.device' = '{requested}' is not known to the torch backend; use auto (CUDA when "
-            f"available, else the CPU), cpu, cuda or cuda:N."
-        )
-    index = int(match.group(1) or 0)
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
         build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "without CUDA support"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlgraph_core.backend import Backend, FusedLoop, canonical_array
+from rlgraph_core.backend import Backend, FusedLoop, canonical_array, parse_device
 from rlgraph_core.errors import ConfigError
 from rlgraph_jax.loop import JaxFusedLoop
 from rlgraph_jax.ops import JaxOps, dtype_of, int_dtype
@@ -26,18 +25,11 @@ def _resolve_device(requested: str | None) -> jax.Device:
     Raises:
         ConfigError: an unknown name, or a GPU JAX does not see.
     """
-    req = (requested or "auto").strip().lower()
-    if req == "auto":
+    index = parse_device(requested, "jax", "auto (JAX's default device), cpu, gpu, gpu:N, cuda or cuda:N")
+    if index == "auto":
         return jax.devices()[0]
-    if req in ("cpu", "cpu:0"):
+    if index == "cpu":
         return jax.devices("cpu")[0]
-    match = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", req)
-    if match is None:
-        raise ConfigError(
-            f"Device '{requested}' is not known to the jax backend; use auto (JAX's default device), "
-            f"cpu, gpu, gpu:N, cuda or cuda:N."
-        )
-    index = int(match.group(1) or 0)
     try:
         gpus = jax.devices("gpu")
     except RuntimeError:

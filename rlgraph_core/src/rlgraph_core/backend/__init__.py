@@ -11,6 +11,7 @@ from rlgraph_core.backend.contract import (
     TrainStep,
     describe_non_finite,
     non_finite_update_error,
+    parse_device,
 )
 from rlgraph_core.backend.ops import (
     OPS_CONTRACT,
@@ -36,5 +37,6 @@ __all__ = [
     "describe_non_finite",
     "non_finite_update_error",
     "ops_contract_problems",
+    "parse_device",
     "unary_op",
 ]

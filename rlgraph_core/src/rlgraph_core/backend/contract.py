@@ -18,6 +18,7 @@ Conventions shared by every backend (so weights move between backends as plain n
 from __future__ import annotations
 
 import abc
+import re
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -218,6 +219,30 @@ class TrainStep(abc.ABC):
     @learning_rate.setter
     @abc.abstractmethod
     def learning_rate(self, value: float) -> None: ...
+
+
+def parse_device(requested: str | None, backend: str, choices: str) -> str | int:
+    """What a ``train.device`` string asks for: ``"auto"``, ``"cpu"``, or the index ``N`` of the GPU
+    that ``gpu[:N]`` / ``cuda[:N]`` names (aliases of each other, so one config works on every
+    backend). Whether that device exists is the backend's to check.
+
+    Args:
+        requested: the config's device string (None: auto); case and spaces around it are ignored.
+        backend: the backend's registry name, for the message.
+        choices: the device names the backend accepts, for the message.
+
+    Raises:
+        ConfigError: a name of none of those forms.
+    """
+    req = (requested or "auto").strip().lower()
+    if req in ("auto", "cpu"):
+        return req
+    if req == "cpu:0":
+        return "cpu"
+    match = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", req)
+    if match is None:
+        raise ConfigError(f"'train.device' = '{requested}' is not known to the {backend} backend; use {choices}.")
+    return int(match.group(1) or 0)
 
 
 class Backend(abc.ABC):
