@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
+from rlgraph_core.agents.iql import IQLAgent, IQLConfig
 from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
 from rlgraph_core.agents.sac import SACAgent, SACConfig
 from rlgraph_core.memories.settings import PrioritizedReplaySettings
@@ -211,6 +212,23 @@ def _sac(pair, monkeypatch, fuse: bool) -> tuple[SACAgent, LoopSpy]:
     return SACAgent(cfg, OBS, FloatBox(-2.0, 2.0, shape=(2,)), backend, seed=0), spy
 
 
+def _iql(pair, monkeypatch, fuse: bool) -> tuple[IQLAgent, LoopSpy]:
+    cfg = IQLConfig(
+        actor_network={"hidden": [16]},
+        critic_network={"hidden": [16]},
+        batch_size=8,
+        learning_starts=0,
+        train_freq=1,
+        gradient_steps=3,
+        target_update_interval=2,
+        tau=0.5,
+        fuse_rounds=fuse,
+        optimizer={"learning_rate": 1e-2},
+    )
+    backend, spy = _backend(pair, monkeypatch)
+    return IQLAgent(cfg, OBS, FloatBox(-2.0, 2.0, shape=(2,)), backend, seed=0), spy
+
+
 def _drive_rounds(agent, records: dict[str, np.ndarray], rounds: int = 2) -> list[dict]:
     """Fill the memory, then run ``rounds`` scheduled update rounds; metrics after each."""
     agent.memory.insert(records)
@@ -222,8 +240,8 @@ def _drive_rounds(agent, records: dict[str, np.ndarray], rounds: int = 2) -> lis
     return out
 
 
-OFF_POLICY = {"dqn": (_dqn, _dqn_records, 4), "sac": (_sac, _sac_records, 3)}
-OFF_CASES = [(a, p) for a in OFF_POLICY for p in EAGER] + [("dqn", p) for p in STATIC]
+OFF_POLICY = {"dqn": (_dqn, _dqn_records, 4), "sac": (_sac, _sac_records, 3), "iql": (_iql, _sac_records, 3)}
+OFF_CASES = [(a, p) for a in OFF_POLICY for p in EAGER] + [(a, p) for a in ("dqn", "iql") for p in STATIC]
 
 
 @pytest.mark.parametrize("algo,pair", OFF_CASES, ids=[f"{a}-{n}-{m}" for a, (n, m) in OFF_CASES])
