@@ -112,8 +112,8 @@ def test_config_validation_of_multi_agent_sections():
         _config(multi_agent={"policies": {"p": {"gamma": 7}}, "policy_mapping": {"*": "p"}})
     with pytest.raises(ConfigError, match="maps 'a_\\*' to 'q', which policies does not define"):
         _config(multi_agent={"policies": {"p": {}}, "policy_mapping": {"a_*": "q", "*": "p"}})
-    with pytest.raises(ConfigError, match="no parallel_env"):
-        _config(env_id="pettingzoo:pettingzoo.classic.tictactoe_v3")
+    with pytest.raises(ConfigError, match="has neither parallel_env nor env"):
+        _config(env_id="pettingzoo:json")
 
 
 # --- policies: rows, independent learning, checkpoints and resume ------------------------------------

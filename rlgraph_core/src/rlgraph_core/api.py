@@ -151,12 +151,12 @@ def _apply_env(raw: dict, env) -> Callable[[], Any] | None:
 
 
 def _apply_overrides(raw: dict, overrides: dict, plugin_manager) -> None:
-    """Keyword overrides: a section name (``train={...}``) merges that section; a field of the
+    """Keyword overrides: a section name (``train={...}``, ``multi_agent={...}``) merges that section; a field of the
     train or env section goes there (``total_timesteps=...``, ``num_envs=8``); anything else is an
     agent field (``learning_rate=...``, ``n_steps=...``)."""
 
     for key, value in overrides.items():
-        if key in ("agent", "train", "executor") and isinstance(value, dict):
+        if key in ("agent", "train", "executor", "multi_agent") and isinstance(value, dict):
             raw[key] = deep_merge(raw.get(key) or {}, value)
         elif key in TrainConfig.model_fields:
             raw.setdefault("train", {})[key] = value
@@ -200,7 +200,7 @@ def make(
         out: the default output folder of :meth:`Algorithm.learn` (None: nothing is written).
         verbose: 0 prints nothing; 1 prints the console logger's metric lines.
         plugin_manager: the plugin manager to resolve names with (default: the process's).
-        **overrides: a section (``train={"eval_interval": 1000}``), a train or env field
+        **overrides: a section (``train={"eval_interval": 1000}``, ``multi_agent={...}``), a train or env field
             (``total_timesteps=...``, ``num_envs=8``), or else an agent field (``learning_rate=3e-4``).
 
     Raises:
@@ -350,7 +350,9 @@ class Algorithm:
         self.last_summary: dict | None = None
         probe = self._assembly.make_eval_env()
         try:
-            obs_space, act_space = getattr(probe, "observation_space", None), getattr(probe, "action_space", None)
+            # a PettingZoo env's eval env is a vector env of one row per agent: one agent's spaces
+            obs_space = getattr(probe, "single_observation_space", getattr(probe, "observation_space", None))
+            act_space = getattr(probe, "single_action_space", getattr(probe, "action_space", None))
         finally:
             probe.close()
         for what, space in (("observation", obs_space), ("action", act_space)):
@@ -554,7 +556,10 @@ class Algorithm:
         seed = 10_000 + self.config.train.seed if seed is None else seed
         env = self._assembly.make_eval_env(render_mode="rgb_array" if render_frames is not None else None)
         try:
-            result = evaluate_policy(agent_policy(self.agent), env, int(episodes), seed, render_frames)
+            if render_frames is None:  # the agent's own evaluation (a multi-agent run's: per policy, outcomes)
+                result = self.agent.evaluate(env, int(episodes), seed)
+            else:
+                result = evaluate_policy(agent_policy(self.agent), env, int(episodes), seed, render_frames)
         finally:
             env.close()
         if result is None:  # evaluate_policy returns None only when its stop() says so; none was given

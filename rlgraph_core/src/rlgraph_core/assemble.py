@@ -26,6 +26,7 @@ from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.agents.policy_set import PolicySet
 from rlgraph_core.agents.ppo import PPOAgent
 from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
+from rlgraph_core.agents.self_play import SelfPlayOpponents
 from rlgraph_core.backend.contract import Backend
 from rlgraph_core.backend.settings import backend_entry
 from rlgraph_core.callbacks import make_callbacks
@@ -33,6 +34,7 @@ from rlgraph_core.components.settings import component_entry
 from rlgraph_core.components.sizing import check_networks_fit
 from rlgraph_core.config.memory import make_memory
 from rlgraph_core.config.run import multi_agent_layout, validate_backend_settings
+from rlgraph_core.config.sections import MultiAgentConfig
 from rlgraph_core.config.slots import validated_agent_config
 from rlgraph_core.config.wrappers import resolve_wrappers
 from rlgraph_core.envs import make_eval_env, make_vector_env, make_vector_env_from
@@ -41,7 +43,7 @@ from rlgraph_core.execution.loggers import start_loggers
 from rlgraph_core.execution.settings import executor_entry
 from rlgraph_core.integrations.video import TrainingVideos
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
-from rlgraph_core.multi_agent import is_pettingzoo_id
+from rlgraph_core.multi_agent import is_pettingzoo_id, is_turn_based, pettingzoo_agents
 from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
 from rlgraph_core.spaces import Space, SpaceError, from_gym
@@ -150,13 +152,31 @@ class Assembly:
             policies[name] = single.make_agent(
                 observation_space, action_space, num_envs=rows, backend=backend, seed=seed + i, with_memory=with_memory
             )
-        return PolicySet(
+        policy_set = PolicySet(
             policies,
             agent_policy,
             self.config.agent,
             _as_space(observation_space),
             _as_space(action_space),
             backend or self.backend,
+        )
+        if is_turn_based(self.config.env.id):
+            policy_set.opponents = self._make_opponents(policies, observation_space, action_space, backend, seed)
+        return policy_set
+
+    def _make_opponents(self, policies, observation_space, action_space, backend, seed: int) -> SelfPlayOpponents:
+        """Who plays the other seats of a turn-based game (``multi_agent.self_play``): for ``latest``
+        and ``pool`` an acting copy of every policy (no memory; seeded apart from the policies)."""
+        settings = (getattr(self.config, "multi_agent", None) or MultiAgentConfig()).self_play
+        players = {}
+        if settings.opponent in ("latest", "pool"):
+            for i, (name, config) in enumerate(self.policy_configs.items()):
+                players[name] = self.model_copy_with_agent(config).make_agent(
+                    observation_space, action_space, backend=backend, seed=seed + 1000 + i, with_memory=False
+                )
+        seats = pettingzoo_agents(self.config.env.id, self.config.env.kwargs)
+        return SelfPlayOpponents(
+            policies, dict(zip(seats, self.agent_policy or [])), players, settings, action_space, seed=seed + 2000
         )
 
     def model_copy_with_agent(self, agent_config) -> "Assembly":

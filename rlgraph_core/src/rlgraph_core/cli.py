@@ -186,12 +186,23 @@ def cmd_evaluate(args) -> int:
     env = algo.make_eval_env(render_mode="rgb_array" if video else None)
     seed = 10_000 + config.train.seed if args.seed is None else args.seed
     agent = algo.agent
-    result, frames = _run_evaluation(agent_policy(agent), env, config.env.id, args, seed, video)
+    if hasattr(env, "agents") and not video:  # a PettingZoo env: the policies' own evaluation
+        try:
+            result, frames = agent.evaluate(env, args.episodes, seed), 0
+        finally:
+            env.close()
+    else:
+        result, frames = _run_evaluation(agent_policy(agent), env, config.env.id, args, seed, video)
     print(
         f"evaluation of {args.checkpoint} ({config.agent.type} on {config.env.id}, backend "
         f"{config.train.backend}): mean return {result['eval_return_mean']:.1f} ± "
         f"{result['eval_return_std']:.1f} over {args.episodes} episodes"
     )
+    if "eval_win_rate" in result:
+        print(
+            f"against the evaluation opponent: won {result['eval_win_rate']:.0%}, drew {result['eval_draw_rate']:.0%}, "
+            f"lost {result['eval_loss_rate']:.0%}; illegal moves {int(result['eval_illegal_moves'])}"
+        )
     if frames:
         print(f"rendered {frames} frames to {video}")
     return 0

@@ -44,7 +44,7 @@ from rlgraph_core.errors import ConfigError, prefix, shorten
 from rlgraph_core.spaces import SpaceError, from_gym
 from rlgraph_core.wrappers import apply_wrappers, missing_extra_message
 from rlgraph_core.install_hints import extra_install_command
-from rlgraph_core.multi_agent.pettingzoo_env import is_pettingzoo_id, make_pettingzoo_vector_env, parallel_env_factory
+from rlgraph_core.multi_agent.pettingzoo_env import is_pettingzoo_id, make_pettingzoo_vector_env, game_factory
 
 __all__ = [
     "check_observation_space",
@@ -228,7 +228,7 @@ def resolve_env_id(env_id: str) -> str | EnvSpec:
     if not isinstance(env_id, str) or not env_id.strip():
         raise ConfigError(f"'env.id' = {env_id!r}: name a gymnasium environment, e.g. CartPole-v1.")
     if is_pettingzoo_id(env_id):  # several agents: made by rlgraph_core.multi_agent, not gymnasium.make
-        parallel_env_factory(env_id)
+        game_factory(env_id)
         return env_id
     if ":" not in env_id:
         register_env_family(env_id)

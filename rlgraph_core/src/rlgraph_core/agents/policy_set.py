@@ -77,6 +77,9 @@ class PolicySet(Agent):
         reports = [p.build_report for p in self.policies.values()]
         self.build_report = _BuildReports(reports)  # type: ignore[assignment]
         self._rows_cache: dict[int, dict[str, Any]] = {}
+        #: who plays the other seats of a turn-based game's rows (set by the assembly for one:
+        #: :class:`~rlgraph_core.agents.self_play.SelfPlayOpponents`); the env runner binds it.
+        self.opponents: Any = None
 
     # --- rows ----------------------------------------------------------------------------
     def rows(self, batch: int) -> dict[str, Any]:
@@ -155,6 +158,8 @@ class PolicySet(Agent):
             metrics = agent.update()
             if metrics:
                 out.update({f"{name}/{k}": v for k, v in metrics.items()})
+        if out and self.opponents is not None:
+            self.opponents.after_update()
         return out or None
 
     def metrics(self) -> dict[str, float]:
@@ -236,12 +241,23 @@ class PolicySet(Agent):
 
     # --- evaluation ------------------------------------------------------------------------
     def evaluate(self, env, episodes: int = 10, seed: int | None = None, stop=None) -> dict[str, float] | None:
-        """Greedy episodes on a one-copy multi-agent vector env: the mean over agents of each
-        episode's return (what a training row's return is)."""
+        """Greedy episodes on a one-copy multi-agent vector env.
+
+        A Parallel env: ``episodes`` episodes, each episode's return the mean over its agents (what
+        a training row's return is), and with several policies each one's as ``NAME/eval_return_mean``.
+        A turn-based game: ``episodes`` games (shared out over the seats) of each row's seat against
+        the evaluation opponent (``multi_agent.self_play.eval_opponent``, by default a uniformly
+        random legal player), with ``eval_win_rate``, ``eval_draw_rate``, ``eval_loss_rate`` and
+        ``eval_illegal_moves`` (per policy too, under ``NAME/``, with several policies).
+        """
         policy = agent_policy(self)
         if not hasattr(env, "agents"):
             return evaluate_policy(policy, env, episodes, seed, stop=stop)
+        if hasattr(env, "bind_opponents"):
+            return self._evaluate_games(env, policy, episodes, seed, stop)
+        names = np.array(self.agent_policy * (env.num_envs // len(self.agent_policy)))
         returns, lengths = [], []
+        by_policy: dict[str, list[float]] = {name: [] for name in self.policies}
         for i in range(episodes):
             obs, _ = env.reset(seed=None if seed is None else seed + i)
             if hasattr(policy, "start_episode"):
@@ -258,12 +274,64 @@ class PolicySet(Agent):
                     break
             returns.append(float(total.mean()))
             lengths.append(length)
-        return {
-            "eval_return_mean": float(np.mean(returns)),
-            "eval_return_std": float(np.std(returns)),
-            "eval_length_mean": float(np.mean(lengths)),
-            "eval_episodes": episodes,
-        }
+            for name in by_policy:
+                by_policy[name].append(float(total[names == name].mean()))
+        out = _summary(returns, lengths)
+        if len(self.policies) > 1:
+            out.update({f"{name}/eval_return_mean": float(np.mean(r)) for name, r in by_policy.items()})
+        return out
+
+    def _evaluate_games(self, env, policy, episodes: int, seed: int | None, stop) -> dict[str, float] | None:
+        """``episodes`` games against the evaluation opponent, the first ``ceil(episodes / rows)`` of each row."""
+        env.bind_opponents(None if self.opponents is None else self.opponents.eval_opponent)
+        rows = env.num_envs
+        per_row = -(-int(episodes) // rows)
+        names = np.array(self.agent_policy * (rows // len(self.agent_policy)))
+        illegal_before = env.illegal_moves
+        obs, _ = env.reset(seed=seed)
+        total, length = np.zeros(rows), np.zeros(rows, np.int64)
+        played = np.zeros(rows, np.int64)
+        games: list[tuple[int, float, int, float]] = []  # (row, return, length, outcome)
+        while (played < per_row).any():
+            obs, reward, terminated, truncated, infos = env.step(policy(obs))
+            total += reward
+            length += 1
+            if stop is not None and stop():
+                return None
+            for row in np.flatnonzero(np.logical_or(terminated, truncated)):
+                if played[row] < per_row:
+                    games.append((int(row), float(total[row]), int(length[row]), float(infos["outcome"][row])))
+                    played[row] += 1
+                total[row], length[row] = 0.0, 0
+        out = _summary([g[1] for g in games], [g[2] for g in games])
+        out.update(_outcomes([g[3] for g in games]))
+        out["eval_illegal_moves"] = float(env.illegal_moves - illegal_before)
+        if len(self.policies) > 1:
+            for name in self.policies:
+                own = [g for g in games if names[g[0]] == name]
+                out[f"{name}/eval_return_mean"] = float(np.mean([g[1] for g in own]))
+                out.update({f"{name}/{k}": v for k, v in _outcomes([g[3] for g in own]).items()})
+        return out
+
+
+def _summary(returns: Sequence[float], lengths: Sequence[int]) -> dict[str, float]:
+    """The evaluation keys every agent reports."""
+    return {
+        "eval_return_mean": float(np.mean(returns)),
+        "eval_return_std": float(np.std(returns)),
+        "eval_length_mean": float(np.mean(lengths)),
+        "eval_episodes": len(returns),
+    }
+
+
+def _outcomes(outcomes: Sequence[float]) -> dict[str, float]:
+    """Win, draw and loss rates of games whose outcomes are +1 / 0 / -1."""
+    values = np.asarray(outcomes)
+    return {
+        "eval_win_rate": float(np.mean(values > 0)),
+        "eval_draw_rate": float(np.mean(values == 0)),
+        "eval_loss_rate": float(np.mean(values < 0)),
+    }
 
 
 def _size(rows, batch: int) -> int:

@@ -22,7 +22,7 @@ from rlgraph_core.config.sections import EnvConfig, MultiAgentConfig, TrainConfi
 from rlgraph_core.config.slots import validate_agent_slots
 from rlgraph_core.config.wrappers import validate_wrappers
 from rlgraph_core.envs import resolve_env_id
-from rlgraph_core.multi_agent import PolicyMapping, is_pettingzoo_id, pettingzoo_agents
+from rlgraph_core.multi_agent import PolicyMapping, is_pettingzoo_id, is_turn_based, pettingzoo_agents
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.execution.loggers import check_logger_available
 from rlgraph_core.execution.settings import ExecutorSettings, executor_entry
@@ -253,6 +253,12 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             f"multi_agent maps the agents of a PettingZoo env to policies, but 'env.id' = '{env.id}' is a "
             f"single-agent gymnasium env. Name a PettingZoo env (e.g. env.id: pettingzoo:mpe2.simple_spread_v3) "
             f"or remove the multi_agent section."
+        )
+    if multi_agent is not None and "self_play" in multi_agent.model_fields_set and not is_turn_based(env.id):
+        raise ConfigError(
+            f"multi_agent.self_play sets who plays the other seats of a turn-based game, but 'env.id' = '{env.id}' "
+            f"is a Parallel env whose agents all act every step (each one by its own policy). Remove "
+            f"multi_agent.self_play, or name a turn-based game (e.g. pettingzoo:pettingzoo.classic.tictactoe_v3)."
         )
     # Checks that need more than the agent section (e.g. PPO: a minibatch fits in a rollout of
     # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run;

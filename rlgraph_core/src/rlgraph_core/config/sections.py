@@ -17,7 +17,7 @@ from rlgraph_core.config.common import StrictModel
 from rlgraph_core.config.wrappers import validate_wrappers
 from rlgraph_core.wrappers import WrapperSettings
 
-__all__ = ["EnvConfig", "MultiAgentConfig", "TrainConfig"]
+__all__ = ["EnvConfig", "MultiAgentConfig", "SelfPlayConfig", "TrainConfig"]
 
 
 class EnvConfig(StrictModel):
@@ -148,6 +148,38 @@ class TrainConfig(StrictModel):
 _POLICY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 
 
+#: Opponents by name (else ``module:callable``): see :class:`SelfPlayConfig`.
+OPPONENT_NAMES = ("latest", "pool", "random")
+
+
+class SelfPlayConfig(StrictModel):
+    """Who plays the other seats of a turn-based game's rows (``multi_agent.self_play``; docs/multi_agent.md).
+
+    ``opponent``: ``latest`` (the policy of that seat as it is now: self-play), ``pool`` (with
+    ``latest_prob`` the latest, else a member of the pool: a frozen earlier copy of it or, with
+    ``pool_random``, the random player), ``random`` (a uniformly random legal move) or
+    ``module:callable`` (a scripted player ``(seat, obs, rows) -> actions``).
+    ``eval_opponent`` is who evaluation plays against: ``random`` or ``module:callable``.
+    """
+
+    opponent: str = Field("latest", description="latest, pool, random, or module:callable")
+    pool_size: int = Field(8, ge=1, description="pool: frozen copies kept per policy (the oldest leaves first)")
+    snapshot_every: int = Field(10, ge=1, description="pool: a policy's updates between two of its frozen copies")
+    latest_prob: float = Field(0.5, ge=0.0, le=1.0, description="pool: chance a game's opponent is the latest policy")
+    pool_random: bool = Field(True, description="pool: the uniformly random legal player is a member of the pool")
+    opponent_explore: bool = Field(True, description="policy opponents sample their moves (false: greedy)")
+    eval_opponent: str = Field("random", description="evaluation's opponent: random or module:callable")
+
+    @field_validator("opponent", "eval_opponent")
+    @classmethod
+    def _known_opponent(cls, v: str, info) -> str:
+        """A known name or a ``module:callable`` (evaluation: no policy opponent, it measures against a fixed one)."""
+        names = OPPONENT_NAMES if info.field_name == "opponent" else ("random",)
+        if v in names or (":" in v and all(part.strip() for part in v.split(":", 1))):
+            return v
+        raise ValueError(f"'{v[:40]}' is not one of {list(names)} nor a 'module:callable' scripted player")
+
+
 class MultiAgentConfig(StrictModel):
     """Several policies in one run: each an ordinary agent, acting for the agents mapped to it.
 
@@ -156,6 +188,7 @@ class MultiAgentConfig(StrictModel):
     patterns (``fnmatch``: ``*``, ``agent_*``, ``adversary_?``) to policy names, first match wins:
     ``{"*": shared}`` is one shared policy, one exact name per policy independent policies.
     A PettingZoo env without this section trains one shared policy (``{shared: {}}``, ``{"*": shared}``).
+    ``self_play`` (turn-based games only) says who plays the other seats of each row's game.
     """
 
     policies: dict[str, dict] = Field(
@@ -165,6 +198,10 @@ class MultiAgentConfig(StrictModel):
     policy_mapping: dict[str, str] = Field(
         default_factory=lambda: {"*": "shared"},
         description="agent-name pattern (fnmatch) -> policy name; the first matching pattern wins",
+    )
+    self_play: SelfPlayConfig = Field(
+        default_factory=SelfPlayConfig,
+        description="turn-based games only: who plays the other seats (opponent pool) and evaluation's opponent",
     )
 
     @field_validator("policies")

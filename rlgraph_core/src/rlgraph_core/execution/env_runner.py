@@ -109,7 +109,9 @@ class EnvRunner:
 
     Args:
         agent: the agent whose ``act`` (and, with ``observe=True`` steps, ``observe``) is used.
-        envs: the vector env; it is reset here with ``seed`` (and closed by its owner, not here).
+        envs: the vector env; it is reset here with ``seed`` (and closed by its owner, not here). A
+            turn-based game's (:class:`~rlgraph_core.multi_agent.TurnBasedVectorEnv`) opponents
+            are the agent's ``opponents`` (self-play), bound here before the reset.
         seed: the reset seed (executors derive it from ``train.seed``, the worker or rank, and
             the steps already taken, so a resumed run does not replay its first episodes).
 
@@ -127,6 +129,9 @@ class EnvRunner:
         self.agent = agent
         self.envs = envs
         self.num_envs = int(envs.num_envs)
+        bind = getattr(envs, "bind_opponents", None)
+        if bind is not None:  # a turn-based game: the agent's opponents play the other seats
+            bind(getattr(agent, "opponents", None))
         self.obs, _ = envs.reset(seed=int(seed))
         self.env_steps = 0
         self.episodes = 0

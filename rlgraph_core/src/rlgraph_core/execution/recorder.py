@@ -68,6 +68,10 @@ from rlgraph_core.execution.loggers import call_logger, close_quietly
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
 
+#: The keys every evaluation has; the row takes mean and std of the return, and any other key.
+_EVAL_BASICS = frozenset({"eval_return_mean", "eval_return_std", "eval_length_mean", "eval_episodes"})
+
+
 @dataclass
 class RunState:
     """What a run carries across checkpoints besides the agent: evaluations and how it ended."""
@@ -523,6 +527,8 @@ class RunRecorder:
             tc.target_return is not None and not state.target_passed and state.last_eval_return >= tc.target_return
         )
         result = {"eval_return_mean": state.last_eval_return, "eval_return_std": ev["eval_return_std"]}
+        # what an evaluation reports beyond the return (multi-agent: per policy, win/draw/loss rates)
+        result.update({k: v for k, v in ev.items() if k not in _EVAL_BASICS})
         self._notify("on_evaluation", dict(result))
         return result
 

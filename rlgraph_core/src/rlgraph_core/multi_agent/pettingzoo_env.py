@@ -1,5 +1,8 @@
 """A PettingZoo Parallel env as a gymnasium vector env whose rows are ``(copy, agent)`` pairs.
 
+(A turn-based game, a module with ``env()`` and no ``parallel_env``, is made into the same rows by
+:mod:`rlgraph_core.multi_agent.turn_based`.)
+
 ``env.id: pettingzoo:mpe2.simple_spread_v3`` imports the module and calls its ``parallel_env(**env.kwargs)``
 ``env.num_envs`` times. The vector env has ``num_envs * len(possible_agents)`` rows, copy-major
 (row ``r`` is agent ``possible_agents[r % n]`` of copy ``r // n``), so the one
@@ -26,6 +29,7 @@ agents that never die and does not follow gymnasium 1.x's vector API and autores
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -35,11 +39,14 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 from rlgraph_core.env_checks import observation_problem, reward_problem
 from rlgraph_core.errors import ConfigError, EnvDataError
 from rlgraph_core.install_hints import extra_install_command
+from rlgraph_core.multi_agent.turn_based import TurnBasedVectorEnv
 
 __all__ = [
     "PETTINGZOO_PREFIX",
     "PettingZooVectorEnv",
+    "game_factory",
     "is_pettingzoo_id",
+    "is_turn_based",
     "make_pettingzoo_vector_env",
     "pettingzoo_agents",
 ]
@@ -53,30 +60,50 @@ def is_pettingzoo_id(env_id: Any) -> bool:
     return isinstance(env_id, str) and env_id.startswith(PETTINGZOO_PREFIX)
 
 
-def parallel_env_factory(env_id: str, kwargs: dict | None = None) -> Callable[[], Any]:
-    """``() -> ParallelEnv`` for ``env.id = pettingzoo:MODULE`` (its ``parallel_env(**kwargs)``).
-
-    Raises:
-        ConfigError: pettingzoo (or the module's package) is missing, the module does not exist,
-            or it makes no Parallel env (a turn-based AEC game).
-    """
+def _import_game_module(env_id: str):
+    """The module of ``env.id = pettingzoo:MODULE`` (PettingZoo's deprecation warning for importing
+    an env module directly, which is PettingZoo's documented way to make one, silenced)."""
     module_name = env_id[len(PETTINGZOO_PREFIX) :]
     try:
         importlib.import_module("pettingzoo")
-        module = importlib.import_module(module_name)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*old environment creation API", category=DeprecationWarning)
+            return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         raise ConfigError(
             f"'env.id' = '{env_id}' needs the module '{module_name}', but '{missing}' is not installed. PettingZoo "
             f"envs come with the pettingzoo extra ({extra_install_command('pettingzoo')}; the particle envs "
-            f"are mpe2.*, e.g. pettingzoo:mpe2.simple_spread_v3)."
+            f"are mpe2.*, e.g. pettingzoo:mpe2.simple_spread_v3; the classic board games pettingzoo.classic.*, "
+            f"e.g. pettingzoo:pettingzoo.classic.tictactoe_v3)."
         ) from None
+
+
+def is_turn_based(env_id: str) -> bool:
+    """Whether ``env.id = pettingzoo:MODULE`` is a turn-based (AEC) game: its module makes ``env()``
+    and no ``parallel_env`` (PettingZoo's classic games)."""
+    module = _import_game_module(env_id)
+    return not callable(getattr(module, "parallel_env", None)) and callable(getattr(module, "env", None))
+
+
+def game_factory(env_id: str, kwargs: dict | None = None) -> Callable[[], Any]:
+    """``() -> env`` for ``env.id = pettingzoo:MODULE``: its ``parallel_env(**kwargs)``, or, for a
+    turn-based game (:func:`is_turn_based`), its ``env(**kwargs)`` (AEC).
+
+    Raises:
+        ConfigError: pettingzoo (or the module's package) is missing, the module does not exist,
+            or it makes neither kind of env.
+    """
+    module_name = env_id[len(PETTINGZOO_PREFIX) :]
+    module = _import_game_module(env_id)
     make = getattr(module, "parallel_env", None)
     if not callable(make):
+        make = getattr(module, "env", None)
+    if not callable(make):
         raise ConfigError(
-            f"'env.id' = '{env_id}': the module '{module_name}' has no parallel_env, so it is not a PettingZoo "
-            f"Parallel env (turn-based AEC games such as pettingzoo.classic.* are played through self-play: "
-            f"docs/multi_agent.md). Name a module with parallel_env, e.g. pettingzoo:mpe2.simple_spread_v3."
+            f"'env.id' = '{env_id}': the module '{module_name}' has neither parallel_env nor env, so it makes no "
+            f"PettingZoo env. Name a module with parallel_env (e.g. pettingzoo:mpe2.simple_spread_v3) or a "
+            f"turn-based game with env (e.g. pettingzoo:pettingzoo.classic.tictactoe_v3)."
         )
     kwargs = dict(kwargs or {})
 
@@ -86,7 +113,7 @@ def parallel_env_factory(env_id: str, kwargs: dict | None = None) -> Callable[[]
         except TypeError as exc:
             raise ConfigError(
                 f"'env.id' = '{env_id}' could not be made with env.kwargs = {kwargs}: {exc}. env.kwargs are passed "
-                f"to {module_name}.parallel_env: pass only the arguments it takes."
+                f"to {module_name}.{make.__name__}: pass only the arguments it takes."
             ) from None
 
     return factory
@@ -94,15 +121,17 @@ def parallel_env_factory(env_id: str, kwargs: dict | None = None) -> Callable[[]
 
 def pettingzoo_agents(env_id: str, kwargs: dict | None = None) -> list[str]:
     """The ``possible_agents`` of the env ``env_id`` (made once and closed)."""
-    env = parallel_env_factory(env_id, kwargs)()
+    env = game_factory(env_id, kwargs)()
     try:
         return list(env.possible_agents)
     finally:
         env.close()
 
 
-def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None) -> "PettingZooVectorEnv":
-    """The vector env of ``env_cfg`` (``env.id: pettingzoo:...``), ``num_envs`` copies (default ``env.num_envs``).
+def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None):
+    """The vector env of ``env_cfg`` (``env.id: pettingzoo:...``), ``num_envs`` copies (default ``env.num_envs``):
+    a :class:`PettingZooVectorEnv`, or a :class:`~rlgraph_core.multi_agent.turn_based.TurnBasedVectorEnv`
+    for a turn-based game.
 
     ``env.wrappers`` are gymnasium wrappers of one env and do not apply: they are refused.
     """
@@ -117,14 +146,17 @@ def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None) 
             f"env.vectorization = '{env_cfg.vectorization}': the PettingZoo env '{env_cfg.id}' is stepped in "
             f"this process (env.vectorization: sync); set it to sync."
         )
-    factory = parallel_env_factory(env_cfg.id, env_cfg.kwargs)
-    envs = PettingZooVectorEnv(
+    factory = game_factory(env_cfg.id, env_cfg.kwargs)
+    kind = TurnBasedVectorEnv if is_turn_based(env_cfg.id) else PettingZooVectorEnv
+    envs = kind(
         factory,
         num_envs or env_cfg.num_envs,
         env_id=env_cfg.id,
         allow_nonfinite_obs=bool(getattr(env_cfg, "allow_nonfinite_obs", False)),
     )
     envs.action_space.seed(int(seed))
+    if isinstance(envs, TurnBasedVectorEnv):
+        envs.random_opponent.seed(int(seed))
     return envs
 
 

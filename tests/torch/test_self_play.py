@@ -1,0 +1,237 @@
+"""Turn-based games and self-play (issue 32 §2): a PettingZoo AEC game (tic-tac-toe) as rows that
+are games of their own seat, opponents (random, scripted, the latest policy, a pool of frozen
+copies), evaluation's win/draw/loss rates, and masked PPO self-play beating a random player."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("rlgraph_torch")
+pytest.importorskip("pettingzoo")
+
+import ttt_players  # noqa: E402
+from rlgraph_core.agents.self_play import SelfPlayOpponents  # noqa: E402
+from rlgraph_core.assemble import assemble  # noqa: E402
+from rlgraph_core.config.run import validate_config  # noqa: E402
+from rlgraph_core.config.sections import EnvConfig, SelfPlayConfig  # noqa: E402
+from rlgraph_core.errors import ConfigError  # noqa: E402
+from rlgraph_core.multi_agent import TurnBasedVectorEnv, make_pettingzoo_vector_env  # noqa: E402
+from rlgraph_core.plugins import get_plugin_manager  # noqa: E402
+
+TTT = "pettingzoo:pettingzoo.classic.tictactoe_v3"
+#: a 3x3 convolution over the whole 3x3 board (two int8 planes: own marks, opponent's marks)
+BOARD_NET = {"type": "cnn", "preset": "custom", "conv": [{"filters": 64, "kernel": 3}], "hidden": [64]}
+BOARD_NET.update(scale=1.0, channels="last")
+
+
+def _config(steps=256, self_play=None, policies=None, eval_episodes=20, **agent):
+    raw = {
+        "agent": {"type": "ppo", "n_steps": 16, "batch_size": 32, "n_epochs": 2, "network": BOARD_NET, **agent},
+        "env": {"id": TTT, "num_envs": 2},
+        "train": {
+            "backend": "torch",
+            "total_timesteps": steps,
+            "eval_interval": steps,
+            "eval_episodes": eval_episodes,
+            "progress_bar": False,
+            "loggers": [],
+        },
+    }
+    if self_play is not None or policies is not None:
+        raw["multi_agent"] = {**(policies or {}), **({"self_play": self_play} if self_play is not None else {})}
+    return validate_config(raw)
+
+
+def _marks(obs, row=None):
+    """(own marks, opponent marks) on the board of ``row`` (of one observation without a row)."""
+    board = np.asarray(obs["observation"] if row is None else obs["observation"][row])
+    return int(board[..., 0].sum()), int(board[..., 1].sum())
+
+
+# --- the env: a row is its seat's game, opponents move in between ----------------------------------
+def test_rows_are_games_of_their_seat_with_opponent_moves_between_turns():
+    envs = make_pettingzoo_vector_env(EnvConfig(id=TTT, num_envs=1), seed=0)
+    assert isinstance(envs, TurnBasedVectorEnv) and envs.row_agents() == ["player_1", "player_2"]
+    ttt_players.SEEN.clear()
+    envs.bind_opponents(ttt_players.recording_first_legal)
+    obs, _ = envs.reset(seed=0)
+    # row 0 (player_1) moves first on an empty board; in row 1 the opponent (player_1) already took square 0
+    assert _marks(obs, 0) == (0, 0) and obs["action_mask"][0].all()
+    assert _marks(obs, 1) == (0, 1) and obs["action_mask"][1][0] == 0
+    assert [(seat, row) for seat, row, *_ in ttt_players.SEEN] == [("player_1", 1)]
+    obs, rewards, terminated, truncated, infos = envs.step(np.array([4, 4]))
+    # row 0: X on 4, O replied 0; row 1: O on 4, X replied 1 (its lowest legal square)
+    assert _marks(obs, 0) == (1, 1) and _marks(obs, 1) == (1, 2)
+    assert [(seat, row) for seat, row, *_ in ttt_players.SEEN[1:]] == [("player_2", 0), ("player_1", 1)]
+    assert not rewards.any() and not terminated.any() and not truncated.any() and not infos
+    envs.step(np.array([2, 2]))  # row 0: O replies 1; row 1: X replies 3
+    obs, rewards, terminated, truncated, infos = envs.step(np.array([6, 6]))  # 2-4-6: both seats win
+    np.testing.assert_array_equal(rewards, [1.0, 1.0])
+    np.testing.assert_array_equal(terminated, [True, True])
+    np.testing.assert_array_equal(infos["outcome"], [1.0, 1.0])
+    assert infos["_final_obs"].all() and _marks(infos["final_obs"][0]) == (3, 2)
+    assert _marks(obs, 0) == (0, 0) and _marks(obs, 1) == (0, 1)  # new games, the opponent first in row 1
+    assert envs.illegal_moves == 0
+    envs.close()
+
+
+def test_an_illegal_move_is_counted_and_loses_the_game():
+    envs = make_pettingzoo_vector_env(EnvConfig(id=TTT, num_envs=1), seed=0)
+    envs.bind_opponents(ttt_players.first_legal)
+    envs.reset(seed=0)
+    _, rewards, terminated, _, infos = envs.step(np.array([0, 0]))  # row 1: square 0 is the opponent's
+    assert envs.illegal_moves == 1
+    assert rewards[1] == -1.0 and terminated[1] and infos["outcome"][1] == -1.0
+    assert rewards[0] == 0.0 and not terminated[0]
+    envs.close()
+
+
+def test_random_opponent_plays_legal_moves_and_loses_to_nobody_in_particular():
+    """Random against random, 600 games per seat: the first player wins ~58.5%, the second ~28.8%
+    (the game's known odds; 0.06 is 3 standard errors), and no move is illegal."""
+    envs = make_pettingzoo_vector_env(EnvConfig(id=TTT, num_envs=20), seed=1)
+    obs, _ = envs.reset(seed=1)
+    rng = np.random.default_rng(0)
+    outcomes = {0: [], 1: []}
+    while min(len(v) for v in outcomes.values()) < 600:
+        keys = np.where(obs["action_mask"] != 0, rng.random(obs["action_mask"].shape), -1)
+        obs, _, _, _, infos = envs.step(keys.argmax(axis=1))
+        for row in np.flatnonzero(infos.get("_outcome", [])):
+            outcomes[row % 2].append(infos["outcome"][row])
+    first, second = (np.asarray(outcomes[s][:600]) for s in (0, 1))
+    assert abs((first > 0).mean() - 0.585) < 0.06 and abs((second > 0).mean() - 0.288) < 0.06
+    assert envs.illegal_moves == 0
+    envs.close()
+
+
+# --- opponents -----------------------------------------------------------------------------------
+class _Policy:
+    def __init__(self, value):
+        self.updates, self.weights_version, self.value = 0, 0, value
+
+    def get_weights(self):
+        return {"w": np.array(self.value, np.float32)}
+
+
+class _Player:
+    """Plays the square its loaded weights name."""
+
+    def __init__(self):
+        self.loads = 0
+        self.w = None
+
+    def set_weights(self, weights):
+        self.loads += 1
+        self.w = int(weights["w"])
+
+    def act(self, obs, explore=True):
+        return np.full(len(obs["action_mask"]), self.w)
+
+
+def test_pool_freezes_copies_and_games_draw_their_player():
+    import gymnasium as gym
+
+    policy, player = _Policy(1), _Player()
+    settings = SelfPlayConfig(opponent="pool", snapshot_every=2, pool_size=2, latest_prob=0.0, pool_random=False)
+    opponents = SelfPlayOpponents({"p": policy}, {"x": "p", "o": "p"}, {"p": player}, settings, gym.spaces.Discrete(9))
+    obs = {"action_mask": np.ones((4, 9), np.int8)}
+    opponents.start_games(np.arange(4))
+    np.testing.assert_array_equal(opponents("x", obs, np.arange(4)), [1, 1, 1, 1])  # empty pool: the latest
+    for value in (2, 3, 4):  # 2 updates each: a frozen copy each, the oldest (2) leaves a pool of 2
+        policy.value, policy.updates, policy.weights_version = value, policy.updates + 2, policy.weights_version + 2
+        opponents.after_update()
+    assert [int(w["w"]) for _, w in opponents.pools["p"]] == [3, 4]
+    policy.value = 9  # the latest now plays 9: frozen copies keep their own
+    opponents.start_games(np.arange(4))
+    moves = opponents("x", obs, np.arange(4))
+    assert set(moves.tolist()) <= {3, 4} and player.loads <= 3  # one load per distinct copy asked
+    opponents.settings = SelfPlayConfig(opponent="pool", latest_prob=1.0)
+    opponents.start_games(np.arange(4))
+    np.testing.assert_array_equal(opponents("o", obs, np.arange(4)), [9, 9, 9, 9])
+
+
+def test_config_of_self_play_is_checked():
+    with pytest.raises(ConfigError, match="multi_agent.self_play.*Parallel env"):
+        validate_config(
+            {
+                "agent": {"type": "ppo"},
+                "env": {"id": "pettingzoo:mpe2.simple_spread_v3", "kwargs": {"N": 2}},
+                "multi_agent": {"self_play": {"opponent": "random"}},
+            }
+        )
+    with pytest.raises(ConfigError, match=r"self_play\.opponent.*'champion' is not one of"):
+        _config(self_play={"opponent": "champion"})
+    with pytest.raises(ConfigError, match=r"eval_opponent.*'pool' is not one of \['random'\]"):
+        _config(self_play={"eval_opponent": "pool"})
+    with pytest.raises(ConfigError, match="could not be loaded"):
+        parts = assemble(_config(self_play={"opponent": "ttt_players:nobody"}), get_plugin_manager())
+        envs = parts.make_vector_env(0)
+        parts.make_agent(envs.single_observation_space, envs.single_action_space)
+
+
+def test_evaluation_reports_outcomes_against_the_scripted_opponent():
+    """A policy evaluated against a scripted player: the rates are those of the games it played
+    (checked by replaying them with the same greedy moves), per policy with two policies."""
+    config = _config(
+        self_play={"eval_opponent": "ttt_players:first_legal"},
+        policies={"policies": {"x": {}, "o": {}}, "policy_mapping": {"player_1": "x", "player_2": "o"}},
+    )
+    parts = assemble(config, get_plugin_manager())
+    env = parts.make_eval_env()
+    agent = parts.make_agent(env.single_observation_space, env.single_action_space, with_memory=False)
+    result = agent.evaluate(env, episodes=4, seed=0)
+    # both sides deterministic: every game of a seat is the same game
+    assert result["eval_episodes"] == 4 and result["eval_illegal_moves"] == 0
+    for name in ("x", "o"):
+        rates = [result[f"{name}/eval_{k}_rate"] for k in ("win", "draw", "loss")]
+        assert sorted(rates) == [0.0, 0.0, 1.0]
+    assert result["eval_win_rate"] + result["eval_draw_rate"] + result["eval_loss_rate"] == pytest.approx(1.0)
+    env.close()
+
+
+@pytest.mark.learning
+def test_self_play_ppo_beats_a_random_player_without_an_illegal_move():
+    """One shared masked PPO policy plays both seats against a pool of its frozen copies (and the
+    random player); after TTT_STEPS of its own moves it wins >= WIN of its games against a
+    uniformly random player (greedy, 200 games, both seats) with no illegal move in training or
+    evaluation. Random against random wins 43.7% (58.5% first, 28.8% second)."""
+    config = _config(
+        steps=TTT_STEPS,
+        eval_episodes=0,
+        self_play={"opponent": "pool", "snapshot_every": 10, "latest_prob": 0.2},
+        ent_coef=0.01,
+        batch_size=64,
+        n_epochs=8,
+        optimizer={"learning_rate": 0.003},
+    )
+    config = config.model_copy(update={"env": config.env.model_copy(update={"num_envs": 8})})
+    parts = assemble(config, get_plugin_manager())
+    envs = parts.make_vector_env(0)
+    agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
+    envs.close()
+    executor = parts.executor_class(config, None, assembly=parts)
+    executor.agent = agent
+    executor.run()
+    env = parts.make_eval_env()
+    result = agent.evaluate(env, episodes=200, seed=123)
+    env.close()
+    assert result["eval_illegal_moves"] == 0
+    assert result["eval_win_rate"] >= WIN, result
+
+
+#: measured: win rate 0.85 at 6,144 moves (torch eager, seed 0; 25.5 s under load ~9)
+TTT_STEPS, WIN = 6144, 0.7
+
+
+def test_docs_multi_agent_blocks_run(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "multi_agent.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    assert blocks and "algo.evaluate(episodes=20)" in blocks[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile("\n".join(blocks), "<docs/multi_agent.md>", "exec"), {"__name__": "__docs__"})
+    assert list(tmp_path.iterdir()) == []
