@@ -26,10 +26,10 @@ BOARD_NET = {"type": "cnn", "preset": "custom", "conv": [{"filters": 64, "kernel
 BOARD_NET.update(scale=1.0, channels="last")
 
 
-def _config(steps=256, self_play=None, policies=None, eval_episodes=20, **agent):
+def _config(steps=256, self_play=None, policies=None, eval_episodes=20, num_envs=2, **agent):
     raw = {
         "agent": {"type": "ppo", "n_steps": 16, "batch_size": 32, "n_epochs": 2, "network": BOARD_NET, **agent},
-        "env": {"id": TTT, "num_envs": 2},
+        "env": {"id": TTT, "num_envs": num_envs},
         "train": {
             "backend": "torch",
             "total_timesteps": steps,
@@ -200,25 +200,55 @@ def test_self_play_ppo_beats_a_random_player_without_an_illegal_move():
     config = _config(
         steps=TTT_STEPS,
         eval_episodes=0,
+        num_envs=8,
         self_play={"opponent": "pool", "snapshot_every": 10, "latest_prob": 0.2},
         ent_coef=0.01,
         batch_size=64,
         n_epochs=8,
         optimizer={"learning_rate": 0.003},
     )
-    config = config.model_copy(update={"env": config.env.model_copy(update={"num_envs": 8})})
+    _, result = _train_and_evaluate(config)
+    assert result["eval_illegal_moves"] == 0
+    assert result["eval_win_rate"] >= WIN, result
+
+
+def _train_and_evaluate(config) -> tuple[dict, dict]:
+    """(greedy evaluation before, after) training ``config``: 200 games against a random player."""
     parts = assemble(config, get_plugin_manager())
     envs = parts.make_vector_env(0)
     agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
     envs.close()
+    env = parts.make_eval_env()
+    before = agent.evaluate(env, episodes=200, seed=123)
     executor = parts.executor_class(config, None, assembly=parts)
     executor.agent = agent
     executor.run()
-    env = parts.make_eval_env()
-    result = agent.evaluate(env, episodes=200, seed=123)
+    after = agent.evaluate(env, episodes=200, seed=123)
     env.close()
-    assert result["eval_illegal_moves"] == 0
-    assert result["eval_win_rate"] >= WIN, result
+    return before, after
+
+
+@pytest.mark.learning
+def test_independent_policies_each_learn_their_seat():
+    """Two policies, x for player_1 and o for player_2, each learning against a pool of the other's
+    frozen copies: after 6,144 moves (3,072 each) each wins clearly more of its seat's games against
+    a random player than a random player does (58.5% first, 28.8% second) and than it did untrained
+    (measured: x 0.49 -> 0.85, o 0.27 -> 0.63; 13.4 s train under load ~7.5)."""
+    config = _config(
+        steps=6144,
+        eval_episodes=0,
+        num_envs=8,
+        self_play={"opponent": "pool", "snapshot_every": 10, "latest_prob": 0.2},
+        policies={"policies": {"x": {}, "o": {}}, "policy_mapping": {"player_1": "x", "player_2": "o"}},
+        ent_coef=0.01,
+        batch_size=64,
+        n_epochs=4,
+        optimizer={"learning_rate": 0.003},
+    )
+    before, after = _train_and_evaluate(config)
+    assert after["x/eval_win_rate"] >= max(0.75, before["x/eval_win_rate"] + 0.2), (before, after)
+    assert after["o/eval_win_rate"] >= max(0.5, before["o/eval_win_rate"] + 0.2), (before, after)
+    assert after["eval_illegal_moves"] == 0
 
 
 #: measured: win rate 0.85 at 6,144 moves (torch eager, seed 0; 25.5 s under load ~9)
