@@ -17,7 +17,7 @@ from rlgraph_core.testing.memory_env import RecallCue
 ENV = "rlgraph_core.testing.memory_env:RecallCue"
 
 
-def small(cell: str, seed: int = 0, **overrides):
+def small(cell: str, seed: int = 0, mode: str = "eager", **overrides):
     """PPO on RecallCue (delay 2: 4 steps an episode) with a small network of type ``cell``."""
     network = (
         {"type": "mlp", "hidden": [16]}
@@ -34,7 +34,7 @@ def small(cell: str, seed: int = 0, **overrides):
         eval_interval=10**9,
     )
     settings.update(overrides)
-    return rl.make("ppo", env={"id": ENV, "num_envs": 8}, backend="torch", seed=seed, **settings)
+    return rl.make("ppo", env={"id": ENV, "num_envs": 8}, backend="torch", mode=mode, seed=seed, **settings)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -113,3 +113,13 @@ def test_docs_recurrent_code_runs():
     blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
     assert blocks
     exec(compile("\n\n".join(blocks), "<docs/recurrent.md>", "exec"), {"__name__": "__docs__"})
+
+
+@pytest.mark.heavy
+@pytest.mark.filterwarnings("error:torch.compile:RuntimeWarning")
+def test_static_mode_compiles_and_learns_the_memory_task():
+    """torch.compile'd act, greedy, value and train step (a compile failure, which would fall back
+    to eager, is an error here); 2,000 env steps: 105.6 s with compilation, load ~9."""
+    algo = small("lstm", mode="static")
+    algo.learn(2000)
+    assert algo.evaluate(50)["eval_return_mean"] >= 0.9

@@ -35,6 +35,21 @@ def _keep_mask(reset, x):
     return 1.0 - tf.cast(reset, tf.float32)[..., None]
 
 
+def _over_time(step, elems, initializer):
+    """``tf.scan(step, elems, initializer)``; eagerly, the same steps as a Python loop stacked at
+    the end: eager ``tf.scan`` runs its TensorArray machinery op by op (measured, recurrent PPO on
+    RecallCue, 512 env steps with their updates, tf eager, load ~9: 26.0 s with scan, 11.8 s looped)."""
+    if not tf.executing_eagerly():
+        return tf.scan(step, elems, initializer=initializer)
+    state, outputs = initializer, []
+    for t in range(int(elems[0].shape[0])):
+        state = step(state, tuple(e[t] for e in elems))
+        outputs.append(state)
+    if isinstance(initializer, tuple):
+        return tuple(tf.stack([o[k] for o in outputs]) for k in range(len(initializer)))
+    return tf.stack(outputs)
+
+
 def _axis(axis):
     return list(axis) if isinstance(axis, (list, tuple)) else axis
 
@@ -92,7 +107,7 @@ class TFOps:
     @staticmethod
     def lstm(x, h, c, w_x, w_h, b, reset=None):
         """One LSTM layer over ``x [T, B, F]``: the input projection of every step as one matmul,
-        then ``tf.scan`` over time (eager and inside ``tf.function``). Written with tf ops rather
+        then ``tf.scan`` over time (inside ``tf.function``; a Python loop when eager, :func:`_over_time`). Written with tf ops rather
         than a keras LSTM cell because keras cells own their weights, while rlgraph's variables
         are the backend's (made from numpy); this is the math of keras' non-cuDNN kernel."""
         xw = tf.tensordot(x, w_x, 1) + b
@@ -104,7 +119,7 @@ class TFOps:
             c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
             return tf.sigmoid(o) * tf.tanh(c), c
 
-        hs, cs = tf.scan(
+        hs, cs = _over_time(
             step, (xw, _keep_mask(reset, x)), initializer=(tf.convert_to_tensor(h), tf.convert_to_tensor(c))
         )
         return hs, hs[-1], cs[-1]
@@ -123,7 +138,7 @@ class TFOps:
             r, z = tf.sigmoid(r_x + r_h), tf.sigmoid(z_x + z_h)
             return (1.0 - z) * tf.tanh(n_x + r * n_h) + z * h
 
-        hs = tf.scan(step, (xw, _keep_mask(reset, x)), initializer=tf.convert_to_tensor(h))
+        hs = _over_time(step, (xw, _keep_mask(reset, x)), initializer=tf.convert_to_tensor(h))
         return hs, hs[-1]
 
     @staticmethod

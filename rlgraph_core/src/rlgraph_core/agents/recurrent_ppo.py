@@ -78,21 +78,16 @@ class RecurrentPPOGraph(OnPolicyGraph):
         """``V(obs)`` ``[T * B]`` from ``state``."""
         return self.policy.value(obs, state, reset)
 
-    def _flat_actions(self, method: str, actions):
-        """``[T, B, *action_shape] -> [T * B, *action_shape]``."""
-        shape = tuple(self.input_spaces[method]["actions"].shape)
-        return self.ops.reshape(actions, [-1, *shape])
-
     @api
     def evaluate_actions(self, obs, state, reset, actions):
         """``(log_probs, entropy, values)`` ``[T * B]`` of given actions ``[T, B, ...]`` along sequences."""
-        return self.policy.evaluate(obs, state, reset, self._flat_actions("evaluate_actions", actions))
+        return self.policy.evaluate(obs, state, reset, actions)
 
     @api
     def loss(self, obs, state, reset, actions, old_log_probs, old_values, advantages, returns, clip_range):
         """PPO's loss of a minibatch of sequences: ``obs [L, S, ...]`` unrolled from ``state``
         (``[S, units]`` each), every per-step input ``[L, S, ...]``."""
-        log_probs, entropy, values = self.policy.evaluate(obs, state, reset, self._flat_actions("loss", actions))
+        log_probs, entropy, values = self.policy.evaluate(obs, state, reset, actions)
         flat = [self.ops.reshape(x, [-1]) for x in (old_log_probs, old_values, advantages, returns)]
         return self.pg_loss.loss(log_probs, flat[0], entropy, values, flat[1], flat[2], flat[3], clip_range)
 

@@ -72,6 +72,8 @@ class RecurrentActorCritic(Component):
         )
         self.value_head = DenseLayer(1, "linear", settings.initializer, rng, gain=1.0, name="value_head")
         self.add_components(*self._cores.values(), self.distribution, self.value_head)
+        # the state keys of each core, once: a space made inside a compiled call would be traced
+        self._keys = {prefix: tuple(core.state_space.keys()) for prefix, core in self._cores.items()}
 
     @property
     def state_space(self) -> Dict:
@@ -89,7 +91,7 @@ class RecurrentActorCritic(Component):
         """``(policy features [T*B, units], value features [T*B, units], state after the sequence)``."""
         out_state, outputs = {}, {}
         for prefix, core in self._cores.items():
-            sub = {key: state[prefix + key] for key in core.state_space.keys()}
+            sub = {key: state[prefix + key] for key in self._keys[prefix]}
             y, sub_out = core.call(obs, sub, reset)
             outputs[prefix] = self.ops.reshape(y, [-1, self.units])
             out_state.update({prefix + key: value for key, value in sub_out.items()})
@@ -124,9 +126,10 @@ class RecurrentActorCritic(Component):
     @api
     def evaluate(self, obs, state, reset, actions):
         """``(log pi(actions|obs), entropy, V(obs))``, each ``[T * B]``, of a sequence unrolled from
-        ``state`` (``actions`` flattened time-major, ``[T * B, ...]``)."""
+        ``state`` (``actions`` ``[T, B, ...]``)."""
         h_pi, h_v, _ = self._features(obs, state, reset)
-        log_probs, entropy = self.distribution.log_prob_entropy(h_pi, actions)
+        shape = tuple(self.input_spaces["evaluate"]["actions"].shape)
+        log_probs, entropy = self.distribution.log_prob_entropy(h_pi, self.ops.reshape(actions, [-1, *shape]))
         return log_probs, entropy, self._value(h_v)
 
     def policy_outputs(self, obs, state, reset) -> dict:
