@@ -124,6 +124,15 @@ def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
         "train": {"backend": "export", "seed": train.get("seed", 0), "loggers": [], "num_threads": None},
     }
     config = validate_config(raw, pm)
+    network = getattr(config.agent, "network", None)
+    if getattr(network, "stateful", False):
+        raise ExportError(
+            f"'{checkpoint}' holds a recurrent policy (agent.network.type = '{network.type}'), which cannot be "
+            f"exported to ONNX yet: its graph would need the state as extra inputs and outputs (h, c per env), "
+            f"which the exporter does not write. Evaluate it from the checkpoint instead ('rlgraph evaluate "
+            f"{checkpoint}', or rl.load(...).predict(obs, state, episode_start)); feed-forward policies "
+            f"(network: {{type: mlp | cnn | dict_encoder}}) export."
+        )
     assembly = assemble(config, pm)
     env = assembly.make_eval_env()
     try:
