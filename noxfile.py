@@ -254,8 +254,9 @@ def jax(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def extras(session: nox.Session) -> None:
     """The optional tools: rlgraph-core's extras tensorboard, wandb (offline), onnx and render, with
-    both backends (checkpoints of each are exported); pydot parses the drawn component graph."""
-    _install(session, "./rlgraph_core[tensorboard,wandb,onnx,render]", "./rlgraph_torch", "./rlgraph_tf")
+    both backends (checkpoints of each are exported) and atari (image policies export and evaluate
+    on the real ALE); pydot parses the drawn component graph."""
+    _install(session, "./rlgraph_core[tensorboard,wandb,onnx,render,atari]", "./rlgraph_torch", "./rlgraph_tf")
     session.install("-c", LOCK, "pydot")
     _pytest(session, "tests/extras", env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"}, parallel=True)
 

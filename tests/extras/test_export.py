@@ -253,3 +253,42 @@ def test_every_shipped_configs_policy_exports_and_matches_torch(name, tmp_path):
     assert set(got) == set(own)
     for key, value in own.items():
         np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-4, err_msg=key)
+
+
+@pytest.mark.skipif(not has_backend("torch"), reason="needs the torch backend to write the checkpoint")
+def test_an_atari_policy_is_evaluated_on_its_runs_evaluation_env(tmp_path, monkeypatch):
+    """Issue 30: ``rlgraph evaluate policy.onnx`` built the raw env (210x160 RGB frames, refused by
+    the policy's 84x84x4 input) instead of the run's env with the evaluation form of its wrappers."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    import gymnasium as gym
+
+    from rlgraph_core import cli
+    from rlgraph_core.atari_wrappers import EpisodicLife, FireOnServe
+
+    # 42x42 frames: the same Nature CNN at a quarter of the cost
+    wrappers = (
+        "env.wrappers=[{type: atari_preprocessing, screen_size: 42, terminal_on_life_loss: true}, "
+        "{type: clip_reward}, {type: frame_stack, stack_size: 4}]"
+    )
+    overrides = ["train.mode=eager", "agent.batch_size=8", wrappers]
+    make_checkpoint("ppo_atari", "torch", overrides, tmp_path / "ck")
+    assert run_cli("export", str(tmp_path / "ck"), "--out", str(tmp_path / "p.onnx"))[0] == 0
+    made, real = [], cli.make_eval_env
+
+    def recording(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(cli, "make_eval_env", recording)
+    code, stdout, stderr = run_cli("evaluate", str(tmp_path / "p.onnx"), "--episodes", "1", "--seed", "3")
+    assert code == 0, stderr
+    assert "mean return" in stdout
+    (env,) = made
+    chain = []
+    while isinstance(env, gym.Wrapper):
+        chain.append(type(env))
+        env = env.env
+    assert env.spec.kwargs["frameskip"] == 1 and made[0].observation_space.shape == (42, 42, 4)
+    assert gym.wrappers.AtariPreprocessing in chain and FireOnServe in chain  # whole games, the ball served
+    assert EpisodicLife not in chain and gym.wrappers.ClipReward not in chain  # ... with the unclipped score

@@ -13,7 +13,7 @@ from rlgraph_core.assemble import assemble
 from rlgraph_core.checkpoint import read_meta
 from rlgraph_core.components.settings import ExplorationSettings, NetworkSettings, component_entry
 from rlgraph_core.config.run import RunConfig, apply_overrides, resolve_config, validate_config
-from rlgraph_core.config.sections import EnvConfig
+from rlgraph_core.config.wrappers import resolve_wrappers
 from rlgraph_core.envs import check_stored_env_id, make_eval_env
 from rlgraph_core.errors import RLGraphError
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
@@ -243,8 +243,11 @@ def _evaluate_onnx(args, video: str | None) -> int:
     env_id = args.env or policy.env_id
     if not env_id:
         raise RLGraphError(f"'{args.checkpoint}' does not name its environment; pass --env ID (e.g. CartPole-v1).")
-    kwargs = policy.env_kwargs if env_id == policy.env_id else {}
-    env = make_eval_env(EnvConfig(id=env_id, num_envs=1, kwargs=kwargs), "rgb_array" if video else None)
+    # the run's own env (kwargs, wrappers) as its evaluations saw it: e.g. an Atari policy reads
+    # preprocessed, stacked frames and plays whole games with the unclipped score
+    env_cfg = policy.env_config(env_id)
+    wrappers = resolve_wrappers(get_plugin_manager(), env_cfg.wrappers, evaluation=True)
+    env = make_eval_env(env_cfg, "rgb_array" if video else None, wrappers=wrappers)
     try:
         policy.check_env(env, env_id)
     except RLGraphError:

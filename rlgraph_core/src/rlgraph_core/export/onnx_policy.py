@@ -22,6 +22,7 @@ from rlgraph_core.assemble import assemble
 from rlgraph_core.checkpoint import read_meta
 from rlgraph_core.components.masks import MASK_KEY
 from rlgraph_core.config.run import validate_config
+from rlgraph_core.config.sections import EnvConfig
 from rlgraph_core.errors import RLGraphError
 from rlgraph_core.execution.out_dir import check_out_file
 from rlgraph_core.export.tracing import ExportBackend, ExportError, OnnxGraph
@@ -232,3 +233,14 @@ class OnnxPolicy:
     def env_kwargs(self) -> dict:
         """The env kwargs the policy was trained with."""
         return json.loads(self.metadata.get("rlgraph.env_kwargs") or "{}")
+
+    def env_config(self, env_id: str) -> EnvConfig:
+        """One copy of the env to evaluate on ``env_id``: for the policy's own env id, the run's env
+        section (kwargs, ``env.wrappers``, action mask; the caller applies the wrappers' evaluation
+        form), else ``env_id`` alone. A file written before the section was stored gives the kwargs."""
+        if env_id != self.env_id:
+            return EnvConfig(id=env_id, num_envs=1)
+        stored = (json.loads(self.metadata.get("rlgraph.config") or "{}") or {}).get("env") or {}
+        section = {**stored, "id": env_id, "num_envs": 1, "vectorization": "sync"}
+        section.setdefault("kwargs", self.env_kwargs)
+        return EnvConfig.model_validate(section)
