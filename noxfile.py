@@ -232,6 +232,7 @@ def jax(session: nox.Session) -> None:
         "tests/integration/test_parity_agent.py",
         "tests/integration/test_parity_ppo_sac.py",
         "tests/integration/test_parity_impala.py",
+        "tests/integration/test_parity_offline.py",
         "tests/integration/test_fused_rounds.py",
         "tests/integration/test_static_compile_counts.py",
         "tests/integration/test_gradient_hook_agents.py",

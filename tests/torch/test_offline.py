@@ -173,6 +173,20 @@ def test_bad_datasets_are_refused_in_one_paragraph_before_anything_is_written(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "truncated"]  # the test's own: nothing else
 
 
+def test_the_wrong_action_kind_names_the_offline_agent_that_fits(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as exc:
+        rl.make("cql", env="Pendulum-v1")
+    text = _one_paragraph(exc)
+    assert "'agent.type' = 'cql' is discrete CQL" in text and "Box(" in text
+    assert "use agent.type cql_sac" in text and "iql" in text
+    with pytest.raises(ConfigError) as exc:
+        rl.make("iql", env="CartPole-v1")
+    text = _one_paragraph(exc)
+    assert "IQL (agent.type iql) takes a rank-1 float Box" in text and "Discrete(n=2)" in text and "cql or bc" in text
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_offline_runs_checkpoint_and_resume_counting_updates(tmp_path, datasets):
     path, _ = datasets["expert"]
     raw = {

@@ -23,7 +23,9 @@ from rlgraph_core.agents.dqn import DQNAgent, DQNConfig, DQNGraph
 from rlgraph_core.components.masks import masked_logits
 from rlgraph_core.components.offline_losses import CQLRegularizer
 from rlgraph_core.config.common import OptimizerConfig
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import api
+from rlgraph_core.spaces import Discrete, FloatBox
 
 __all__ = ["CQLAgent", "CQLConfig", "CQLGraph"]
 
@@ -66,6 +68,25 @@ class CQLAgent(DQNAgent):
     """Discrete CQL: :class:`~rlgraph_core.agents.dqn.DQNAgent` with :class:`CQLGraph` as its root."""
 
     graph_class = CQLGraph
+
+    def _setup_model(self) -> None:
+        action_space = self.action_space
+        if not isinstance(action_space, Discrete):
+            short = repr(action_space)
+            short = short if len(short) <= 160 else short[:157] + "..."
+            continuous = isinstance(action_space, FloatBox) and len(action_space.shape) == 1
+            hint = (
+                "for continuous actions use agent.type cql_sac (CQL on SAC: the same regulariser, estimated "
+                "from sampled actions) or iql (implicit Q-learning), e.g. rl.make('cql_sac', dataset=PATH)"
+                if continuous
+                else "wrap the environment so that its actions are one Discrete space or a rank-1 float Box "
+                "(a gymnasium.ActionWrapper), then use cql (Discrete) or cql_sac / iql (Box)"
+            )
+            raise ConfigError(
+                f"'agent.type' = 'cql' is discrete CQL (on DQN: one Q-value per action, the logsumexp over all "
+                f"of them), but this environment's action space is {short}: {hint}."
+            )
+        super()._setup_model()
 
     def _gradient_step(self, sample):
         loss, td, cql = self.train_step(*self._loss_inputs(sample))
