@@ -222,6 +222,8 @@ def test_every_shipped_configs_policy_exports_and_matches_torch(name, tmp_path):
     from rlgraph_core.export.onnx_policy import export_onnx, OnnxPolicy
 
     shipped = load_shipped_config(name)
+    if shipped.get("multi_agent") is not None:
+        pytest.skip("a multi-agent config's policies are not exported to ONNX yet (docs/multi_agent.md)")
     module = next((m for prefix, m in _FAMILY.items() if shipped["env"]["id"].startswith(prefix)), None)
     if module is not None:
         pytest.importorskip(module)

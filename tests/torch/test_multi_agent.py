@@ -247,3 +247,54 @@ def test_shared_ppo_on_simple_spread_beats_a_random_policy():
     env.close()
     random_return = float(np.mean(returns))
     assert summary["eval_return_mean"] >= random_return + 4.0, (summary["eval_return_mean"], random_return)
+
+
+# --- agents observing vectors of different lengths (MPE simple_adversary) ------------------------
+ADVERSARY = "pettingzoo:mpe2.simple_adversary_v3"
+ADVERSARY_KWARGS = {"max_cycles": 25, "continuous_actions": False}
+TEAMS = {"policies": {"adversary": {}, "team": {}}, "policy_mapping": {"adversary_*": "adversary", "agent_*": "team"}}
+
+
+def test_shorter_observations_are_padded_and_each_policy_reads_its_own_length(tmp_path):
+    """simple_adversary: the adversary observes 8 numbers, the two agents 10; rows are padded to 10
+    with zeros, the adversary's policy is built for 8 and sees only its 8, the team's for 10; they
+    train, save and load; one shared policy over all three reads the padded 10."""
+    config = _config(env_id=ADVERSARY, env_kwargs=ADVERSARY_KWARGS, multi_agent=TEAMS, steps=96)
+    parts = assemble(config, get_plugin_manager())
+    envs = parts.make_vector_env(0)
+    assert envs.single_observation_space.shape == (10,)
+    obs, _ = envs.reset(seed=0)
+    np.testing.assert_array_equal(obs[0, 8:], 0)  # the adversary's row: 8 values, then padding
+    agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
+    assert agent.policies["adversary"].observation_space.shape == (8,)
+    assert agent.policies["team"].observation_space.shape == (10,)
+    seen = {}
+    for name, policy in agent.policies.items():
+        policy.act = lambda o, explore=True, name=name: (seen.__setitem__(name, o), np.zeros(len(o), np.int64))[1]
+    agent.act(obs)
+    np.testing.assert_array_equal(seen["adversary"], obs[[0, 3], :8])
+    np.testing.assert_array_equal(seen["team"], obs[[1, 2, 4, 5]])
+    envs.close()
+    summary = run_training(config, tmp_path / "run")
+    assert summary["timesteps"] == 96
+    final = resolve_resume(tmp_path / "run")
+    fresh = assemble(config, get_plugin_manager()).make_agent(envs.single_observation_space, envs.single_action_space)
+    fresh.load(str(final))
+    assert fresh.policies["adversary"].get_weights().keys() == agent.policies["adversary"].get_weights().keys()
+    shared = assemble(_config(env_id=ADVERSARY, env_kwargs=ADVERSARY_KWARGS), get_plugin_manager())
+    assert shared.make_agent(envs.single_observation_space, envs.single_action_space).policies[
+        "shared"
+    ].observation_space.shape == (10,)
+
+
+def test_padded_space_bounds_every_agent_and_the_padding_and_refuses_non_vectors():
+    import gymnasium as gym
+
+    from rlgraph_core.multi_agent import padded_observation_space
+
+    box = gym.spaces.Box(-1, 1, (3,), np.float32)
+    padded = padded_observation_space({"a": box, "b": gym.spaces.Box(1, 5, (5,), np.float32)})
+    np.testing.assert_array_equal(padded.low, [-1, -1, -1, 0, 0])  # a's rows carry 0 where b has 1..5
+    np.testing.assert_array_equal(padded.high, [5, 5, 5, 5, 5])
+    with pytest.raises(ValueError, match="'b' observes Discrete"):
+        padded_observation_space({"a": box, "b": gym.spaces.Discrete(3)})

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import gymnasium as gym
+import numpy as np
+
 from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.agents.policy_set import PolicySet
 from rlgraph_core.agents.ppo import PPOAgent
@@ -43,10 +46,10 @@ from rlgraph_core.execution.loggers import start_loggers
 from rlgraph_core.execution.settings import executor_entry
 from rlgraph_core.integrations.video import TrainingVideos
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
-from rlgraph_core.multi_agent import is_pettingzoo_id, is_turn_based, pettingzoo_agents
+from rlgraph_core.multi_agent import is_pettingzoo_id, is_turn_based, pettingzoo_agents, pettingzoo_observation_spaces
 from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
-from rlgraph_core.spaces import Space, SpaceError, from_gym
+from rlgraph_core.spaces import Space, SpaceError, from_gym, to_gym
 from rlgraph_core.wrappers import apply_wrappers
 from rlgraph_core.install_hints import extra_install_command
 
@@ -145,12 +148,16 @@ class Assembly:
         """The run's policies (``multi_agent``), each an agent of its own config built for the rows of
         the agents mapped to it (``env.num_envs`` copies each); policy ``i`` is seeded ``seed + i``."""
         agent_policy = self.agent_policy or []
+        sizes = self._policy_observation_sizes(observation_space)
         policies = {}
         for i, (name, config) in enumerate(self.policy_configs.items()):
             single = self.model_copy_with_agent(config)
             rows = self.config.env.num_envs * agent_policy.count(name)
+            own_space = observation_space
+            if name in sizes:  # its agents observe shorter vectors than the padded rows: its own length
+                own_space = _vector_prefix(observation_space, sizes[name])
             policies[name] = single.make_agent(
-                observation_space, action_space, num_envs=rows, backend=backend, seed=seed + i, with_memory=with_memory
+                own_space, action_space, num_envs=rows, backend=backend, seed=seed + i, with_memory=with_memory
             )
         policy_set = PolicySet(
             policies,
@@ -159,10 +166,26 @@ class Assembly:
             _as_space(observation_space),
             _as_space(action_space),
             backend or self.backend,
+            observation_sizes=sizes,
         )
         if is_turn_based(self.config.env.id):
             policy_set.opponents = self._make_opponents(policies, observation_space, action_space, backend, seed)
         return policy_set
+
+    def _policy_observation_sizes(self, observation_space) -> dict[str, int]:
+        """``{policy: n}`` for the policies whose agents all observe one vector of ``n`` < the rows'
+        length (a Parallel env pads shorter observations); a policy over agents of several lengths
+        (parameter sharing) reads the padded rows."""
+        width = getattr(observation_space, "shape", None)
+        if is_turn_based(self.config.env.id) or width is None or len(width) != 1:
+            return {}
+        own = pettingzoo_observation_spaces(self.config.env.id, self.config.env.kwargs)
+        out = {}
+        for name in self.policy_configs:
+            lengths = {int(np.prod(own[a].shape or ())) for a, p in zip(own, self.agent_policy or []) if p == name}
+            if len(lengths) == 1 and next(iter(lengths)) < int(width[0]):
+                out[name] = next(iter(lengths))
+        return out
 
     def _make_opponents(self, policies, observation_space, action_space, backend, seed: int) -> SelfPlayOpponents:
         """Who plays the other seats of a turn-based game (``multi_agent.self_play``): for ``latest``
@@ -394,6 +417,12 @@ def _policies(pm: PluginManager, config) -> tuple[list[str] | None, dict[str, An
     if not is_pettingzoo_id(config.env.id):
         return None, {}
     return multi_agent_layout(pm, config.agent, config.env, getattr(config, "multi_agent", None))
+
+
+def _vector_prefix(space, size: int):
+    """The first ``size`` entries of the vector space ``space`` (gymnasium's or rlgraph's Box)."""
+    box = space if isinstance(space, gym.spaces.Box) else to_gym(space)
+    return gym.spaces.Box(box.low[:size], box.high[:size], (size,), box.dtype)
 
 
 def _backend_settings(pm: PluginManager, config, model) -> Any:

@@ -47,8 +47,12 @@ class PolicySet(Agent):
         policies: ``{name: agent}``, each built for ``copies * len(its agents)`` rows.
         agent_policy: the policy name of each env agent, in the env's row order (its ``possible_agents``).
         config: the run's ``agent`` section (the type every policy has; checkpoints record it).
-        observation_space / action_space: every agent's spaces (rlgraph spaces).
+        observation_space / action_space: the spaces of the rows (rlgraph spaces).
         backend: the backend the policies are built on.
+        observation_sizes: ``{name: n}`` for the policies whose agents observe vectors shorter than
+            the rows' (the env pads them, see
+            :func:`~rlgraph_core.multi_agent.pettingzoo_env.padded_observation_space`): such a
+            policy is built for its own length and sees the first ``n`` entries of its rows.
     """
 
     def __init__(
@@ -59,8 +63,10 @@ class PolicySet(Agent):
         observation_space,
         action_space,
         backend,
+        observation_sizes: Mapping[str, int] | None = None,
     ):
         # Not Agent.__init__: a set builds no model of its own, its policies did.
+        self.observation_sizes = dict(observation_sizes or {})
         self.policies = dict(policies)
         self.agent_policy = list(agent_policy)
         self.config = config
@@ -106,6 +112,13 @@ class PolicySet(Agent):
     def _take(batch, rows):
         return map_obs(lambda x: np.asarray(x)[rows], batch)
 
+    def _own_obs(self, name: str, obs, rows):
+        """Policy ``name``'s rows of an observation batch, cut to its own length where it has one."""
+        size = self.observation_sizes.get(name)
+        if size is None:
+            return self._take(obs, rows)
+        return np.asarray(obs)[rows, :size]
+
     # --- acting and learning ----------------------------------------------------------------
     def initial_state(self, batch: int) -> dict[str, Any] | None:
         """``{policy: its state of its rows}`` for the stateful (recurrent) policies, or None when
@@ -127,7 +140,7 @@ class PolicySet(Agent):
             return agent.act(obs, explore)
         out, new_state = None, {}
         for name, agent in self.policies.items():
-            own = self._take(obs, rows[name])
+            own = self._own_obs(name, obs, rows[name])
             if state is not None and name in state:
                 actions, new_state[name] = agent.act(
                     own, explore, state=state[name], episode_start=np.asarray(episode_start)[rows[name]]
@@ -146,8 +159,15 @@ class PolicySet(Agent):
         rows = self.rows(len(rewards))
         for name, agent in self.policies.items():
             r = rows[name]
-            take = self._take
-            agent.observe(take(obs, r), take(actions, r), rewards[r], take(next_obs, r), terminated[r], truncated[r])
+            own = self._own_obs
+            agent.observe(
+                own(name, obs, r),
+                self._take(actions, r),
+                rewards[r],
+                own(name, next_obs, r),
+                terminated[r],
+                truncated[r],
+            )
 
     def update(self, batch=None) -> dict[str, Any] | None:
         """Each policy learns as its own schedule says; their metrics under ``NAME/``."""

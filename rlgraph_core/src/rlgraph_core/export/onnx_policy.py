@@ -27,6 +27,7 @@ from rlgraph_core.errors import RLGraphError
 from rlgraph_core.execution.out_dir import check_out_file
 from rlgraph_core.export.tracing import ExportBackend, ExportError, OnnxGraph
 from rlgraph_core.integrations import missing_extra
+from rlgraph_core.multi_agent import is_pettingzoo_id
 from rlgraph_core.plugins import hookimpl
 from rlgraph_core.plugins.manager import PluginManager
 
@@ -111,9 +112,16 @@ def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
     weights loaded, and its ``policy_outputs`` traced (see :mod:`rlgraph_core.export.tracing`).
     """
 
+    _, stored = read_meta(checkpoint)
+    env_id = (stored.get("env") or {}).get("id")
+    if is_pettingzoo_id(env_id):
+        raise RLGraphError(
+            f"'{checkpoint}' is a checkpoint of a multi-agent run ({env_id}), whose policies are not exported to "
+            f"ONNX yet: export takes the checkpoint of a single-agent run. Evaluate this one with 'rlgraph evaluate "
+            f"{checkpoint}' (docs/multi_agent.md)."
+        )
     _need("onnx", "ONNX export")
     check_out_file(out)
-    _, stored = read_meta(checkpoint)
     pm = PluginManager()
     plugin = _ExportBackendPlugin()
     plugin.rlgraph_backends = hookimpl(_ExportBackendPlugin.rlgraph_backends)

@@ -20,7 +20,9 @@ from rlgraph_core.multi_agent.pettingzoo_env import (
     game_factory,
     is_turn_based,
     make_pettingzoo_vector_env,
+    padded_observation_space,
     pettingzoo_agents,
+    pettingzoo_observation_spaces,
 )
 from rlgraph_core.multi_agent.turn_based import RandomOpponent, TurnBasedVectorEnv, load_scripted_opponent
 
@@ -35,5 +37,7 @@ __all__ = [
     "is_turn_based",
     "load_scripted_opponent",
     "make_pettingzoo_vector_env",
+    "padded_observation_space",
     "pettingzoo_agents",
+    "pettingzoo_observation_spaces",
 ]

@@ -47,8 +47,10 @@ __all__ = [
     "game_factory",
     "is_pettingzoo_id",
     "is_turn_based",
+    "padded_observation_space",
     "make_pettingzoo_vector_env",
     "pettingzoo_agents",
+    "pettingzoo_observation_spaces",
 ]
 
 #: ``env.id`` of a PettingZoo env: this prefix, then the module whose ``parallel_env`` makes it.
@@ -72,8 +74,8 @@ def _import_game_module(env_id: str):
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         raise ConfigError(
-            f"'env.id' = '{env_id}' needs the module '{module_name}', but '{missing}' is not installed. PettingZoo "
-            f"envs come with the pettingzoo extra ({extra_install_command('pettingzoo')}; the particle envs "
+            f"'env.id' = '{env_id}' needs the optional package '{missing}' (for the module '{module_name}'), which "
+            f"is not installed. PettingZoo envs come with the pettingzoo extra ({extra_install_command('pettingzoo')}; the particle envs "
             f"are mpe2.*, e.g. pettingzoo:mpe2.simple_spread_v3; the classic board games pettingzoo.classic.*, "
             f"e.g. pettingzoo:pettingzoo.classic.tictactoe_v3)."
         ) from None
@@ -128,6 +130,15 @@ def pettingzoo_agents(env_id: str, kwargs: dict | None = None) -> list[str]:
         env.close()
 
 
+def pettingzoo_observation_spaces(env_id: str, kwargs: dict | None = None) -> dict[str, gym.Space]:
+    """``{agent: its own observation space}`` of the env ``env_id``, in ``possible_agents`` order."""
+    env = game_factory(env_id, kwargs)()
+    try:
+        return {agent: env.observation_space(agent) for agent in env.possible_agents}
+    finally:
+        env.close()
+
+
 def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None):
     """The vector env of ``env_cfg`` (``env.id: pettingzoo:...``), ``num_envs`` copies (default ``env.num_envs``):
     a :class:`PettingZooVectorEnv`, or a :class:`~rlgraph_core.multi_agent.turn_based.TurnBasedVectorEnv`
@@ -160,11 +171,40 @@ def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None):
     return envs
 
 
+def padded_observation_space(spaces: dict[str, gym.Space]) -> gym.Space:
+    """The one observation space of every agent's rows: the agents' own when they are all equal,
+    else (all rank-1 Boxes of one dtype) a Box as long as the longest, bounds padded with 0 (the
+    padding's value, as SuperSuit's ``pad_observations_v0`` pads).
+
+    Raises:
+        ValueError: spaces that differ and are not all vectors of one dtype (naming two of them).
+    """
+    first_agent, first = next(iter(spaces.items()))
+    if all(space == first for space in spaces.values()):
+        return first
+    for agent, space in spaces.items():
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1 or space.dtype != first.dtype:
+            raise ValueError(
+                f"the agent '{agent}' observes {space} and '{first_agent}' {first}, and they are not all vectors "
+                f"of one dtype"
+            )
+    size = max(space.shape[0] for space in spaces.values())
+    low = np.zeros(size, first.dtype)
+    high = np.zeros(size, first.dtype)
+    for i, space in enumerate(spaces.values()):
+        n = space.shape[0]
+        low[:n] = space.low if i == 0 else np.minimum(low[:n], space.low)
+        high[:n] = space.high if i == 0 else np.maximum(high[:n], space.high)
+    low, high = np.minimum(low, 0), np.maximum(high, 0)
+    return gym.spaces.Box(low, high, (size,), first.dtype)
+
+
 class PettingZooVectorEnv(gym.vector.VectorEnv):
     """``copies`` PettingZoo Parallel envs as one vector env of ``copies * len(possible_agents)`` rows.
 
-    Every agent must observe and act in the same spaces (one batch per step); agents whose spaces
-    differ are refused naming them.
+    Every agent must act in the same space (one batch per step). Observation spaces may differ when
+    they are all vectors: rows are padded to the longest (:func:`padded_observation_space`) and each
+    policy reads its own agents' length (:class:`~rlgraph_core.agents.policy_set.PolicySet`).
 
     Args:
         factory: ``() -> ParallelEnv``.
@@ -186,27 +226,35 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
         self.agents: list[str] = list(first.possible_agents)
         self.env_id = env_id
         self._allow = allow_nonfinite_obs
-        obs_space = first.observation_space(self.agents[0])
+        #: each agent's own observation space (they may differ: see :func:`padded_observation_space`)
+        self.agent_observation_spaces = {a: first.observation_space(a) for a in self.agents}
         act_space = first.action_space(self.agents[0])
         for agent in self.agents[1:]:
-            for what, own, other in (
-                ("observation", obs_space, first.observation_space(agent)),
-                ("action", act_space, first.action_space(agent)),
-            ):
-                if other != own:
-                    self.close()
-                    raise ConfigError(
-                        f"'env.id' = '{env_id}': the agent '{agent}' has the {what} space {other}, but "
-                        f"'{self.agents[0]}' has {own}. Agents in one run share one observation and action space "
-                        f"(their rows form one batch); pad the observations to one space in the env (SuperSuit's "
-                        f"pad_observations_v0 / pad_action_space_v0 do) or train the agents in separate runs."
-                    )
+            if first.action_space(agent) != act_space:
+                self.close()
+                raise ConfigError(
+                    f"'env.id' = '{env_id}': the agent '{agent}' has the action space {first.action_space(agent)}, "
+                    f"but '{self.agents[0]}' has {act_space}. Agents in one run share one action space (their "
+                    f"rows form one batch); pad the action spaces to one in the env (SuperSuit's "
+                    f"pad_action_space_v0 does) or train the agents in separate runs."
+                )
+        try:
+            obs_space = padded_observation_space(self.agent_observation_spaces)
+        except ValueError as exc:
+            self.close()
+            raise ConfigError(
+                f"'env.id' = '{env_id}': {exc}. Agents whose observation spaces differ are trained on rows of one "
+                f"batch when every one is a vector (a rank-1 Box of one dtype): rlgraph pads the shorter ones "
+                f"with zeros and gives each policy its own agents' length. Pad the observations to one space in "
+                f"the env (SuperSuit's pad_observations_v0 does) or train the agents in separate runs."
+            ) from None
         self.num_envs = self.copies * len(self.agents)
         self.single_observation_space = obs_space
         self.single_action_space = act_space
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(act_space, self.num_envs)
         self._zero_obs = create_empty_array(obs_space, n=1, fn=np.zeros)
+        self._uniform = all(space == obs_space for space in self.agent_observation_spaces.values())
         self._steps = 0
 
     # --- rows ----------------------------------------------------------------------------
@@ -219,8 +267,17 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
         return _row(self._zero_obs, 0)
 
     def _rows(self, obs_by_agent: dict) -> list:
-        """One copy's observations in row order (zeros for absent agents)."""
-        return [obs_by_agent[a] if a in obs_by_agent else self._zero() for a in self.agents]
+        """One copy's observations in row order (zeros for absent agents, shorter vectors padded)."""
+        return [self._pad(obs_by_agent[a]) if a in obs_by_agent else self._zero() for a in self.agents]
+
+    def _pad(self, obs):
+        """An agent's observation in the rows' space (a shorter vector zero-padded at its end)."""
+        if self._uniform:
+            return obs
+        obs = np.asarray(obs)
+        out = np.zeros(self.single_observation_space.shape, self.single_observation_space.dtype)
+        out[: obs.shape[0]] = obs
+        return out
 
     def _batch(self, rows: Sequence) -> Any:
         out = create_empty_array(self.single_observation_space, n=self.num_envs)
