@@ -262,10 +262,10 @@ def test_the_offline_docs_run_in_order_and_the_example_configs_validate(tmp_path
 
     root = Path(__file__).resolve().parents[2]
     blocks = re.findall(r"^```python\n(.*?)^```", (root / "docs" / "offline.md").read_text(), flags=re.S | re.M)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     monkeypatch.chdir(tmp_path)
     exec(compile("\n\n".join(blocks), "<docs/offline.md>", "exec"), {"__name__": "__docs__"})
-    assert capsys.readouterr().out.splitlines()[-2:] == ["CartPole-v1 1000", "True"]
+    assert capsys.readouterr().out.splitlines()[-3:] == ["CartPole-v1 1000", "True", "(2, 1)"]
     assert (tmp_path / "runs" / "cql_cartpole" / "checkpoint" / "meta.json").is_file()
     for name in ("record_cartpole", "cql_cartpole"):
         config = validate_config(load_config_file(root / "examples" / "offline" / f"{name}.yaml"))
