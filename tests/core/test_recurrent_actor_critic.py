@@ -1,6 +1,7 @@
 """The recurrent actor-critic (recurrent PPO's policy) against plain numpy, on every backend and mode.
 
-Separate actor and critic cores (or one shared), an MLP encoder in front, a sequence with episode
+Separate actor and critic cores (or one shared), an MLP encoder in front (and one MLP per head
+after the cores, ``head``), a sequence with episode
 starts in the middle: log-probabilities, entropies, values, greedy actions and the state after the
 sequence equal a numpy reference built from the reference LSTM/GRU of the same weights; sampled
 actions are scored by ``evaluate`` as ``act`` scored them. Every installed backend (torch, tf,
@@ -26,8 +27,13 @@ RESET[0, 0] = RESET[2, 1] = True
 ACTIONS = rng.integers(0, A, (T, B))
 
 
-def make(cell: str, shared: bool):
-    settings = RecurrentSettings(type=cell, units=UNITS, encoder={"hidden": [5], "activation": "tanh"})
+def make(cell: str, shared: bool, head: list[int]):
+    settings = RecurrentSettings(
+        type=cell,
+        units=UNITS,
+        encoder={"hidden": [5], "activation": "tanh"},
+        head={"hidden": head, "activation": "tanh"},
+    )
     policy = RecurrentActorCritic(settings, Discrete(A), shared_trunk=shared, seed=3)
     seq = dict(flag=True, time_major=True)
     obs = FloatBox(shape=(F,)).with_batch_rank().with_time_rank(**seq)
@@ -85,15 +91,18 @@ def pair(request):
     return request.param
 
 
-@pytest.mark.parametrize("cell, shared", [("lstm", False), ("gru", False), ("lstm", True)])
-def test_recurrent_actor_critic_matches_numpy(pair, cell, shared):
-    policy, spaces = make(cell, shared)
+@pytest.mark.parametrize("cell, shared, head", [("lstm", False, []), ("gru", False, [7]), ("lstm", True, [])])
+def test_recurrent_actor_critic_matches_numpy(pair, cell, shared, head):
+    policy, spaces = make(cell, shared, head)
     test = ComponentTest(policy, spaces, pair)
     w = test.get_weights()
     state = {k: rng.standard_normal((B, UNITS)).astype(np.float32) for k in policy.state_space.keys()}
     pi_prefix, vf_prefix = ("core/", "core/") if shared else ("pi_core/", "vf_core/")
     h_pi, pi_state = reference(w, cell, pi_prefix, state)
     h_v, vf_state = reference(w, cell, vf_prefix, state)
+    if head:  # one MLP per head after the cores
+        h_pi = np.tanh(h_pi @ w["pi_mlp/dense_0/W"] + w["pi_mlp/dense_0/b"])
+        h_v = np.tanh(h_v @ w["vf_mlp/dense_0/W"] + w["vf_mlp/dense_0/b"])
     logp_all = log_softmax(h_pi @ w["distribution/logits/W"] + w["distribution/logits/b"])
     values = (h_v @ w["value_head/W"] + w["value_head/b"])[:, 0]
     flat = ACTIONS.reshape(-1)

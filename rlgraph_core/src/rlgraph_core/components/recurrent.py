@@ -37,7 +37,8 @@ class RecurrentSettings(NetworkSettings):
     """Settings of the recurrent core ``lstm`` / ``gru``.
 
     ``{type: lstm, units: 128, encoder: {hidden: [64]}, seq_len: 16}``: ``encoder`` is an MLP on
-    each step's features before the cell (``hidden: []`` for none); ``seq_len`` is the length of
+    each step's features before the cell (``hidden: []`` for none); ``head`` an MLP after it, one
+    per output head of the algorithm (none by default); ``seq_len`` is the length of
     the sequences an algorithm trains the cell on (a rollout is cut into pieces of that many steps,
     each unrolled from the state stored at its start).
     """
@@ -48,6 +49,11 @@ class RecurrentSettings(NetworkSettings):
     units: int = Field(128, gt=0, description="size of the state and of the output")
     encoder: NetworkSpec = Field(
         default_factory=lambda: NetworkSpec(hidden=[64]), description="MLP in front of the cell"
+    )
+    head: NetworkSpec = Field(
+        default_factory=lambda: NetworkSpec(hidden=[]),
+        description="MLP after the cell, one per output head of an algorithm (sb3-contrib's net_arch after its "
+        "LSTM), e.g. {hidden: [64, 64], activation: tanh}; none by default",
     )
     initializer: str = Field("orthogonal", description="initializer of the input and recurrent weights")
     seq_len: int = Field(

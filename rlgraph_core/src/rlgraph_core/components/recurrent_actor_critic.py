@@ -5,6 +5,7 @@ start and the episode-start mask ``reset`` ``[T, B]``::
 
     y_pi, state_pi = core_pi(s, state_pi, reset)     # encoder MLP, then the LSTM/GRU cell
     y_v,  state_v  = core_v(s, state_v, reset)       # a core of its own (default), or y_v = y_pi
+    y_pi, y_v      = mlp_pi(y_pi), mlp_v(y_v)        # optional (settings.head), one MLP per head
     pi(.|s_t)      = distribution(y_pi[t])           # categorical / diagonal Gaussian
     V(s_t)         = w_v . y_v[t] + b_v
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlgraph_core.components.distributions import DistributionHead
-from rlgraph_core.components.network import DenseLayer
+from rlgraph_core.components.network import MLP, DenseLayer
 from rlgraph_core.components.recurrent import RecurrentCore, RecurrentSettings
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import Dict
@@ -71,7 +72,13 @@ class RecurrentActorCritic(Component):
             name="distribution",
         )
         self.value_head = DenseLayer(1, "linear", settings.initializer, rng, gain=1.0, name="value_head")
-        self.add_components(*self._cores.values(), self.distribution, self.value_head)
+        # an MLP between the core and each head (settings.head; none by default)
+        self.pi_mlp = self.vf_mlp = None
+        if settings.head.hidden:
+            self.pi_mlp = MLP(settings.head, rng, name="pi_mlp")
+            self.vf_mlp = MLP(settings.head, rng, name="vf_mlp")
+        mlps = [m for m in (self.pi_mlp, self.vf_mlp) if m is not None]
+        self.add_components(*self._cores.values(), *mlps, self.distribution, self.value_head)
         # the state keys of each core, once: a space made inside a compiled call would be traced
         self._keys = {prefix: tuple(core.state_space.keys()) for prefix, core in self._cores.items()}
 
@@ -97,6 +104,8 @@ class RecurrentActorCritic(Component):
             out_state.update({prefix + key: value for key, value in sub_out.items()})
         h_pi = outputs["" if self.shared_trunk else "pi_"]
         h_v = h_pi if self.shared_trunk else outputs["vf_"]
+        if self.pi_mlp is not None:
+            h_pi, h_v = self.pi_mlp.call(h_pi), self.vf_mlp.call(h_v)
         return h_pi, h_v, out_state
 
     def _value(self, h_v):
