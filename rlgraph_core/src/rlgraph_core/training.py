@@ -94,6 +94,12 @@ def _why(summary: dict) -> str:
     return str(ended)
 
 
+def _first_update(summary: dict) -> str:
+    """``", first update 43.2 s (static mode compiles there)"`` where the summary has it."""
+    seconds = summary.get("first_update_seconds")
+    return "" if seconds is None else f", first update {seconds:.1f} s (static mode compiles there)"
+
+
 def end_line(summary: dict) -> str:
     """The last line of a run: done or stopped, why, steps, speed, last evaluation, checkpoint."""
 
@@ -104,7 +110,7 @@ def end_line(summary: dict) -> str:
         f"{head}: {summary['timesteps']} steps in "
         f"{summary['wall_time']:.1f}s ({summary['env_steps_per_s']:.0f} env steps/s, "
         f"{summary['updates_per_s']:.0f} updates/s), last eval return {ev if ev is None else round(ev, 1)}, "
-        f"build {summary['build_seconds'] * 1000:.0f} ms; checkpoint: {summary['checkpoint']}; "
+        f"build {summary['build_seconds'] * 1000:.0f} ms{_first_update(summary)}; checkpoint: {summary['checkpoint']}; "
         f"ended because {_why(summary)}"
     )
 

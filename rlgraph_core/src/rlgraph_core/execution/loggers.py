@@ -74,6 +74,7 @@ class ConsoleLogger(MetricLogger):
         ("env_steps_per_s", "env/s", "{:.0f}"),
         ("updates_per_s", "upd/s", "{:.0f}"),
         ("wall_time", "time", "{:.1f}s"),
+        ("first_update_s", "first update (static mode: compiled)", "{:.1f}s"),
     )
 
     def log(self, metrics):

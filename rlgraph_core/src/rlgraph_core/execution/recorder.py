@@ -64,6 +64,7 @@ from rlgraph_core.errors import DiskFullError, NonFiniteError
 from rlgraph_core.execution.plotting import plot_learning_curve
 from rlgraph_core.callbacks import callback_name
 from rlgraph_core.execution.counters import StepCounter
+from rlgraph_core.execution.first_update import FirstUpdateClock
 from rlgraph_core.execution.loggers import call_logger, close_quietly
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
@@ -191,6 +192,8 @@ class RunRecorder:
         self.loggers: list = []
         self._rows_logged = 0
         self._bar = None
+        #: static mode's first update (it compiles): on the bar while pending, then timed (set by run())
+        self.first_update = FirstUpdateClock(False, 0)
         tc = config.train
         self._interval = tc.checkpoint_interval or tc.eval_interval
         self._next_log = self.timesteps + tc.log_interval
@@ -285,6 +288,7 @@ class RunRecorder:
             raise
         self.assembly.hook.rlgraph_on_train_start(run_info=info)
         self.counter.sync_from_agent()
+        self.first_update = FirstUpdateClock(tc.mode == "static", self.agent.updates)
         self._start = self._last = (self.timesteps, self.agent.updates, time.perf_counter())
         self._callback_updates = self._checked_updates = self.agent.updates
         with StopRequest() as stop:
@@ -294,6 +298,7 @@ class RunRecorder:
                     from tqdm import tqdm
 
                     self._bar = tqdm(total=tc.total_timesteps, initial=self.timesteps, unit="step", dynamic_ncols=True)
+                    self.first_update.show_pending(self._bar)
                 try:
                     loop(self, stop)
                     self.state.ended_by = stop.reason or (
@@ -369,6 +374,7 @@ class RunRecorder:
         """
         if self._bar is not None and n:
             self._bar.update(int(n))
+        self.first_update.before_update()
         return self.counter.add_env_steps(n)
 
     def add_episodes(self, returns: Iterable[float], lengths: Iterable[int] | None = None) -> None:
@@ -395,6 +401,7 @@ class RunRecorder:
         only when a row is logged and its dict is added to the row. Returns the row logged, or None.
         """
         agent, tc = self.agent, self.config.train
+        self.first_update.after_step(agent.updates, self._bar)  # before counting: that restarts its clock
         if new_steps:
             self.add_env_steps(new_steps)
         now_steps = self.timesteps
@@ -547,6 +554,7 @@ class RunRecorder:
             "updates_per_s": (agent.updates - last_updates) / max(now - last_t, 1e-9),
         }
         row.update(agent.metrics())
+        row.update(self.first_update.row_metrics())
         row.update(extra or {})
         row.update(evaluation or {})
         self._last = (self.timesteps, agent.updates, now)
@@ -639,6 +647,8 @@ class RunRecorder:
             "build_seconds": agent.build_report.build_seconds,
             **(self.summary_extra() if callable(self.summary_extra) else self.summary_extra),
         }
+        if self.first_update.seconds is not None:
+            summary["first_update_seconds"] = self.first_update.seconds
         if refused is not None:
             summary["checkpoint_refused"] = refused
         if state.stopped_by is not None:

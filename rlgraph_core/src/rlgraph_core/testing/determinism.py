@@ -20,7 +20,9 @@ import numpy as np
 from rlgraph_core.execution.run_dir import read_metrics
 
 #: metric fields that read a clock, so differ between identical runs
-WALL_CLOCK_FIELDS = frozenset({"wall_time", "session_wall_time", "env_steps_per_s", "updates_per_s"})
+WALL_CLOCK_FIELDS = frozenset(
+    {"wall_time", "session_wall_time", "env_steps_per_s", "updates_per_s", "first_update_s", "first_update_seconds"}
+)
 
 #: tiny configs of the facade that train (and update) within a few hundred CartPole steps
 TINY = {
