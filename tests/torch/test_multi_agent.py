@@ -298,3 +298,21 @@ def test_padded_space_bounds_every_agent_and_the_padding_and_refuses_non_vectors
     np.testing.assert_array_equal(padded.high, [5, 5, 5, 5, 5])
     with pytest.raises(ValueError, match="'b' observes Discrete"):
         padded_observation_space({"a": box, "b": gym.spaces.Discrete(3)})
+
+
+def test_evaluation_reports_each_policys_return():
+    """Stub policies that always play 1 on the join/leave env: a_0 earns 6 x 1.0, a_1 3 x 1.1 (dies
+    after step 3), late 4 x 1.2 (joins after step 2): runners (a_0, a_1) 4.65, joiner 4.8, the
+    episode's return the mean over the three agents, 4.7."""
+    from rlgraph_core.agents.policy_set import PolicySet
+
+    env = make_pettingzoo_vector_env(EnvConfig(id=TINY, num_envs=1), seed=0)
+    runners, joiner = _StubPolicy(2, stateful=False), _StubPolicy(1, stateful=False)
+    policies = PolicySet(
+        {"runners": runners, "joiner": joiner}, ["runners", "runners", "joiner"], None, None, None, None
+    )
+    result = policies.evaluate(env, episodes=2, seed=0)
+    assert result["runners/eval_return_mean"] == pytest.approx(4.65)
+    assert result["joiner/eval_return_mean"] == pytest.approx(4.8)
+    assert result["eval_return_mean"] == pytest.approx(4.7) and result["eval_length_mean"] == 6
+    env.close()

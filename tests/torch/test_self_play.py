@@ -191,6 +191,57 @@ def test_evaluation_reports_outcomes_against_the_scripted_opponent():
     env.close()
 
 
+def test_training_rows_carry_the_outcomes_and_resume_keeps_self_play(tmp_path):
+    """A short self-play run logs win/draw/loss rates in its evaluation rows, saves, and resumes."""
+    import json
+
+    from rlgraph_core.training import resolve_resume, run_training
+
+    config = _config(steps=128, self_play={"opponent": "pool", "snapshot_every": 1}, eval_episodes=4)
+    config = config.model_copy(update={"train": config.train.model_copy(update={"loggers": ["jsonl"]})})
+    run_training(config, tmp_path / "run")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [r for r in rows if r.get("eval_win_rate") is not None]
+    assert evaluated
+    last = evaluated[-1]
+    assert last["eval_win_rate"] + last["eval_draw_rate"] + last["eval_loss_rate"] == pytest.approx(1.0)
+    assert last["eval_illegal_moves"] == 0
+    longer = config.model_copy(update={"train": config.train.model_copy(update={"total_timesteps": 256})})
+    summary = run_training(longer, tmp_path / "run", resume=resolve_resume(tmp_path / "run"))
+    assert summary["timesteps"] == 256
+
+
+def test_the_opponent_pool_is_saved_checked_and_restored(tmp_path):
+    from rlgraph_core.execution.env_runner import EnvRunner
+
+    config = _config(self_play={"opponent": "pool", "snapshot_every": 1, "pool_size": 2})
+    parts = assemble(config, get_plugin_manager())
+    envs = parts.make_vector_env(0)
+    agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
+    runner = EnvRunner(agent, envs, seed=0)
+    while len(agent.opponents.pools["shared"]) < 2 or agent.updates < 3:
+        runner.step()
+        agent.update()
+    envs.close()
+    pool = agent.opponents.pools["shared"]
+    arrays, counters = agent.get_state()
+    assert counters["opponent_pool"]["sizes"] == {"shared": 2}
+    assert {k.split("/")[2] for k in arrays if k.startswith("~pool/")} == {"0", "1"}
+    agent.save(str(tmp_path / "ck"))
+    fresh = parts.make_agent(envs.single_observation_space, envs.single_action_space)
+    assert fresh.opponents.pools["shared"] == []
+    fresh.load(str(tmp_path / "ck"))
+    restored = fresh.opponents.pools["shared"]
+    assert len(restored) == 2
+    for (_, want), (_, got) in zip(pool, restored):
+        assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
+    name = next(k for k in arrays if k.startswith("~pool/shared/1/"))
+    assert fresh.state_array_problem(name, arrays[name].shape, arrays[name].dtype) is None
+    assert fresh.state_array_problem(name, (3, 3, 3, 3, 3), np.dtype("float32"))  # not the weight's shape
+    assert "pool_size" in fresh.state_array_problem(name.replace("/1/", "/5/"), arrays[name].shape, arrays[name].dtype)
+    assert "this run does not have" in fresh.state_array_problem("~pool/other/0/x", (1,), np.dtype("float32"))
+
+
 @pytest.mark.learning
 def test_self_play_ppo_beats_a_random_player_without_an_illegal_move():
     """One shared masked PPO policy plays both seats against a pool of its frozen copies (and the

@@ -10,7 +10,8 @@ rows. The env runner, the recorder and the checkpoint code see one agent and are
 Checkpoints: one folder, each policy's weights and state under ``NAME/`` (``shared/policy/...``,
 ``shared/optimizer/...``), each policy's counters under ``counters["policies"][NAME]``; every
 policy's arrays are checked by that policy's own agent before anything is assigned, and a
-resumed run resumes all of them.
+resumed run resumes all of them. A self-play run's opponent pool (frozen copies) is stored under
+``~pool/NAME/K/...`` and checked against its policy's weights before it is restored.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.memories.obs import batch_len, map_obs
 
 __all__ = ["PolicySet"]
+
+#: Where a checkpoint keeps a self-play opponent pool (``~pool/NAME/K/VARIABLE``): not a policy
+#: name (those start with a letter or '_'), so it never meets a policy's own entries.
+POOL = "~pool"
 
 
 class _BuildReports:
@@ -222,10 +227,13 @@ class PolicySet(Agent):
             own, own_counters = agent.get_state()
             arrays.update({f"{name}/{k}": v for k, v in own.items()})
             counters["policies"][name] = own_counters
+        if self.opponents is not None:  # a self-play pool: frozen copies under POOL/NAME/K/...
+            pool, counters["opponent_pool"] = self.opponents.get_state()
+            arrays.update({f"{POOL}/{k}": v for k, v in pool.items()})
         return arrays, counters
 
     def _split(self, arrays: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {name: {} for name in self.policies}
+        out: dict[str, dict[str, Any]] = {name: {} for name in [*self.policies, POOL]}
         for key, value in arrays.items():
             name, _, rest = key.partition("/")
             out[name][rest] = value
@@ -233,6 +241,10 @@ class PolicySet(Agent):
 
     def state_array_problem(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> str | None:
         policy, sep, rest = name.partition("/")
+        if policy == POOL:
+            if self.opponents is None:
+                return "is a frozen copy of a self-play opponent pool, but this run plays no turn-based game"
+            return self.opponents.array_problem(rest, shape, dtype)
         if not sep or policy not in self.policies:
             return f"belongs to no policy of this run (its policies store under {[p + '/' for p in self.policies]})"
         return self.policies[policy].state_array_problem(rest, shape, dtype)
@@ -248,6 +260,8 @@ class PolicySet(Agent):
             problem = agent.state_problem(split[name], counters["policies"][name])
             if problem:
                 return f"policy '{name}': {problem}"
+        if self.opponents is not None and "opponent_pool" in counters:
+            return self.opponents.state_problem(split[POOL], counters["opponent_pool"])
         return None
 
     def set_state(self, arrays: dict[str, np.ndarray], counters: dict) -> None:
@@ -255,6 +269,8 @@ class PolicySet(Agent):
         split = self._split(arrays)
         for name, agent in self.policies.items():
             agent.set_state(split[name], counters["policies"][name])
+        if self.opponents is not None and "opponent_pool" in counters:
+            self.opponents.set_state(split[POOL], counters["opponent_pool"])
 
     def extra_state_names(self) -> frozenset[str] | None:
         return None  # each policy bounds its own (state_array_problem delegates)

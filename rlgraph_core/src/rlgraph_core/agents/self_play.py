@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from rlgraph_core.checkpoint import weight_problem
 from rlgraph_core.memories.obs import map_obs
 from rlgraph_core.multi_agent.turn_based import RandomOpponent, load_scripted_opponent
 
@@ -106,6 +107,63 @@ class SelfPlayOpponents:
                         k = int(self.rng.integers(members))
                         choice[name] = pool[k] if k < len(pool) else _RANDOM
             self._choice[row] = choice
+
+    # --- checkpoints -------------------------------------------------------------------------
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """The pool as arrays ``NAME/K/VARIABLE`` (copy ``K`` of policy ``NAME``, oldest first) and
+        counters (each pool's size, the update count of each policy's next copy)."""
+        arrays = {
+            f"{name}/{k}/{var}": np.asarray(value)
+            for name, pool in self.pools.items()
+            for k, (_, weights) in enumerate(pool)
+            for var, value in weights.items()
+        }
+        counters = {"sizes": {n: len(p) for n, p in self.pools.items()}, "next_snapshot": dict(self._next_snapshot)}
+        return arrays, counters
+
+    def array_problem(self, key: str, shape: tuple[int, ...], dtype) -> str | None:
+        """Why the stored array ``key`` (``NAME/K/VARIABLE``) cannot be a frozen copy's weight, or None."""
+        name, _, rest = key.partition("/")
+        index, _, var = rest.partition("/")
+        if name not in self.policies:
+            return f"is a frozen copy of the policy '{name}', which this run does not have ({list(self.policies)})"
+        if not index.isdigit() or int(index) >= int(self.settings.pool_size):
+            return f"is not the weight of a frozen copy 0..{int(self.settings.pool_size) - 1} (pool_size)"
+        spec = self.policies[name].weight_specs().get(var)
+        if spec is None:
+            return f"names no weight of the policy '{name}'"
+        return weight_problem(var, shape, dtype, *spec)
+
+    def state_problem(self, arrays: Mapping[str, np.ndarray], counters: Mapping[str, Any]) -> str | None:
+        """Why :meth:`set_state` must not take ``arrays``/``counters``, or None (every copy complete)."""
+        sizes = counters.get("sizes") if isinstance(counters, Mapping) else None
+        if not isinstance(sizes, Mapping) or set(sizes) - set(self.policies):
+            return (
+                f"its opponent pool counters {str(counters)[:80]} do not name this run's policies {list(self.policies)}"
+            )
+        for name, size in sizes.items():
+            if not isinstance(size, int) or not 0 <= size <= int(self.settings.pool_size):
+                return f"its opponent pool of '{name}' has {str(size)[:20]} copies, not 0..{self.settings.pool_size}"
+            want = set(self.policies[name].weight_specs())
+            for k in range(size):
+                have = {key.split("/", 2)[2] for key in arrays if key.startswith(f"{name}/{k}/")}
+                if have != want:
+                    return f"its frozen copy {k} of '{name}' lacks {sorted(want - have)[:3]} or has {sorted(have - want)[:3]}"
+        return None
+
+    def set_state(self, arrays: Mapping[str, np.ndarray], counters: Mapping[str, Any]) -> None:
+        """The pool of a checkpoint (checked by :meth:`state_problem`)."""
+        sizes = counters.get("sizes", {})
+        for name in self.policies:
+            self.pools[name] = [
+                (
+                    next(self._ids),
+                    {key.split("/", 2)[2]: np.array(v) for key, v in arrays.items() if key.startswith(f"{name}/{k}/")},
+                )
+                for k in range(int(sizes.get(name, 0)))
+            ]
+            self._next_snapshot[name] = int(counters.get("next_snapshot", {}).get(name, self._next_snapshot[name]))
+        self._choice.clear()
 
     # --- moves ------------------------------------------------------------------------------
     def __call__(self, seat: str, obs, rows: np.ndarray) -> np.ndarray:
