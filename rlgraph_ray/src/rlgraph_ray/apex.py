@@ -10,9 +10,9 @@ import ray
 
 from rlgraph_core.memories.obs import map_obs
 from rlgraph_core.execution.recorder import RunRecorder
-from rlgraph_ray.actors import ApexWorker, ReplayShard
+from rlgraph_ray.actors import ApexWorker
+from rlgraph_ray.apex_shards import ReplayShards
 from rlgraph_ray.base import WORKER_FAULTS, RayExecutor
-from rlgraph_ray.cluster import actor_options
 
 
 def _copy(array) -> np.ndarray:
@@ -53,45 +53,52 @@ class RayApexExecutor(RayExecutor):
     the dead shard, workers get the new handle with their next fragment, a batch a worker sent to
     the dead shard counts in ``samples_lost``, and the records inserted after the snapshot in
     ``replay_lost_on_restart``. A resumed run learns from restored shards (``save_replay``) at
-    once, and from empty ones after ``agent.learning_starts`` new env steps.
+    once, and from empty ones after ``agent.learning_starts`` new env steps. The shards and their
+    care are :class:`~rlgraph_ray.apex_shards.ReplayShards` (``self.replay``).
     """
+
+    replay: ReplayShards | None = None
 
     def _make_worker(self, index: int, seed: int):
         settings = self.config.executor
         eps = settings.worker_epsilon(index)
         return self._spawn_worker(
-            ApexWorker, index, seed, {"exploration": eps}, self._shards_box(), settings.fragment_length
-        )
-
-    def _make_shard(self, index: int, restore: bool):
-        settings, agent = self.config.executor, self.config.agent
-        memory = agent.memory.model_dump()
-        memory["capacity"] = self._shard_capacity()
-        records = self._shard_record_spaces()
-        generation = self._shard_generation[index]
-        return (
-            ray.remote(ReplayShard)
-            .options(**actor_options(self._shard_name(index), 0))
-            .remote(
-                memory,
-                self.config.train.seed + 7 * index + 1000 * generation,
-                index,
-                generation,
-                self._snapshot_dir(index),
-                settings.replay_snapshot_interval,
-                None if records is None else {k: v.to_json() for k, v in records.items()},
-                restore,
-                self.config.env.allow_nonfinite_obs,
-            )
+            ApexWorker, index, seed, {"exploration": eps}, self._shards.box(), settings.fragment_length
         )
 
     def _start_actors(self) -> None:
         self.sampling: dict[Any, int] = {}  # sample request -> shard
         self.held: dict[int, list] = {}  # batches fetched but not yet learned from, by shard
-        self._start_shards(self.config.executor.num_replay_shards)
+        self.replay = ReplayShards(
+            self.config,
+            self.tag,
+            self.out_dir,
+            self.resume_dir,
+            self.learner.replay_record_spaces(),
+            on_restart=self._shard_restarted,
+        )
+        self.replay.start(self.config.executor.num_replay_shards)
         self._start_workers()
 
+    def shard_names(self) -> list[str]:
+        return [] if self.replay is None else self.replay.names()
+
+    def _stop_actors(self) -> None:
+        super()._stop_actors()
+        if self.replay is not None:
+            self.replay.stop()
+
+    def _configure_recorder(self, recorder: RunRecorder) -> None:
+        if self.replay is not None and self.config.executor.save_replay:
+            recorder.checkpoint_attachments = self.replay.attachments
+
+    @property
+    def _shards(self) -> ReplayShards:
+        assert self.replay is not None  # started by _start_actors, before the loop
+        return self.replay
+
     def _shard_restarted(self, index: int) -> None:
+        """Forget what the loop holds of shard ``index``'s dead predecessor (requests, batches)."""
         for ref, k in list(self.sampling.items()):
             if k == index:
                 del self.sampling[ref]
@@ -101,7 +108,7 @@ class RayApexExecutor(RayExecutor):
         """Updates a throttled learner still owes (``gradient_steps`` per ``train_freq`` env steps)."""
         acfg, learner = self.config.agent, self.learner
         # (shards must be able to serve a batch, or parked workers would wait for ever)
-        start = max(self._learn_from, 2 * acfg.batch_size * len(self.shards))
+        start = max(self._learn_from, 2 * acfg.batch_size * len(self._shards.handles))
         if learner.timesteps < start:
             return 0
         # a resumed run owes nothing for the steps before it (those updates are in the checkpoint)
@@ -111,7 +118,7 @@ class RayApexExecutor(RayExecutor):
     def _request_samples(self, sampling: dict, held: dict[int, list]) -> None:
         """One sample request in flight per shard, unless the learner still holds two requests' batches."""
         settings, busy = self.config.executor, set(sampling.values())
-        for k, shard in enumerate(self.shards):
+        for k, shard in enumerate(self._shards.handles):
             if k not in busy and len(held.get(k, ())) < 2 * settings.sample_batches:
                 sampling[shard.sample.remote(self.config.agent.batch_size, settings.sample_batches)] = k
 
@@ -121,13 +128,13 @@ class RayApexExecutor(RayExecutor):
         fragment = settings.fragment_length * settings.workers_envs(self.config.env)
         box = self._weights_box()
         synced_at = learner.updates
-        collecting = {w.collect.remote(box, self._shards_box()): i for i, w in enumerate(self.workers)}
+        collecting = {w.collect.remote(box, self._shards.box()): i for i, w in enumerate(self.workers)}
         sampling, held = self.sampling, self.held
         start_updates = learner.updates
         self._loop_start = learner.timesteps
         # restored (or fresh) shards: agent.learning_starts as usual; empty shards of a resumed
         # run: learning_starts more env steps to refill them
-        restored = self.resume_dir is None or self.replay_restored is not None
+        restored = self.resume_dir is None or self._shards.restored is not None
         self._learn_from = acfg.learning_starts + (0 if restored else learner.timesteps)
         staleness: list[float] = []
         parked: list[int] = []  # workers whose next fragment waits for the learner
@@ -145,7 +152,7 @@ class RayApexExecutor(RayExecutor):
                     continue
                 new_steps += stats["steps"]
                 self._note_worker(stats, recorder)
-                self._note_inserts(stats)
+                self.samples_lost += self._shards.note_inserts(stats)
                 parked.append(i)
             for ref, (i, since) in list(starting.items()):
                 started = self._worker_started(i, ref, since)
@@ -159,7 +166,7 @@ class RayApexExecutor(RayExecutor):
             recorder.add_env_steps(new_steps)  # before learning: learning_starts and the throttle read it
             if parked and (not settings.throttle or self._behind(start_updates) <= acfg.gradient_steps):
                 # Workers wait while a throttled learner is more than one update round behind them.
-                shards = self._shards_box()
+                shards = self._shards.box()
                 for i in parked:
                     collecting[self.workers[i].collect.remote(box, shards)] = i
                 parked.clear()
@@ -175,7 +182,7 @@ class RayApexExecutor(RayExecutor):
                     try:
                         batches = ray.get(ref)
                     except WORKER_FAULTS as exc:  # the shard died with the request in flight
-                        self._ensure_shard(k, exc)
+                        self._shards.ensure(k, exc)
                         continue
                     if batches is not None:
                         held.setdefault(k, []).extend(
@@ -189,7 +196,7 @@ class RayApexExecutor(RayExecutor):
                         learned += 1
                         staleness.append(float(result.metrics.get("staleness", 0.0)))
                         if result.priorities is not None:
-                            self.shards[k].update_priorities.remote(result.indices, result.priorities)
+                            self._shards.handles[k].update_priorities.remote(result.indices, result.priorities)
                     if not held[k]:
                         del held[k]
                 if learner.updates - synced_at >= settings.weight_sync_interval:
@@ -205,9 +212,11 @@ class RayApexExecutor(RayExecutor):
             if new_steps:
 
                 def extra(staleness=staleness) -> dict:
-                    sizes = self._shard_sizes()
+                    sizes = self._shards.sizes()
                     acting = [v for v in self._worker_versions if v is not None]
                     row = {
+                        "shard_restarts": self._shards.restarts,
+                        "replay_lost_on_restart": self._shards.lost_on_restart(),
                         # policy lag: how many updates behind the learner the workers act
                         "staleness": float(learner.weights_version - np.mean(acting)) if acting else None,
                         # replay age: learner version minus the version that collected the sampled records
@@ -224,3 +233,14 @@ class RayApexExecutor(RayExecutor):
                     return row
 
                 recorder.step(0, self._distributed_metrics(extra))
+
+    def _totals(self) -> dict:
+        """``summary.json`` adds the shard restarts, the records they lost and those restored on resume."""
+        totals = super()._totals()
+        if self.replay is not None and self.replay.handles:
+            totals.update(
+                shard_restarts=self.replay.restarts,
+                replay_lost_on_restart=self.replay.lost_on_restart(),
+                replay_restored=self.replay.restored,
+            )
+        return totals

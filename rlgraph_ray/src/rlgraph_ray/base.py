@@ -1,11 +1,11 @@
-"""What the Ray executors share: the learner, the recorder, Ray set-up, workers and their restarts."""
+"""What the Ray executors share: the learner, the recorder, Ray set-up, workers and their restarts.
+
+``ray_apex``'s replay shards have a module of their own (:mod:`rlgraph_ray.apex_shards`).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import re
-import shutil
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -16,12 +16,11 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rlgraph_core.agents.base import VersionedWeights
-from rlgraph_core.checkpoint import Attachments, Headers, read_attachment, read_meta, resolve_checkpoint
-from rlgraph_core.errors import CheckpointError, ConfigError, PluginError, RLGraphError
+from rlgraph_core.checkpoint import read_meta, resolve_checkpoint
+from rlgraph_core.errors import CheckpointError, ConfigError, PluginError
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import StopRequest
-from rlgraph_core.memories.snapshot import memory_state_check
 from rlgraph_ray.cluster import (
     RayPlacementError,
     RayProcessDied,
@@ -37,15 +36,6 @@ from rlgraph_ray.cluster import (
 #: What a dead or broken worker raises on the driver: killed (RayActorError), its env or agent
 #: raised (RayTaskError), or it did not answer in time (GetTimeoutError).
 WORKER_FAULTS = (RayActorError, RayTaskError, GetTimeoutError)
-
-
-#: The checkpoint attachment that holds the replay shards' contents (``executor.save_replay``).
-REPLAY_ATTACHMENT = "replay"
-
-#: Where a run folder keeps its replay shards' snapshots (``replay_snapshots/shard-<k>``).
-SNAPSHOT_DIR = "replay_snapshots"
-
-_SHARD_KEY = re.compile(r"^shard_(\d+)/(.+)$")
 
 
 class WorkerRestartsExceeded(RuntimeError):
@@ -97,7 +87,8 @@ def _leading_dim(zf: zipfile.ZipFile, member: str) -> int:
     return int(shape[0]) if shape else 0
 
 
-def _reason(exc: BaseException) -> str:
+def fault_reason(exc: BaseException) -> str:
+    """``'<type>: <first line of its message>'`` of a worker's or shard's fault, for a restart line."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
@@ -108,13 +99,9 @@ class RayExecutor(Executor):
     and stops every actor however the run ends.
 
     Subclasses implement :meth:`_learner_envs`, :meth:`_start_actors`, :meth:`_make_worker` and
-    :meth:`_loop`; executors with replay shards also :meth:`_make_shard`.
-
-    Replay shards (``self.shards``), where an executor has them, get the same care here whatever
-    the executor: a dead shard is replaced by one that reloads its last snapshot
-    (:meth:`_restart_shard`; what it had received since is counted in ``replay_lost_on_restart``),
-    with ``executor.save_replay`` their contents go into every periodic and final checkpoint (the
-    attachment ``replay``), and ``--resume`` loads them back into the new shards.
+    :meth:`_loop`; an executor with actors of its own besides the workers (``ray_apex``'s replay
+    shards) names them in :meth:`shard_names`, stops them in :meth:`_stop_actors` and may give the
+    recorder more to checkpoint in :meth:`_configure_recorder`.
     """
 
     def run(self) -> dict:
@@ -134,16 +121,8 @@ class RayExecutor(Executor):
             raise
         self.tag = run_tag()
         self.workers: list = []
-        self.shards: list = []
         self.restarts = 0
         self.samples_lost = 0
-        self.shard_restarts = 0
-        self.replay_restored: int | None = None  # records loaded into the shards on resume
-        self._shard_generation: list[int] = []
-        self._shards_version = 0
-        self._shard_start: dict[tuple[int, int], int] = {}  # (shard, generation) -> its inserts at start
-        self._shard_acked: dict[tuple[int, int], int] = {}  # (shard, generation) -> inserts acknowledged
-        self._shard_lost: list[tuple[tuple[int, int], int]] = []  # dead (shard, generation), inserts restored
         self._worker_steps = np.zeros(settings.num_workers)
         self._worker_seconds = np.zeros(settings.num_workers)
         self._generation = [0] * settings.num_workers
@@ -151,8 +130,6 @@ class RayExecutor(Executor):
         self._worker_versions: list[int | None] = [None] * settings.num_workers
         self._resumed_at = self.learner.timesteps
         with contextlib.ExitStack() as stack:
-            if self.out_dir is None:  # no run folder (the Python API's default): shard snapshots in a temp one
-                self._replay_scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rlgraph-replay-")))
             # A Ctrl-C or SIGTERM while Ray and the actors start is held until they have started (a
             # second Ctrl-C aborts at once); the run then stops as it would at its first step.
             with StopRequest() as starting:
@@ -164,7 +141,7 @@ class RayExecutor(Executor):
                     )
                 )
                 self.session = session
-                stack.callback(lambda: kill_all(self.workers + self.shards))
+                stack.callback(self._stop_actors)
                 if starting.reason is None:
                     try:
                         self._start_actors()
@@ -174,8 +151,7 @@ class RayExecutor(Executor):
             recorder.summary_extra = self._totals
             if session.get("snapshot") is not None:
                 recorder.snapshot_path = Path(session["snapshot"])
-            if self.shards and getattr(settings, "save_replay", False):
-                recorder.checkpoint_attachments = self._replay_attachments
+            self._configure_recorder(recorder)
             info = {
                 "ray": {
                     "tag": self.tag,
@@ -214,12 +190,16 @@ class RayExecutor(Executor):
         """Train until ``recorder.done(stop)``."""
         raise NotImplementedError
 
-    def _make_shard(self, index: int, restore: bool):
-        """A new replay shard actor ``index`` (not yet waited for); ``restore``: from its snapshot."""
-        raise NotImplementedError
+    def shard_names(self) -> list[str]:
+        """The Ray actor names of the run's replay shards (none for executors without them)."""
+        return []
 
-    def _shard_restarted(self, index: int) -> None:
-        """Forget what the loop holds of shard ``index``'s dead predecessor (requests, batches)."""
+    def _stop_actors(self) -> None:
+        """Stop the run's actors without waiting (however the run ends)."""
+        kill_all(self.workers)
+
+    def _configure_recorder(self, recorder: RunRecorder) -> None:
+        """Give the recorder what this executor adds (e.g. checkpoint attachments), once the actors started."""
 
     # ------------------------------------------------------------------ workers
     def _worker_train(self, field: str) -> str:
@@ -330,7 +310,7 @@ class RayExecutor(Executor):
         settings = self.config.executor
         self.restarts += 1
         self.samples_lost += int(lost_samples)
-        reason = _reason(exc)
+        reason = fault_reason(exc)
         if self.restarts > settings.max_worker_restarts:
             raise WorkerRestartsExceeded(
                 f"worker {index} failed ({reason}); that is restart {self.restarts}, more than "
@@ -373,202 +353,6 @@ class RayExecutor(Executor):
             return None
         return True
 
-    # ------------------------------------------------------------------ replay shards
-    def shard_names(self) -> list[str]:
-        """The Ray actor names of the current replay shards (none for executors without them)."""
-        return [self._shard_name(k) for k in range(len(self._shard_generation))]
-
-    def _shard_name(self, index: int) -> str:
-        return f"rlgraph-{self.tag}-shard-{index}-{self._shard_generation[index]}"
-
-    def _snapshot_dir(self, index: int) -> str:
-        """The snapshot folder of shard ``index`` (absolute: shard processes may run elsewhere).
-
-        The run folder is resolved, never the snapshot path itself: that is a link to the newest
-        version, and a restarted shard given the version folder would write its snapshots beside
-        it, where the next restart does not look (issue 19).
-        """
-        return str(self._snapshot_root() / f"shard-{index}")
-
-    def _snapshot_root(self) -> Path:
-        """Where the shards' snapshots live: the run folder's ``replay_snapshots``, or, for a run
-        without an output folder, a temporary folder removed when the run ends."""
-        if self.out_dir is None:
-            return self._replay_scratch
-        return Path(self.out_dir).resolve() / SNAPSHOT_DIR
-
-    def _start_shards(self, count: int) -> None:
-        """Start ``count`` shards (old snapshots in the run folder are removed first), empty or, on
-        ``--resume`` with ``save_replay``, with the checkpoint's records (before any worker starts)."""
-        shutil.rmtree(self._snapshot_root(), ignore_errors=True)
-        self._shard_generation = [0] * count
-        self.shards = [self._make_shard(k, restore=False) for k in range(count)]
-        wait_ready(self.shards, self.config.executor.placement_timeout_s, "replay shards")
-        self._shard_start.update({(k, 0): 0 for k in range(count)})
-        self._restore_replay()
-
-    def _shards_box(self) -> tuple[int, list]:
-        """The current shard handles as workers are told about them: ``(version, handles)``."""
-        return self._shards_version, list(self.shards)
-
-    def _ensure_shard(self, index: int, exc: BaseException | None = None) -> None:
-        """Check that shard ``index`` answers (something suggested it died); restart it if not."""
-        try:
-            ray.get(self.shards[index].ready.remote(), timeout=self.config.executor.placement_timeout_s)
-        except WORKER_FAULTS as dead:
-            self._restart_shard(index, exc if exc is not None else dead)
-
-    def _restart_shard(self, index: int, exc: BaseException) -> None:
-        """Replace dead shard ``index`` by one that reloads its last snapshot.
-
-        The records it had received since that snapshot are lost; they count into
-        :meth:`replay_lost_on_restart` (exact once every worker has reported its last insert).
-
-        Raises:
-            WorkerRestartsExceeded: more shard restarts than ``executor.max_worker_restarts``.
-        """
-        settings = self.config.executor
-        self.shard_restarts += 1
-        if self.shard_restarts > settings.max_worker_restarts:
-            raise WorkerRestartsExceeded(
-                f"replay shard {index} failed ({_reason(exc)}); that is shard restart {self.shard_restarts}, more "
-                f"than executor.max_worker_restarts = {settings.max_worker_restarts}, so the run stops (the "
-                f"learner is checkpointed; resume with --resume)."
-            ) from exc
-        dead = (index, self._shard_generation[index])
-        kill_all([self.shards[index]])
-        self._shard_generation[index] += 1
-        shard = self._make_shard(index, restore=True)
-        wait_ready([shard], settings.placement_timeout_s, "restarted replay shards")
-        counts = ray.get(shard.counts.remote())
-        self.shards[index] = shard
-        self._shards_version += 1
-        self._shard_lost.append((dead, counts["inserted"]))
-        self._shard_start[(index, self._shard_generation[index])] = counts["inserted"]
-        self._shard_restarted(index)
-        print(
-            f"rlgraph-ray: replay shard {index} failed ({_reason(exc)}); restarted it "
-            f"({self.shard_restarts}/{settings.max_worker_restarts}) from its snapshot ({counts['size']} records); "
-            f"the records it received since are lost (replay_lost_on_restart)"
-        )
-
-    def _note_inserts(self, stats: dict[str, Any]) -> None:
-        """Fold a worker's insert outcomes in: acknowledged inserts, and records a dead shard refused."""
-        for k, generation, inserted in stats.get("acks", ()):
-            key = (int(k), int(generation))
-            self._shard_acked[key] = max(self._shard_acked.get(key, 0), int(inserted))
-        for k, records in stats.get("insert_failed", ()):
-            self.samples_lost += int(records)
-            self._ensure_shard(int(k))
-
-    def replay_lost_on_restart(self) -> int:
-        """Records that restarted shards had received after their last snapshot (inserts since it)."""
-        lost = 0
-        for key, restored in self._shard_lost:
-            received = max(self._shard_start.get(key, 0), self._shard_acked.get(key, 0))
-            lost += max(0, received - restored)
-        return lost
-
-    def _shard_sizes(self) -> list[int]:
-        """Records each shard holds (a shard found dead is restarted first)."""
-        timeout = self.config.executor.placement_timeout_s
-        try:
-            return [int(n) for n in ray.get([s.size.remote() for s in self.shards], timeout=timeout)]
-        except WORKER_FAULTS:
-            sizes = []
-            for k in range(len(self.shards)):
-                self._ensure_shard(k)
-                sizes.append(int(ray.get(self.shards[k].size.remote(), timeout=timeout)))
-            return sizes
-
-    def _shard_capacity(self) -> int:
-        """Records one shard holds at most: ``agent.memory.capacity / executor.num_replay_shards``
-        (from the settings, not from ``self.shards``, which is still filling while shards start)."""
-        shards = int(getattr(self.config.executor, "num_replay_shards", 1) or 1)
-        return int(self.config.agent.memory.capacity) // shards
-
-    def _shard_record_spaces(self) -> dict | None:
-        """``{field: Space}`` of one record as shards store it (the learner's, plus ``policy_version``)."""
-        from rlgraph_core.spaces import IntBox
-
-        records = self.learner.replay_record_spaces()
-        if records is None:
-            return None
-        return {**records, "policy_version": IntBox(0, np.iinfo(np.int64).max, shape=())}
-
-    def _replay_attachments(self) -> Attachments:
-        """Every shard's memory state, for a checkpoint (``executor.save_replay``)."""
-        timeout = self.config.executor.placement_timeout_s
-        states = ray.get([s.state.remote() for s in self.shards], timeout=timeout)
-        arrays = {f"shard_{k}/{key}": v for k, (state, _) in enumerate(states) for key, v in state.items()}
-        info = {
-            "shards": len(self.shards),
-            "capacity": self._shard_capacity(),
-            "inserted": [int(meta["inserted"]) for _, meta in states],
-        }
-        return {REPLAY_ATTACHMENT: (arrays, info)}
-
-    def _restore_replay(self) -> None:
-        """On ``--resume`` with ``executor.save_replay``: load the checkpoint's replay into the new shards.
-
-        A checkpoint without replay (written with ``save_replay`` off) leaves the shards empty.
-
-        Raises:
-            CheckpointError: the attachment is corrupt or was written for other shards (count or
-                capacity); nothing was loaded.
-        """
-        if self.resume_dir is None or not self.shards or not getattr(self.config.executor, "save_replay", False):
-            return
-        count, capacity = len(self.shards), self._shard_capacity()
-        records = self._shard_record_spaces()
-        shown = f"Checkpoint '{self.resume_dir}' ({REPLAY_ATTACHMENT}.npz)"
-        per_shard = memory_state_check(capacity, records, shown)
-
-        def check(headers: Headers) -> None:
-            by_shard: dict[int, Headers] = {}
-            for name, header in headers.items():
-                m = _SHARD_KEY.match(name)
-                if m is None or int(m.group(1)) >= count:
-                    raise CheckpointError(
-                        f"{shown}: array '{name}' belongs to no replay shard of this run ({count} shards; "
-                        f"executor.num_replay_shards must be what the checkpoint was written with)."
-                    )
-                by_shard.setdefault(int(m.group(1)), {})[m.group(2)] = header
-            for shard_headers in by_shard.values():
-                per_shard(shard_headers)
-
-        found = read_attachment(self.resume_dir, REPLAY_ATTACHMENT, check)
-        if found is None:
-            print(f"rlgraph-ray: {self.resume_dir} holds no replay (executor.save_replay was off); shards start empty")
-            return
-        info, arrays = found
-        if info.get("shards") != count or info.get("capacity") != capacity:
-            raise CheckpointError(
-                f"{shown} holds {info.get('shards')!r} replay shards of {info.get('capacity')!r} records, but this run "
-                f"has {count} of {capacity} (executor.num_replay_shards, agent.memory.capacity): resume with the "
-                f"settings the checkpoint was written with, or set executor.save_replay=false on the resumed run "
-                f"to start with empty shards."
-            )
-        inserted = info.get("inserted")
-        if not isinstance(inserted, list) or len(inserted) != count or not all(isinstance(n, int) for n in inserted):
-            raise CheckpointError(f"{shown} records inserts {inserted!r}, not one count per shard; corrupt checkpoint.")
-        parts: list[dict] = [{} for _ in range(count)]
-        for name, value in arrays.items():
-            m = _SHARD_KEY.match(name)
-            assert m is not None  # checked above
-            parts[int(m.group(1))][m.group(2)] = value
-        try:
-            sizes = ray.get([s.restore.remote(parts[k], inserted[k]) for k, s in enumerate(self.shards)])
-        except RayTaskError as exc:
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, RLGraphError):
-                raise cause from None
-            raise
-        for k in range(count):
-            self._shard_start[(k, 0)] = int(inserted[k])
-        self.replay_restored = int(sum(sizes))
-        print(f"rlgraph-ray: restored {self.replay_restored} replay records into {count} shards from {self.resume_dir}")
-
     def _weights_box(self) -> tuple[int, list]:
         """The learner's newest weights in the object store, as workers are told about them."""
         weights: VersionedWeights = self.learner.get_versioned_weights()
@@ -593,8 +377,6 @@ class RayExecutor(Executor):
                 "samples_lost": self.samples_lost,
                 "weights_version_published": self._published_version,
             }
-            if self.shards:
-                row.update(shard_restarts=self.shard_restarts, replay_lost_on_restart=self.replay_lost_on_restart())
             for i, (steps, secs) in enumerate(zip(self._worker_steps, self._worker_seconds)):
                 row[f"worker_{i}_samples_per_s"] = float(steps / secs) if secs > 0 else None
                 row[f"worker_{i}_weights_version"] = self._worker_versions[i]
@@ -619,12 +401,6 @@ class RayExecutor(Executor):
             "weights_version_published": getattr(self, "_published_version", None),
             "worker_weights_versions": list(getattr(self, "_worker_versions", [])),
         }
-        if self.shards:
-            totals.update(
-                shard_restarts=self.shard_restarts,
-                replay_lost_on_restart=self.replay_lost_on_restart(),
-                replay_restored=self.replay_restored,
-            )
         return totals
 
     @staticmethod
