@@ -18,7 +18,11 @@ import ray
 from ray.exceptions import RayError
 
 from rlgraph_core.agents.base import VersionedWeights
+from rlgraph_core.errors import NonFiniteError
 from rlgraph_core.execution.env_runner import EnvRunner
+from rlgraph_core.memories.snapshot import load_memory_snapshot, load_memory_state, save_memory_snapshot
+from rlgraph_core.spaces import Space
+from rlgraph_ray.worker_entry import shard_memory, worker_assembly
 
 #: What a worker is told about the newest weights: ``(version, [ObjectRef])`` (the reference is
 #: wrapped in a list so that Ray does not fetch the weights unless the worker needs them).
@@ -40,8 +44,6 @@ class _Worker:
     bookkeeping, step counts), and the weights."""
 
     def __init__(self, config_dict: dict, index: int, seed: int, num_envs: int, agent_update: dict | None = None):
-        from rlgraph_ray.worker_entry import worker_assembly
-
         self.index = index
         self.assembly = worker_assembly(config_dict, num_envs=num_envs, agent_update=agent_update)
         self.envs = self.assembly.make_vector_env(seed)
@@ -199,9 +201,6 @@ class ReplayShard:
         restore: bool = False,
         allow_nonfinite_obs: bool = False,
     ):
-        from rlgraph_core.spaces import Space
-        from rlgraph_ray.worker_entry import shard_memory
-
         self.memory = shard_memory(memory_settings, seed)
         self.prioritized = bool(getattr(self.memory, "prioritized", False))
         self.index, self.generation = index, generation
@@ -212,8 +211,6 @@ class ReplayShard:
         self.snapshot_inserted = 0
         self.snapshot_error: str | None = None
         if restore and snapshot_dir is not None and os.path.lexists(snapshot_dir):
-            from rlgraph_core.memories.snapshot import load_memory_snapshot
-
             info = load_memory_snapshot(snapshot_dir, self.memory, self.records, allow_nonfinite_obs)
             self.inserted = self.snapshot_inserted = int(info.get("inserted", 0))
 
@@ -238,9 +235,6 @@ class ReplayShard:
         ``counts()['snapshot_error']``; the previous snapshot stays and the shard goes on)."""
         if self.snapshot_dir is None:
             return
-        from rlgraph_core.errors import NonFiniteError
-        from rlgraph_core.memories.snapshot import save_memory_snapshot
-
         info = {"inserted": self.inserted, "shard": self.index, "capacity": self.memory.capacity}
         try:
             save_memory_snapshot(self.snapshot_dir, self.memory, info, self.allow_nonfinite_obs)
@@ -285,8 +279,6 @@ class ReplayShard:
         Raises:
             CheckpointError: the records do not fit this shard (its memory is unchanged then).
         """
-        from rlgraph_core.memories.snapshot import load_memory_state
-
         load_memory_state(
             self.memory, state, self.records, f"The checkpoint's replay shard {self.index}", self.allow_nonfinite_obs
         )

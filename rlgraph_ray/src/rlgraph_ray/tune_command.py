@@ -35,7 +35,7 @@ def _add_arguments(p) -> None:
 
 
 def _run(args) -> int:
-    from rlgraph_ray.tune import run_tune
+    from rlgraph_ray.tune import run_tune  # deferred: the search module loads only when the command runs
 
     return run_tune(args)
 
