@@ -96,7 +96,9 @@ def test_a_crashing_trial_reports_its_cause_and_a_budget_below_the_eval_interval
 
 def test_an_interrupted_search_exits_130_naming_rlgraphs_resume(tmp_path, capsys):
     """Issue 35 §2: after Ctrl-C (Tune stops its trials and returns) the search exited 0 printing "best"
-    as if complete, and only Ray's Tuner.restore was suggested."""
+    as if complete, and only Ray's Tuner.restore was suggested. The grid is what Ray 2.60 returns
+    then: Tune's cleanup sets the running trial TERMINATED like the finished one; only its last
+    result (an intermediate report, not ``done``) tells them apart."""
     import argparse
     import types
 
@@ -104,17 +106,18 @@ def test_an_interrupted_search_exits_130_naming_rlgraphs_resume(tmp_path, capsys
     from rlgraph_ray.tune import _write_results
 
     class Grid(list):
-        num_terminated, num_errors = 1, 0
+        num_terminated, num_errors = 2, 0
 
-    def result(name, rate, value):
+    def result(name, rate, value, done):
         return types.SimpleNamespace(
-            config={"agent.optimizer.learning_rate": rate}, metrics={"eval_return_mean": value, "timesteps": 500},
+            config={"agent.optimizer.learning_rate": rate},
+            metrics={"eval_return_mean": value, "timesteps": 500, "done": done},
             metrics_dataframe=None, path=str(tmp_path / name), error=None,
         )  # fmt: skip
 
     raw = validate_config(apply_overrides(load_shipped_config("dqn_cartpole"), TINY)).to_dict()
     args = argparse.Namespace(config="dqn_cartpole", space="space.yaml")
-    grid = Grid([result("trial_a", 1e-3, 20.0), result("trial_b", 1e-2, 9.0)])
+    grid = Grid([result("trial_a", 1e-3, 20.0, True), result("trial_b", 1e-2, 9.0, False)])
     assert _write_results(args, grid, raw, tmp_path) == 130
     out, err = capsys.readouterr()
     assert "best" not in out and not (tmp_path / "best_config.yaml").exists() and (tmp_path / "trials.csv").is_file()

@@ -93,6 +93,10 @@ def test_an_interrupted_search_resumes_without_redoing_trials(tmp_path):
     (first,) = finished
     (second,) = running
     assert _summary_steps(second) is None, "the long trial ended before the interrupt"
+    # rlgraph's resume only, and no "best" of an unfinished search (issue 35 §2)
+    assert proc.returncode == 130, output[-3000:]
+    assert "--resume" in output and "Tuner.restore" not in output and "best:" not in output, output[-3000:]
+    assert not (out / "best_config.yaml").exists()
     first_metrics = (first / "metrics.jsonl").read_bytes()
     second_rows = (second / "metrics.jsonl").read_text().splitlines()
     checkpoint_steps = read_meta(latest_checkpoint(second))[0]["counters"]["timesteps"]

@@ -182,6 +182,16 @@ def _error_text(error: BaseException | None) -> str:
     return type(error).__name__
 
 
+def _finished(result) -> bool:
+    """Whether a trial of the result grid ran to its end: it failed (``Result.error``), or Tune
+    marked its last result ``done`` (its function returned, or a scheduler or stopper stopped it).
+
+    The trial status cannot tell: after Ctrl-C, Tune's final cleanup sets every trial that was
+    still running to TERMINATED, like a finished one (its saved experiment state keeps it RUNNING,
+    which is what ``--resume`` continues); its last result is an intermediate report, not done."""
+    return result.error is not None or bool((result.metrics or {}).get("done"))
+
+
 def _can_restore(experiment: Path) -> bool:
     from ray import tune
 
@@ -288,7 +298,7 @@ def _write_results(args, grid, raw: dict, out: Path) -> int:
         writer = csv.DictWriter(f, keys)
         writer.writeheader()
         writer.writerows(rows)
-    unfinished = len(grid) - grid.num_terminated - grid.num_errors
+    unfinished = sum(1 for result in grid if not _finished(result))
     if unfinished > 0:  # Ctrl-C: Tune stops the trials and returns, but the search is not complete
         print(
             f"rlgraph: the search was interrupted before {unfinished} of {len(grid)} trials finished; the trials "
