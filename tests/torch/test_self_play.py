@@ -264,18 +264,23 @@ def test_self_play_ppo_beats_a_random_player_without_an_illegal_move():
 
 
 def _train_and_evaluate(config) -> tuple[dict, dict]:
-    """(greedy evaluation before, after) training ``config``: 200 games against a random player."""
+    """(greedy evaluation before, after) training ``config``: 200 games against a random player;
+    training must not have made an illegal move."""
     parts = assemble(config, get_plugin_manager())
     envs = parts.make_vector_env(0)
     agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
     envs.close()
     env = parts.make_eval_env()
     before = agent.evaluate(env, episodes=200, seed=123)
+    made = []  # the training envs the executor makes: their illegal-move counts
+    make = parts.make_vector_env
+    parts.make_vector_env = lambda *a, **k: made.append(make(*a, **k)) or made[-1]
     executor = parts.executor_class(config, None, assembly=parts)
     executor.agent = agent
     executor.run()
     after = agent.evaluate(env, episodes=200, seed=123)
     env.close()
+    assert len(made) == 1 and made[0].illegal_moves == 0  # no illegal move in training either
     return before, after
 
 
