@@ -275,6 +275,12 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         if callable(validate_run):
             validate_run(policy_env, train)
     executor = validate_executor_settings(pm, train.executor, raw.get("executor"))
+    if is_pettingzoo_id(env.id) and not getattr(type(executor), "runs_several_policies", False):
+        raise ConfigError(
+            f"'train.executor' = '{train.executor}' does not run the policies of a multi-agent env yet, and "
+            f"'env.id' = '{env.id}' is a PettingZoo env (its agents' rows are split among policies by the local "
+            f"executor's PolicySet). Set train.executor: local (docs/multi_agent.md)."
+        )
     # The same for the executor's settings (e.g. an executor that runs only some agents).
     validate_executor_run = getattr(executor, "validate_run", None)
     if callable(validate_executor_run):

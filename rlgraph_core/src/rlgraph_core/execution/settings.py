@@ -10,7 +10,7 @@ instance as ``config.executor``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -28,9 +28,15 @@ class ExecutorSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
+    #: Whether the executor runs a multi-agent agent (a PolicySet over a PettingZoo env's rows);
+    #: a PettingZoo config naming an executor without it is refused at validation.
+    runs_several_policies: ClassVar[bool] = False
+
 
 class LocalExecutorSettings(ExecutorSettings):
     """The local executor has no settings of its own (``train`` holds the budget, evaluation ...)."""
+
+    runs_several_policies: ClassVar[bool] = True
 
 
 def executor_entry(obj: Any) -> tuple[Any, type[ExecutorSettings]]:
