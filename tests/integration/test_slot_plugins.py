@@ -122,7 +122,7 @@ def test_settings_are_validated_by_the_plugin_models():
         (
             "agent.network.type=layer_norm_mpl",
             r"Unknown network 'layer_norm_mpl' \(in field 'agent\.network\.type'\)\. "
-            r"Known networks: cnn, dict_encoder, layer_norm_mlp, mlp\. Did you mean 'layer_norm_mlp'\?",
+            r"Known networks: cnn, dict_encoder, gru, layer_norm_mlp, lstm, mlp\. Did you mean 'layer_norm_mlp'\?",
         ),
         (
             "agent.exploration.type=boltzman",
@@ -155,7 +155,7 @@ def test_sac_and_ppo_slots_name_their_fields():
     ):
         with pytest.raises(
             ConfigError,
-            match=expected.replace(".", r"\.") + r".*Known networks: cnn, dict_encoder, layer_norm_mlp, mlp",
+            match=expected.replace(".", r"\.") + r".*Known networks: cnn, dict_encoder, gru, layer_norm_mlp, lstm, mlp",
         ):
             validate_config({"agent": raw, "env": {"id": "Pendulum-v1"}})
 
