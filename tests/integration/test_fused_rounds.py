@@ -212,7 +212,7 @@ def _sac(pair, monkeypatch, fuse: bool) -> tuple[SACAgent, LoopSpy]:
     return SACAgent(cfg, OBS, FloatBox(-2.0, 2.0, shape=(2,)), backend, seed=0), spy
 
 
-def _iql(pair, monkeypatch, fuse: bool) -> tuple[IQLAgent, LoopSpy]:
+def _iql(pair, monkeypatch, fuse: bool, actions=None) -> tuple[IQLAgent, LoopSpy]:
     cfg = IQLConfig(
         actor_network={"hidden": [16]},
         critic_network={"hidden": [16]},
@@ -226,7 +226,12 @@ def _iql(pair, monkeypatch, fuse: bool) -> tuple[IQLAgent, LoopSpy]:
         optimizer={"learning_rate": 1e-2},
     )
     backend, spy = _backend(pair, monkeypatch)
-    return IQLAgent(cfg, OBS, FloatBox(-2.0, 2.0, shape=(2,)), backend, seed=0), spy
+    actions = FloatBox(-2.0, 2.0, shape=(2,)) if actions is None else actions
+    return IQLAgent(cfg, OBS, actions, backend, seed=0), spy
+
+
+def _iql_discrete(pair, monkeypatch, fuse: bool) -> tuple[IQLAgent, LoopSpy]:
+    return _iql(pair, monkeypatch, fuse, actions=Discrete(3))
 
 
 def _drive_rounds(agent, records: dict[str, np.ndarray], rounds: int = 2) -> list[dict]:
@@ -240,7 +245,12 @@ def _drive_rounds(agent, records: dict[str, np.ndarray], rounds: int = 2) -> lis
     return out
 
 
-OFF_POLICY = {"dqn": (_dqn, _dqn_records, 4), "sac": (_sac, _sac_records, 3), "iql": (_iql, _sac_records, 3)}
+OFF_POLICY = {
+    "dqn": (_dqn, _dqn_records, 4),
+    "sac": (_sac, _sac_records, 3),
+    "iql": (_iql, _sac_records, 3),
+    "iql_discrete": (_iql_discrete, _dqn_records, 3),
+}
 OFF_CASES = [(a, p) for a in OFF_POLICY for p in EAGER] + [(a, p) for a in ("dqn", "iql") for p in STATIC]
 
 

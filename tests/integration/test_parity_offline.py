@@ -8,7 +8,7 @@ and each other backend's static mode against its eager mode; ids ``<compared>-vs
   same outputs (``atol = rtol = 1e-5``) and the same gradients with respect to their inputs
   (``atol = 1e-5, rtol = 1e-4``) on both pairs. Their values against numpy are checked on every
   backend in tests/core/test_offline_components.py.
-* The agents (tiny networks, Pendulum-shaped spaces): one config and one seed give bit-identical
+* The agents (tiny networks, Pendulum-shaped spaces; IQL also with 3 discrete actions): one config and one seed give bit-identical
   initial weights, the same losses of a first update on the same batch, and the same weights after
   it and after a second one (``atol = 1e-5, rtol = 1e-4``, as for SAC). CQL-SAC's uniform and
   policy actions come from the agent's seeded numpy generator, so both pairs draw the same ones.
@@ -33,7 +33,7 @@ from test_parity_ppo_sac import (
 from rlgraph_core.agents.cql_sac import CQLSACAgent, CQLSACConfig
 from rlgraph_core.agents.iql import IQLAgent, IQLConfig
 from rlgraph_core.components.offline_losses import AdvantageWeightedLoss, ContinuousCQLRegularizer, ExpectileLoss
-from rlgraph_core.spaces import FloatBox
+from rlgraph_core.spaces import Discrete, FloatBox
 from rlgraph_core.testing import ComponentTest
 
 # torch static silently running eager (after a compile failure) would compare eager with eager.
@@ -125,6 +125,12 @@ OBS = FloatBox(low=np.array([-1, -1, -8], np.float32), high=np.array([1, 1, 8], 
 ACTIONS = FloatBox(-2.0, 2.0, shape=(1,))
 HIDDEN = {"hidden": [16, 16]}
 AGENTS = {
+    "iql_discrete": (
+        IQLAgent,
+        IQLConfig(actor_network=HIDDEN, critic_network=HIDDEN, batch_size=32, optimizer={"learning_rate": 3e-3}),
+        ("value_loss", "actor_loss", "critic_loss", "adv_weights"),
+        ("actor/", "value/", "critic/", "critic_target/"),
+    ),
     "iql": (
         IQLAgent,
         IQLConfig(actor_network=HIDDEN, critic_network=HIDDEN, batch_size=32, optimizer={"learning_rate": 3e-3}),
@@ -146,13 +152,13 @@ AGENTS = {
 }
 
 
-def batch(seed: int, n: int = 32) -> dict[str, np.ndarray]:
-    """One batch as ``agent.update(batch)`` takes it: unit-box actions, bool terminals."""
+def batch(seed: int, n: int = 32, discrete: bool = False) -> dict[str, np.ndarray]:
+    """One batch as ``agent.update(batch)`` takes it: unit-box actions (or indices of 3), bool terminals."""
     r = np.random.default_rng(seed)
     obs = lambda: (r.uniform(-1, 1, (n, 3)) * OBS.high).astype(np.float32)  # noqa: E731
     return {
         "obs": obs(),
-        "actions": r.uniform(-1, 1, (n, 1)).astype(np.float32),
+        "actions": r.integers(0, 3, n) if discrete else r.uniform(-1, 1, (n, 1)).astype(np.float32),
         "rewards": r.standard_normal(n).astype(np.float32),
         "next_obs": obs(),
         "terminals": r.random(n) < 0.2,
@@ -160,13 +166,17 @@ def batch(seed: int, n: int = 32) -> dict[str, np.ndarray]:
 
 
 BATCHES = [batch(30), batch(31)]
+DISCRETE_BATCHES = [batch(30, discrete=True), batch(31, discrete=True)]
 _RUNS: dict = {}
 
 
-def drive(algo: str, pair, batches=BATCHES) -> dict:
+def drive(algo: str, pair, batches=None) -> dict:
     """Initial weights, then per update its returned outputs (as numpy) and the weights after it."""
     cls, config, outputs, _ = AGENTS[algo]
-    agent = cls(config, OBS, ACTIONS, backend(pair), seed=0)
+    discrete = algo.endswith("_discrete")
+    actions = Discrete(3) if discrete else ACTIONS
+    batches = batches or (DISCRETE_BATCHES if discrete else BATCHES)
+    agent = cls(config, OBS, actions, backend(pair), seed=0)
     out = {"initial": agent.get_weights(), "outputs": [], "weights": []}
     for b in batches:
         result = agent.update(b)

@@ -1,4 +1,4 @@
-"""Implicit Q-learning (Kostrikov et al. 2021) for bounded continuous actions.
+"""Implicit Q-learning (Kostrikov et al. 2021) for bounded continuous and for discrete actions.
 
 IQL never evaluates an action the dataset did not take: the state value is an *expectile* of the
 (target) critics over the data's actions, the critics regress onto ``r + gamma V(s')``, and the
@@ -12,15 +12,20 @@ paper's implementation; then the Polyak target critic)::
     critic    : mean(w * ((Q1(s, a) - y)^2 + (Q2(s, a) - y)^2)),  y = r + discount * (1 - terminal) * V(s')
     if update number is a multiple of target_update_interval: Q_targ <- (1 - tau) Q_targ + tau Q
 
-The policy is a Gaussian whose mean is ``tanh`` of a linear head on the actor's trunk and whose
-log-std is one learned vector clipped to ``[-5, 2]`` (as d3rlpy's and CORL's IQL), so the
-log-likelihood of any data action in [-1, 1] is finite; acting greedily takes the mean.
-V is its own network (``critic_network``'s shape) with one output; the critics are a
-:class:`~rlgraph_core.components.twin_q.TwinQNetwork` pair. Observations are float vectors.
+Continuous actions (a bounded Box): the policy is a Gaussian whose mean is ``tanh`` of a linear
+head on the actor's trunk and whose log-std is one learned vector clipped to ``[-5, 2]`` (as
+d3rlpy's and CORL's IQL), so the log-likelihood of any data action in [-1, 1] is finite; acting
+greedily takes the mean. The critics are a :class:`~rlgraph_core.components.twin_q.TwinQNetwork`
+pair on ``concat[s, a]``; replay stores actions scaled to the unit box (as SAC and BC do) and
+:meth:`IQLAgent.act` maps the policy's back onto the env's bounds.
 
-Actions: replay stores them scaled to the unit box (as SAC and BC do); :meth:`IQLAgent.act` maps
-the policy's actions back onto the env's bounds. Offline the batches come from a dataset
-(``train.executor: offline``); online (fine-tuning) an exploring agent samples the Gaussian.
+Discrete actions (``Discrete(n)``): the policy is a categorical over ``n`` logits (greedy: the
+most likely action), each critic a Q-network with one output per action read at the data's
+action (:class:`DiscreteTwinQ`); the losses are the same components.
+
+V is its own network (``critic_network``'s shape) with one output. Observations are float
+vectors. Offline the batches come from a dataset (``train.executor: offline``); online
+(fine-tuning) an exploring agent samples its policy.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from rlgraph_core.agents.observations import check_observation_space, to_obs_arr
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
 from rlgraph_core.agents.sac import SACNetworkSlot, _sac_network
 from rlgraph_core.agents.slots import ComponentResolver, network_maker
-from rlgraph_core.components.distributions import DiagGaussian, scale_action, unscale_action
+from rlgraph_core.components.distributions import Categorical, DiagGaussian, scale_action, unscale_action
 from rlgraph_core.components.network import DenseLayer, NetworkMaker
 from rlgraph_core.components.offline_losses import AdvantageWeightedLoss, ExpectileLoss
 from rlgraph_core.components.q_head import QNetwork
@@ -45,9 +50,9 @@ from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories.obs import batch_len
 from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
-from rlgraph_core.spaces import BoolBox, FloatBox
+from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 
-__all__ = ["IQLAgent", "IQLConfig", "IQLGraph", "TanhMeanGaussianPolicy"]
+__all__ = ["CategoricalPolicy", "DiscreteTwinQ", "IQLAgent", "IQLConfig", "IQLGraph", "TanhMeanGaussianPolicy"]
 
 #: clip range of the policy's log-std (d3rlpy's IQL: [-5, 2])
 LOG_STD_BOUNDS = (-5.0, 2.0)
@@ -132,18 +137,73 @@ class TanhMeanGaussianPolicy(Component):
         return self.mean.call(self.trunk.call(obs))
 
 
+class CategoricalPolicy(Component):
+    """A categorical policy over ``num_actions`` logits of a network trunk (IQL's discrete actor),
+    with the API of :class:`TanhMeanGaussianPolicy`."""
+
+    def __init__(self, maker: NetworkMaker, num_actions: int, seed: int = 0, name: str = "actor"):
+        super().__init__(name)
+        self.logits = QNetwork(maker, num_actions, seed=seed, name="logits")
+        self.add_components(self.logits)
+
+    @api
+    def log_prob(self, obs, actions):
+        """``log softmax(logits)[a]`` ``[B]`` for action indices ``[B]``."""
+        return Categorical(self.ops).log_prob(self.logits.call(obs), actions)
+
+    @api
+    def sample_actions(self, obs, noise):
+        """A sample (Gumbel-max) for uniform ``noise`` ``[B, num_actions]``."""
+        return Categorical(self.ops).sample(self.logits.call(obs), noise)
+
+    @api
+    def deterministic(self, obs):
+        """The most likely action."""
+        return self.ops.argmax(self.logits.call(obs), axis=-1)
+
+
+class DiscreteTwinQ(Component):
+    """Two Q-networks with one output per action, read at given actions: ``call(obs, actions)`` is
+    ``(Q1(s)[a], Q2(s)[a])``, the interface of :class:`~rlgraph_core.components.twin_q.TwinQNetwork`
+    (both draw their initial weights from one generator seeded with ``seed``)."""
+
+    def __init__(self, maker: NetworkMaker, num_actions: int, seed: int = 0, name: str = "twin_q"):
+        super().__init__(name)
+        self.q1 = QNetwork(maker, num_actions, seed=seed, name="q1")
+        self.q2 = QNetwork(maker, num_actions, seed=seed + 1000, name="q2")
+        self.add_components(self.q1, self.q2)
+
+    @api
+    def call(self, obs, actions):
+        """``(Q1(s, a), Q2(s, a))``, each ``[B]``, for action indices ``[B]``."""
+        return self.ops.gather_last(self.q1.call(obs), actions), self.ops.gather_last(self.q2.call(obs), actions)
+
+
 class IQLGraph(Component):
     """The root component of IQL: policy, V, online and target twin critics, the expectile and
     advantage-weighted losses and the Polyak target sync (module docstring)."""
 
-    def __init__(self, config: IQLConfig, action_dim: int, seed: int, components: ComponentResolver | None = None):
+    def __init__(
+        self,
+        config: IQLConfig,
+        num_actions: int,
+        discrete: bool,
+        seed: int,
+        components: ComponentResolver | None = None,
+    ):
         super().__init__("iql")
         actor_network = network_maker(config.actor_network, components, field="agent.actor_network")
         critic_network = network_maker(config.critic_network, components, field="agent.critic_network")
-        self.actor = TanhMeanGaussianPolicy(actor_network, action_dim, seed)
         # Same seed for the online and the target critic: they start identical.
-        self.critic = TwinQNetwork(critic_network, seed + 1, name="critic")
-        self.critic_target = TwinQNetwork(critic_network, seed + 1, name="critic_target").freeze()
+        if discrete:
+            self.actor: Component = CategoricalPolicy(actor_network, num_actions, seed)
+            self.critic: Component = DiscreteTwinQ(critic_network, num_actions, seed + 1, name="critic")
+            self.critic_target = DiscreteTwinQ(critic_network, num_actions, seed + 1, name="critic_target")
+        else:
+            self.actor = TanhMeanGaussianPolicy(actor_network, num_actions, seed)
+            self.critic = TwinQNetwork(critic_network, seed + 1, name="critic")
+            self.critic_target = TwinQNetwork(critic_network, seed + 1, name="critic_target")
+        self.critic_target.freeze()
         self.value = QNetwork(critic_network, 1, seed=seed + 2, name="value")
         self.expectile = ExpectileLoss(config.expectile)
         self.awr = AdvantageWeightedLoss(config.temperature, config.max_weight)
@@ -161,12 +221,12 @@ class IQLGraph(Component):
 
     @api
     def act(self, obs, noise):
-        """Exploring unit actions: a clipped sample of the Gaussian."""
+        """Exploring actions: a clipped sample of the Gaussian (unit box), or a categorical sample."""
         return self.actor.sample_actions(obs, noise)
 
     @api
     def greedy(self, obs):
-        """The policy's mean (unit actions)."""
+        """The policy's mean (unit box) or its most likely action."""
         return self.actor.deterministic(obs)
 
     @api
@@ -198,7 +258,8 @@ class IQLGraph(Component):
 
 
 class IQLAgent(OffPolicyAgent):
-    """Implicit Q-learning on a rank-1 float Box action space with finite bounds (module docstring).
+    """Implicit Q-learning on a rank-1 float Box action space with finite bounds or a Discrete one
+    (module docstring).
 
     Args: as every agent (``config`` an :class:`IQLConfig`; float-vector observations).
     """
@@ -207,40 +268,49 @@ class IQLAgent(OffPolicyAgent):
 
     def _setup_model(self) -> None:
         config, observation_space, action_space, backend, seed, components = self._setup_arguments()
+        discrete = isinstance(action_space, Discrete)
         low = np.asarray(getattr(action_space, "low", np.nan), np.float64)
         high = np.asarray(getattr(action_space, "high", np.nan), np.float64)
-        if not (
+        if not discrete and not (
             isinstance(action_space, FloatBox)
             and len(action_space.shape) == 1
             and np.all(np.isfinite(low))
             and np.all(np.isfinite(high))
         ):
             raise ConfigError(
-                f"IQL (agent.type iql) takes a rank-1 float Box action space with finite bounds; this "
-                f"environment's is {action_space!r}. For Discrete actions learn from the dataset with cql or bc; "
-                f"to give a Box finite bounds wrap the environment with gymnasium's RescaleAction or ClipAction."
+                f"IQL (agent.type iql) takes a single Discrete action space or a rank-1 float Box with finite "
+                f"bounds; this environment's is {action_space!r}. Wrap the environment so that its actions are "
+                f"one of those (a gymnasium.ActionWrapper; RescaleAction or ClipAction give a Box finite bounds)."
             )
         check_observation_space(observation_space, config.actor_network, "IQL", "agent.actor_network")
         check_observation_space(observation_space, config.critic_network, "IQL", "agent.critic_network")
         super()._setup_model()
-        self.action_dim = int(action_space.shape[0])
-        self.low, self.high = low, high
-        self.graph = IQLGraph(config, self.action_dim, seed, components)
+        self.discrete = discrete
+        if discrete:
+            self.num_actions = int(action_space.n)
+            self.action_start = int(action_space.start)
+            act_b = IntBox(0, self.num_actions - 1, shape=()).with_batch_rank()
+            noise_b = FloatBox(0.0, 1.0, shape=(self.num_actions,)).with_batch_rank()
+        else:
+            self.num_actions = self.action_dim = int(action_space.shape[0])
+            self.low, self.high = low, high
+            act_b = FloatBox(-1.0, 1.0, shape=(self.action_dim,)).with_batch_rank()
+            noise_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
+        self.graph = IQLGraph(config, self.num_actions, discrete, seed, components)
 
         obs_b = observation_space.with_batch_rank()
-        unit_b = FloatBox(-1.0, 1.0, shape=(self.action_dim,)).with_batch_rank()
         float_b = FloatBox(shape=()).with_batch_rank()
-        pair = {"obs": obs_b, "actions": unit_b, "weights": float_b}
+        pair = {"obs": obs_b, "actions": act_b, "weights": float_b}
         self.build_report = build(
             self.graph,
             {
-                "act": {"obs": obs_b, "noise": FloatBox(shape=(self.action_dim,)).with_batch_rank()},
+                "act": {"obs": obs_b, "noise": noise_b},
                 "greedy": {"obs": obs_b},
                 "value_loss": pair,
                 "actor_loss": pair,
                 "critic_loss": {
                     "obs": obs_b,
-                    "actions": unit_b,
+                    "actions": act_b,
                     "rewards": float_b,
                     "next_obs": obs_b,
                     "terminals": BoolBox(shape=()).with_batch_rank(),
@@ -269,34 +339,51 @@ class IQLAgent(OffPolicyAgent):
 
     # --- acting ----------------------------------------------------------------------------
     def policy_outputs(self, obs):
-        """``action`` (the mean scaled to the action box, as ``act(obs, explore=False)``) and
-        ``mean`` (in the unit box) (see :meth:`Agent.policy_outputs`)."""
+        """``action`` (as ``act(obs, explore=False)``) and ``mean`` (unit box) or ``logits`` (see
+        :meth:`Agent.policy_outputs`)."""
         ops = self.backend.ops
-        mean = self.graph.actor.deterministic(obs)
+        actor = self.graph.actor
+        if self.discrete:
+            logits = actor.logits.call(obs)
+            action = ops.argmax(logits, axis=-1)
+            return {"action": action + self.action_start if self.action_start else action, "logits": logits}
+        mean = actor.deterministic(obs)
         low, high = ops.constant(self.low.astype(np.float32)), ops.constant(self.high.astype(np.float32))
         return {"action": (mean + 1.0) * (0.5 * (high - low)) + low, "mean": mean}
 
     def act(self, obs, explore=True):
-        """Env-scaled actions ``[B, action_dim]``: the mean if not exploring, else a clipped sample
-        (uniform at random before ``learning_starts`` env steps, as SAC, for online runs)."""
+        """Env actions for a batch of observations: greedy (the mean, the most likely action) if not
+        exploring, else a sample of the policy (uniformly random before ``learning_starts`` env
+        steps, as SAC, for online runs)."""
         obs = to_obs_array(obs, self.observation_space)
         n = batch_len(obs)
         if explore and self.timesteps < self.config.learning_starts:
+            if self.discrete:
+                return self.rng.integers(0, self.num_actions, n) + self.action_start
             unit = self.rng.uniform(-1.0, 1.0, (n, self.action_dim))
         else:
             obs_t = self.backend.to_tensor(obs)
             if explore:
-                noise = self.rng.standard_normal((n, self.action_dim), dtype=np.float32)
+                if self.discrete:
+                    noise = self.rng.uniform(1e-6, 1.0, (n, self.num_actions)).astype(np.float32)
+                else:
+                    noise = self.rng.standard_normal((n, self.action_dim), dtype=np.float32)
                 unit = self.backend.to_numpy(self.graph.act(obs_t, self.backend.to_tensor(noise)))
             else:
                 unit = self.backend.to_numpy(self.graph.greedy(obs_t))
+        if self.discrete:
+            return np.asarray(unit, np.int64) + self.action_start
         return scale_action(unit, self.low, self.high).astype(np.float32)
 
     def _stored_actions(self, actions):
-        """Env actions mapped to the unit box, as replay stores them."""
+        """Action indices ``0 .. n-1`` (discrete) or env actions mapped to the unit box."""
+        if self.discrete:
+            return (np.asarray(actions) - self.action_start).astype(self.action_space.dtype, copy=False)
         return np.clip(unscale_action(actions, self.low, self.high), -1.0, 1.0).astype(np.float32)
 
     def _stored_action_space(self):
+        if self.discrete:
+            return Discrete(self.num_actions, dtype=self.action_space.dtype)
         return FloatBox(-1.0, 1.0, shape=(self.action_dim,))
 
     # --- learning --------------------------------------------------------------------------
