@@ -318,3 +318,38 @@ def test_evaluation_reports_each_policys_return():
     assert result["joiner/eval_return_mean"] == pytest.approx(4.8)
     assert result["eval_return_mean"] == pytest.approx(4.7) and result["eval_length_mean"] == 6
     env.close()
+
+
+def test_agent_id_puts_a_one_hot_of_the_agent_first_and_policies_keep_their_prefix():
+    """multi_agent.agent_id: simple_adversary's rows are [one-hot of 3, observation padded to 10];
+    the adversary's policy reads its 3 + 8, the team's 3 + 10; dead-agent padding keeps the id.
+    A turn-based game refuses it."""
+    teams = {**TEAMS, "agent_id": True}
+    config = _config(env_id=ADVERSARY, env_kwargs=ADVERSARY_KWARGS, multi_agent=teams, steps=96)
+    parts = assemble(config, get_plugin_manager())
+    envs = parts.make_vector_env(0)
+    assert envs.single_observation_space.shape == (13,)
+    obs, _ = envs.reset(seed=0)
+    np.testing.assert_array_equal(obs[:, :3], np.tile(np.eye(3), (2, 1)))
+    np.testing.assert_array_equal(obs[[0, 3], 11:], 0)  # the adversary's 8 values end at 3 + 8
+    assert np.abs(obs[[1, 2], 11:]).sum() > 0  # the agents' own 10
+    agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
+    assert agent.policies["adversary"].observation_space.shape == (11,)
+    assert agent.policies["team"].observation_space.shape == (13,)
+    agent.observe(obs, agent.act(obs), np.zeros(6), obs, np.zeros(6, bool), np.zeros(6, bool))
+    envs.close()
+    assert parts.make_eval_env().single_observation_space.shape == (13,)
+    plain = make_pettingzoo_vector_env(EnvConfig(id=TINY, num_envs=1), seed=0, agent_indicator=True)
+    plain.reset(seed=0)
+    for _ in range(3):
+        obs, *_ = plain.step(np.ones(3, np.int64))
+    np.testing.assert_array_equal(obs[1], [0, 1, 0, 0, 0, 0, 0])  # a_1 died: zeros after its id
+    plain.close()
+    with pytest.raises(ConfigError, match="agent_id tells a policy which agent a row is.*turn-based"):
+        validate_config(
+            {
+                "agent": _ppo(),
+                "env": {"id": "pettingzoo:pettingzoo.classic.tictactoe_v3"},
+                "multi_agent": {"agent_id": True},
+            }
+        )

@@ -46,7 +46,13 @@ from rlgraph_core.execution.loggers import start_loggers
 from rlgraph_core.execution.settings import executor_entry
 from rlgraph_core.integrations.video import TrainingVideos
 from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
-from rlgraph_core.multi_agent import is_pettingzoo_id, is_turn_based, pettingzoo_agents, pettingzoo_observation_spaces
+from rlgraph_core.multi_agent import (
+    is_pettingzoo_id,
+    is_turn_based,
+    make_pettingzoo_vector_env,
+    pettingzoo_agents,
+    pettingzoo_observation_spaces,
+)
 from rlgraph_core.memories.sizing import check_replay_fits, estimate_replay_bytes
 from rlgraph_core.plugins.manager import PluginManager, get_plugin_manager
 from rlgraph_core.spaces import Space, SpaceError, from_gym, to_gym
@@ -180,9 +186,12 @@ class Assembly:
         if is_turn_based(self.config.env.id) or width is None or len(width) != 1:
             return {}
         own = pettingzoo_observation_spaces(self.config.env.id, self.config.env.kwargs)
+        ids = len(own) if self._agent_indicator else 0  # the indicator comes first: a prefix still
         out = {}
         for name in self.policy_configs:
-            lengths = {int(np.prod(own[a].shape or ())) for a, p in zip(own, self.agent_policy or []) if p == name}
+            lengths = {
+                ids + int(np.prod(own[a].shape or ())) for a, p in zip(own, self.agent_policy or []) if p == name
+            }
             if len(lengths) == 1 and next(iter(lengths)) < int(width[0]):
                 out[name] = next(iter(lengths))
         return out
@@ -281,6 +290,8 @@ class Assembly:
         """The configured gymnasium vector env (same-step autoreset)."""
         if self.env_factory is not None:
             return make_vector_env_from(self.env_factory, self.config.env, seed, wrappers=self.env_wrappers)
+        if self.agent_policy is not None:  # a PettingZoo env: rows of (copy, agent)
+            return make_pettingzoo_vector_env(self.config.env, seed, agent_indicator=self._agent_indicator)
         return make_vector_env(self.config.env, seed, wrappers=self.env_wrappers)
 
     def make_eval_env(self, render_mode: str | None = None):
@@ -288,7 +299,14 @@ class Assembly:
         episodes and score, not the training wrappers' shaped ones)."""
         if self.env_factory is not None and render_mode is None:
             return apply_wrappers(self.env_factory(), self.eval_wrappers)
+        if self.agent_policy is not None and render_mode is None:  # one copy of a PettingZoo env
+            return make_pettingzoo_vector_env(self.config.env, 0, num_envs=1, agent_indicator=self._agent_indicator)
         return make_eval_env(self.config.env, render_mode, wrappers=self.eval_wrappers)
+
+    @property
+    def _agent_indicator(self) -> bool:
+        """``multi_agent.agent_id``: rows start with a one-hot of their agent's index."""
+        return bool(getattr(getattr(self.config, "multi_agent", None), "agent_id", False))
 
     def make_training_videos(self, out_dir: Path):
         """``train.video_interval``'s recorder: an rgb_array eval env streaming to ``out_dir/videos``

@@ -260,6 +260,12 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             f"is a Parallel env whose agents all act every step (each one by its own policy). Remove "
             f"multi_agent.self_play, or name a turn-based game (e.g. pettingzoo:pettingzoo.classic.tictactoe_v3)."
         )
+    if multi_agent is not None and multi_agent.agent_id and is_turn_based(env.id):
+        raise ConfigError(
+            f"multi_agent.agent_id tells a policy which agent a row is, but 'env.id' = '{env.id}' is a turn-based "
+            f"game, whose rows are games of one seat each and whose observations already give the seat's view. Set "
+            f"multi_agent.agent_id: false, or map the seats to their own policies."
+        )
     # Checks that need more than the agent section (e.g. PPO: a minibatch fits in a rollout of
     # n_steps x env.num_envs samples) are the agent config's own, in an optional validate_run;
     # each policy of a PettingZoo env is checked with the rows of its agents.

@@ -199,6 +199,11 @@ class MultiAgentConfig(StrictModel):
         default_factory=lambda: {"*": "shared"},
         description="agent-name pattern (fnmatch) -> policy name; the first matching pattern wins",
     )
+    agent_id: bool = Field(
+        default=False,
+        description="Parallel envs: each row's observation starts with a one-hot of its agent's index "
+        "(SuperSuit's agent_indicator), so a shared policy knows which agent it acts for",
+    )
     self_play: SelfPlayConfig = Field(
         default_factory=SelfPlayConfig,
         description="turn-based games only: who plays the other seats (opponent pool) and evaluation's opponent",

@@ -139,12 +139,14 @@ def pettingzoo_observation_spaces(env_id: str, kwargs: dict | None = None) -> di
         env.close()
 
 
-def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None):
+def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None, agent_indicator: bool = False):
     """The vector env of ``env_cfg`` (``env.id: pettingzoo:...``), ``num_envs`` copies (default ``env.num_envs``):
     a :class:`PettingZooVectorEnv`, or a :class:`~rlgraph_core.multi_agent.turn_based.TurnBasedVectorEnv`
     for a turn-based game.
 
-    ``env.wrappers`` are gymnasium wrappers of one env and do not apply: they are refused.
+    ``env.wrappers`` are gymnasium wrappers of one env and do not apply: they are refused. With
+    ``agent_indicator`` (``multi_agent.agent_id``) a Parallel env's rows start with a one-hot of
+    their agent's index.
     """
     if env_cfg.wrappers:
         raise ConfigError(
@@ -159,11 +161,19 @@ def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None):
         )
     factory = game_factory(env_cfg.id, env_cfg.kwargs)
     kind = TurnBasedVectorEnv if is_turn_based(env_cfg.id) else PettingZooVectorEnv
+    extra = {"agent_indicator": True} if agent_indicator else {}
+    if agent_indicator and kind is TurnBasedVectorEnv:
+        raise ConfigError(
+            f"multi_agent.agent_id tells a policy which agent a row is, but '{env_cfg.id}' is a turn-based game, "
+            f"whose rows are games of one seat each and whose observations already say the seat's view (own "
+            f"marks, the opponent's). Set multi_agent.agent_id: false, or map the seats to their own policies."
+        )
     envs = kind(
         factory,
         num_envs or env_cfg.num_envs,
         env_id=env_cfg.id,
         allow_nonfinite_obs=bool(getattr(env_cfg, "allow_nonfinite_obs", False)),
+        **extra,
     )
     envs.action_space.seed(int(seed))
     if isinstance(envs, TurnBasedVectorEnv):
@@ -211,6 +221,8 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
         copies: how many envs to step at once.
         env_id: named in errors.
         allow_nonfinite_obs: accept NaN/inf in observations (rewards are checked regardless).
+        agent_indicator: start each row with a one-hot of its agent's index in ``possible_agents``
+            (SuperSuit's ``agent_indicator_v0``), so one shared policy knows which agent it acts for.
 
     Attributes:
         agents: the env's ``possible_agents``, the order of the rows of each copy.
@@ -219,7 +231,14 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
 
-    def __init__(self, factory: Callable[[], Any], copies: int, env_id: str = "?", allow_nonfinite_obs: bool = False):
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        copies: int,
+        env_id: str = "?",
+        allow_nonfinite_obs: bool = False,
+        agent_indicator: bool = False,
+    ):
         self.envs = [factory() for _ in range(int(copies))]
         self.copies = len(self.envs)
         first = self.envs[0]
@@ -249,12 +268,27 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
                 f"the env (SuperSuit's pad_observations_v0 does) or train the agents in separate runs."
             ) from None
         self.num_envs = self.copies * len(self.agents)
+        self._padded_space = obs_space
+        self._zero_obs = create_empty_array(obs_space, n=1, fn=np.zeros)
+        self._uniform = all(space == obs_space for space in self.agent_observation_spaces.values())
+        self._ids: np.ndarray | None = None
+        if agent_indicator:  # SuperSuit's agent_indicator: a one-hot of the agent's index, first
+            if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+                self.close()
+                raise ConfigError(
+                    f"multi_agent.agent_id puts a one-hot of the agent's index before its observation, but the "
+                    f"agents of '{env_id}' observe {obs_space}, not a vector (a rank-1 Box). Set "
+                    f"multi_agent.agent_id: false, or give the agents vector observations."
+                )
+            n = len(self.agents)
+            self._ids = np.eye(n, dtype=obs_space.dtype)
+            low = np.concatenate([np.zeros(n, obs_space.dtype), obs_space.low])
+            high = np.concatenate([np.ones(n, obs_space.dtype), obs_space.high])
+            obs_space = gym.spaces.Box(low, high, (n + obs_space.shape[0],), obs_space.dtype)
         self.single_observation_space = obs_space
         self.single_action_space = act_space
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(act_space, self.num_envs)
-        self._zero_obs = create_empty_array(obs_space, n=1, fn=np.zeros)
-        self._uniform = all(space == obs_space for space in self.agent_observation_spaces.values())
         self._steps = 0
 
     # --- rows ----------------------------------------------------------------------------
@@ -262,22 +296,31 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
         """The agent name of every row (copy-major)."""
         return self.agents * self.copies
 
-    def _zero(self):
-        """The padding observation of an absent agent."""
-        return _row(self._zero_obs, 0)
+    def _zero(self, index: int):
+        """The padding observation of the absent agent ``index`` (its indicator kept)."""
+        return self._row_obs(index, _row(self._zero_obs, 0))
 
     def _rows(self, obs_by_agent: dict) -> list:
         """One copy's observations in row order (zeros for absent agents, shorter vectors padded)."""
-        return [self._pad(obs_by_agent[a]) if a in obs_by_agent else self._zero() for a in self.agents]
+        return [
+            self._row_obs(j, self._pad(obs_by_agent[a])) if a in obs_by_agent else self._zero(j)
+            for j, a in enumerate(self.agents)
+        ]
 
     def _pad(self, obs):
-        """An agent's observation in the rows' space (a shorter vector zero-padded at its end)."""
+        """An agent's observation in the padded space (a shorter vector zero-padded at its end)."""
         if self._uniform:
             return obs
         obs = np.asarray(obs)
-        out = np.zeros(self.single_observation_space.shape, self.single_observation_space.dtype)
+        out = np.zeros(self._padded_space.shape, self._padded_space.dtype)
         out[: obs.shape[0]] = obs
         return out
+
+    def _row_obs(self, index: int, obs):
+        """Agent ``index``'s row: its (padded) observation, after the one-hot of ``index`` with agent_id."""
+        if self._ids is None:
+            return obs
+        return np.concatenate([self._ids[index], np.asarray(obs, self._ids.dtype)])
 
     def _batch(self, rows: Sequence) -> Any:
         out = create_empty_array(self.single_observation_space, n=self.num_envs)
@@ -335,7 +378,7 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
                     if agent in alive and agent not in env.agents:  # died now: its last observation is
                         finals[base + j] = copy_rows[j]  # this step's next_obs, and it acts on zeros from now
                         final_mask[base + j] = True
-                        copy_rows[j] = self._zero()
+                        copy_rows[j] = self._zero(j)
                 rows.extend(copy_rows)
                 continue
             # the copy's episode ended: every row ends with it (an agent that died earlier as terminated)
