@@ -36,6 +36,7 @@ What runs:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlgraph_core.errors import RLGraphError
-from rlgraph_core.stats import MIN_SEEDS, format_interval, iqm_interval
+from rlgraph_core.stats import MIN_SEEDS, Interval, format_interval, iqm_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "zoo_results.json"
@@ -106,7 +107,8 @@ def discover(names: list[str] | None = None) -> list[ZooConfig]:
 
 
 def load_results(path: Path) -> dict:
-    """The results file: ``{"runs": {"NAME/seed_S": row}, "estimates": {NAME: row}}``."""
+    """The results file: ``{"runs": {"NAME/seed_S": row}, "estimates": {NAME: row}, "intervals":
+    {NAME: {"seeds", "returns", "interval"}}}`` (intervals: see :func:`_fmt_iqm`)."""
     if path.exists():
         return json.loads(path.read_text())
     return {"runs": {}, "estimates": {}}
@@ -246,11 +248,22 @@ def _fmt_hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
-def _fmt_iqm(values: list[float]) -> str:
-    """IQM [95% CI] of the seeds' final returns (rliable), or "-" below MIN_SEEDS seeds."""
-    if len(values) < MIN_SEEDS:
+def _fmt_iqm(name: str, rows: list[dict], results: dict) -> str:
+    """IQM [95% CI] of the seeds' final returns (rliable), or "-" below MIN_SEEDS seeds.
+
+    The interval is kept in the results file (``intervals``, with the seeds and returns it is of)
+    and computed again only when those change, so the table renders without rliable (the docs
+    test does) and the same results always give the same table."""
+    measured = [(r["seed"], r["final_eval_return"]) for r in rows if r.get("final_eval_return") is not None]
+    if len(measured) < MIN_SEEDS:
         return "-"
-    return format_interval(iqm_interval({"final": values})["final"])
+    key = {"seeds": [s for s, _ in measured], "returns": [v for _, v in measured]}
+    stored = results.get("intervals", {}).get(name)
+    if stored is None or {k: stored.get(k) for k in key} != key:
+        interval = iqm_interval({name: key["returns"]})[name]
+        stored = {**key, "interval": dataclasses.asdict(interval)}
+        results.setdefault("intervals", {})[name] = stored
+    return format_interval(Interval(**stored["interval"]))
 
 
 def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> str:
@@ -294,7 +307,7 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
         lines.append(
             f"| `{cfg.name}` | {cfg.algo} | {cfg.env_id} | {','.join(str(r['seed']) for r in rows)} "
             f"| {cfg.budget:,} | {_fmt_num([r['env_steps'] for r in rows])} | {_fmt_return(returns)} "
-            f"| {_fmt_iqm(returns)} | {target} "
+            f"| {_fmt_iqm(cfg.name, rows, results)} | {target} "
             f"| {', '.join(ended)} | {_fmt_hours(statistics.mean(r['train_wall_s'] for r in rows))} "
             f"| {_fmt_num([r['env_steps_per_s'] for r in rows])} | {_fmt_num([r['cpu_s'] for r in rows])} |"
         )
@@ -329,10 +342,14 @@ def render_table(configs: list[ZooConfig], results: dict, max_hours: float) -> s
     return "\n".join(lines) + "\n"
 
 
-def write_table(configs: list[ZooConfig], results: dict, doc: Path, max_hours: float) -> None:
-    """Write docs/zoo.md from the results."""
+def write_table(
+    configs: list[ZooConfig], results: dict, doc: Path, max_hours: float, results_path: Path | None = None
+) -> None:
+    """Write docs/zoo.md from the results (and the results file, which keeps the intervals, to ``results_path``)."""
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(render_table(configs, results, max_hours))
+    if results_path is not None:
+        save_results(results, results_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +400,7 @@ def _zoo(args: argparse.Namespace) -> int:
                 results[section].setdefault(key, row)
         save_results(results, args.results)
     if args.table_only:
-        write_table(everything, results, args.doc, args.max_hours)
+        write_table(everything, results, args.doc, args.max_hours, args.results)
         print(f"zoo: wrote {args.doc}")
         return 0
     for cfg in configs:
@@ -414,7 +431,7 @@ def _zoo(args: argparse.Namespace) -> int:
             continue
         if results["estimates"][cfg.name]["estimate_cpu_s"] > args.max_hours * 3600:
             print(f"zoo: {cfg.name}: listed, not run (over {args.max_hours:g} CPU-h)", flush=True)
-            write_table(everything, results, args.doc, args.max_hours)
+            write_table(everything, results, args.doc, args.max_hours, args.results)
             continue
         for seed in args.seeds:
             key = f"{cfg.name}/seed_{seed}"
@@ -426,9 +443,9 @@ def _zoo(args: argparse.Namespace) -> int:
                 continue
             results["runs"][key] = row
             save_results(results, args.results)
-            write_table(everything, results, args.doc, args.max_hours)
+            write_table(everything, results, args.doc, args.max_hours, args.results)
     if not args.list:
-        write_table(everything, results, args.doc, args.max_hours)
+        write_table(everything, results, args.doc, args.max_hours, args.results)
         print(f"zoo: wrote {args.doc}")
     return 0
 

@@ -93,3 +93,20 @@ def test_the_zoo_table_carries_the_iqm_and_its_interval_from_five_seeds():
     assert cell("ppo_cartpole") == format_interval(expected)
     assert format_interval(expected).startswith(f"{numpy_iqm(np.array(finals)):.1f} [")
     assert cell("a2c_cartpole") == "-"  # four seeds: no interval
+
+
+def test_the_committed_zoo_intervals_are_what_rliable_computes_from_the_committed_runs():
+    """docs/zoo.md renders its intervals from the results file (so the core session's docs test
+    needs no rliable); they are rliable's own for those runs, recomputed here."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import zoo
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    results = zoo.load_results(zoo.RESULTS)
+    assert len(results["intervals"]) >= 1
+    for name, stored in results["intervals"].items():
+        rows = [results["runs"][f"{name}/seed_{s}"] for s in stored["seeds"]]
+        assert [r["final_eval_return"] for r in rows] == stored["returns"], name
+        assert iqm_interval({name: stored["returns"]})[name].__dict__ == stored["interval"], name
