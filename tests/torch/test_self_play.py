@@ -322,3 +322,26 @@ def test_docs_multi_agent_blocks_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile("\n".join(blocks), "<docs/multi_agent.md>", "exec"), {"__name__": "__docs__"})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_trains_evaluates_resumes_and_refuses_export_of_the_connect_four_config(tmp_path):
+    """The shipped connect-four config through the CLI with a tiny budget: train, evaluate (outcome
+    line), resume to a longer budget; export refuses a multi-agent checkpoint in one paragraph."""
+    import json
+    from pathlib import Path
+
+    from cli_helpers import assert_user_error, run_cli
+
+    config = str(Path(__file__).resolve().parents[2] / "configs" / "ppo_connect_four.yaml")
+    out = str(tmp_path / "c4")
+    small = ["--set", "train.progress_bar=false", "--set", "train.eval_episodes=2", "--set", "train.loggers=[]"]
+    code, _, stderr = run_cli("train", config, "--out", out, "--set", "train.total_timesteps=256", *small)
+    assert code == 0, stderr
+    code, stdout, stderr = run_cli("evaluate", f"{out}/checkpoint", "--episodes", "4")
+    assert code == 0, stderr
+    assert "against the evaluation opponent: won" in stdout and "illegal moves 0" in stdout
+    code, _, stderr = run_cli("train", "--resume", f"{out}/checkpoint", "--set", "train.total_timesteps=512", *small)
+    assert code == 0, stderr
+    assert json.loads((tmp_path / "c4" / "summary.json").read_text())["timesteps"] == 512
+    code, _, stderr = run_cli("export", f"{out}/checkpoint", "--out", str(tmp_path / "p.onnx"))
+    assert_user_error(code, stderr, "multi-agent run", "not exported to ONNX yet")
