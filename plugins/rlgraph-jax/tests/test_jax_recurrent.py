@@ -20,9 +20,17 @@ from rlgraph_core.testing import ComponentTest  # noqa: E402
 ENV = "rlgraph_core.testing.memory_env:RecallCue"
 
 
-@pytest.mark.parametrize("mode", ["eager", "static"])
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_recurrent_actor_critic_equals_the_numpy_reference(mode, cell):
+# one case in CI (13.7 s at load ~9); the other three take 18-31 s each there: heavy
+@pytest.mark.parametrize(
+    "cell, mode",
+    [
+        ("lstm", "static"),
+        pytest.param("lstm", "eager", marks=pytest.mark.heavy),
+        pytest.param("gru", "static", marks=pytest.mark.heavy),
+        pytest.param("gru", "eager", marks=pytest.mark.heavy),
+    ],
+)
+def test_recurrent_actor_critic_equals_the_numpy_reference(cell, mode):
     rng = np.random.default_rng(2)
     seq = dict(flag=True, time_major=True)
     obs_space = FloatBox(shape=(4,)).with_batch_rank().with_time_rank(**seq)
@@ -43,6 +51,13 @@ def test_recurrent_actor_critic_equals_the_numpy_reference(mode, cell):
                 "actions": Discrete(3).with_batch_rank().with_time_rank(**seq),
             },
             "deterministic": {"obs": obs_space, "state": policy.state_space, "reset": reset_space},
+            "value": {"obs": obs_space, "state": policy.state_space, "reset": reset_space},
+            "act": {
+                "obs": obs_space,
+                "state": policy.state_space,
+                "reset": reset_space,
+                "noise": FloatBox(0, 1, (3,)).with_batch_rank().with_time_rank(**seq),
+            },
         }
         test = ComponentTest(policy, spaces, pair)
         state = {k: np.full((3, 6), 0.1 * i, np.float32) for i, k in enumerate(policy.state_space.keys())}
@@ -74,6 +89,7 @@ def make(mode: str):
     )
 
 
+@pytest.mark.heavy  # 71 s, mostly jax.jit of the act and train steps (load ~9)
 def test_unrolled_sequences_reproduce_acting_and_an_update_runs():
     algo = make("static")
     agent = algo.agent
