@@ -207,14 +207,25 @@ def test_policy_state_of_stateful_policies_is_carried_by_the_one_env_runner():
     envs.close()
 
 
+INDEPENDENT = {"policies": {"a0": {}, "a1": {}}, "policy_mapping": {"agent_0": "a0", "agent_1": "a1"}}
+
+
 @pytest.mark.learning
-def test_shared_ppo_on_simple_spread_beats_a_random_policy():
+@pytest.mark.parametrize(
+    "multi_agent, margin",
+    [(None, 4.0), pytest.param(INDEPENDENT, 3.0, marks=pytest.mark.heavy, id="independent")],
+    ids=lambda v: "shared" if v is None else None,
+)
+def test_shared_ppo_on_simple_spread_beats_a_random_policy(multi_agent, margin):
     """One shared PPO policy for both agents of MPE simple_spread (N=2, 25-step episodes) after
     16,000 agent steps (8,000 per agent): eval return (per agent, 20 greedy episodes) at least 4
     above a uniform random policy's on the same seeds. Learning rate 1e-3: at 3e-3 and 12,000 steps
     the result depended on the CPU's float stream (-14.9 on one machine, -19.4 on another, seed 0);
-    at 1e-3 and 16,000 steps seeds 0/1/2 gave -15.5/-16.1/-16.1 against random -21.6 (load ~8)."""
+    at 1e-3 and 16,000 steps seeds 0/1/2 gave -15.5/-16.1/-16.1 against random -21.6 (load ~8).
+    Heavy: two independent policies (a0, a1), the same budget, at least 3 above random (measured
+    -16.9, seed 0, 22.6 s under load ~9)."""
     config = _config(
+        multi_agent=multi_agent,
         env_id=SPREAD,
         env_kwargs=SPREAD_KWARGS,
         steps=16_000,
@@ -248,7 +259,7 @@ def test_shared_ppo_on_simple_spread_beats_a_random_policy():
         returns.append(total.mean())
     env.close()
     random_return = float(np.mean(returns))
-    assert summary["eval_return_mean"] >= random_return + 4.0, (summary["eval_return_mean"], random_return)
+    assert summary["eval_return_mean"] >= random_return + margin, (summary["eval_return_mean"], random_return)
 
 
 # --- agents observing vectors of different lengths (MPE simple_adversary) ------------------------
