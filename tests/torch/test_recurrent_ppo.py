@@ -132,3 +132,37 @@ def test_static_mode_compiles_and_learns_the_memory_task():
     algo = small("lstm", mode="static")
     algo.learn(2000)
     assert algo.evaluate(50)["eval_return_mean"] >= 0.9
+
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _cartpole_nov(tmp_path, overrides: list[str]):
+    from rlgraph_core.assemble import train
+    from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
+
+    quiet = ["train.progress_bar=false", "train.loggers=[jsonl]"]
+    raw = apply_overrides(load_config_file(CONFIGS / "ppo_lstm_cartpole_nov.yaml"), quiet + overrides)
+    config = validate_config(raw)
+    return config, (lambda: train(config, tmp_path))
+
+
+def test_cartpole_nov_config_builds_a_recurrent_agent_on_two_observations(tmp_path):
+    config, _ = _cartpole_nov(tmp_path, [])
+    algo = rl.make(config.to_dict(), eval_interval=10**9)
+    assert isinstance(algo.agent, RecurrentPPOAgent) and algo.observation_space.shape == (2,)
+    assert algo.config.env.wrappers[0].type == "select_observation"
+
+
+@pytest.mark.heavy
+def test_lstm_balances_cartpole_without_velocities_where_an_mlp_cannot(tmp_path):
+    """The shipped config (measured, seed 0: best evaluation 448 at 180k env steps); the same
+    settings with an MLP instead of the LSTM (measured: 46 at 100k)."""
+    _, run = _cartpole_nov(tmp_path / "lstm", ["train.target_return=400"])
+    summary = run()
+    assert summary["best_eval_return"] >= 400, summary
+    _, run = _cartpole_nov(
+        tmp_path / "mlp",
+        ["agent.network={type: mlp, hidden: [64, 64], activation: tanh}", "train.total_timesteps=100000"],
+    )
+    assert run()["best_eval_return"] < 200
