@@ -364,3 +364,33 @@ def test_agent_id_puts_a_one_hot_of_the_agent_first_and_policies_keep_their_pref
                 "multi_agent": {"agent_id": True},
             }
         )
+
+
+SPEAKER = "pettingzoo:mpe2.simple_speaker_listener_v4"
+
+
+def test_each_policy_acts_in_its_own_agents_action_space(tmp_path):
+    """simple_speaker_listener: the speaker observes 3 numbers and has 3 actions, the listener 11 and
+    5; rows take observations padded to 11 and actions of Discrete(5); the speaker's policy is built
+    for (3, Discrete(3)), so it never picks an action the speaker lacks; they train and save. One
+    policy over both is refused, naming them."""
+    pairs = {"policies": {"speaker": {}, "listener": {}}, "policy_mapping": {"speaker_*": "speaker", "*": "listener"}}
+    kwargs = {"max_cycles": 25, "continuous_actions": False}
+    config = _config(env_id=SPEAKER, env_kwargs=kwargs, multi_agent=pairs, steps=96)
+    parts = assemble(config, get_plugin_manager())
+    envs = parts.make_vector_env(0)
+    assert envs.single_observation_space.shape == (11,) and envs.single_action_space.n == 5
+    agent = parts.make_agent(envs.single_observation_space, envs.single_action_space)
+    speaker = agent.policies["speaker"]
+    assert speaker.observation_space.shape == (3,) and speaker.action_space.n == 3
+    assert agent.policies["listener"].action_space.n == 5
+    obs, _ = envs.reset(seed=0)
+    for _ in range(30):
+        actions = agent.act(obs)
+        assert actions[[0, 2]].max() < 3  # the speaker's rows
+        obs, *_ = envs.step(actions)
+    envs.close()
+    assert run_training(config, tmp_path / "run")["timesteps"] == 96
+    with pytest.raises(ConfigError, match="policy 'shared' acts for agents with different action spaces"):
+        shared = assemble(_config(env_id=SPEAKER, env_kwargs=kwargs), get_plugin_manager())
+        shared.make_agent(envs.single_observation_space, envs.single_action_space)

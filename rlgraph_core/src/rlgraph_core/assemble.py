@@ -50,6 +50,7 @@ from rlgraph_core.multi_agent import (
     is_pettingzoo_id,
     is_turn_based,
     make_pettingzoo_vector_env,
+    pettingzoo_action_spaces,
     pettingzoo_agents,
     pettingzoo_observation_spaces,
 )
@@ -155,6 +156,7 @@ class Assembly:
         the agents mapped to it (``env.num_envs`` copies each); policy ``i`` is seeded ``seed + i``."""
         agent_policy = self.agent_policy or []
         sizes = self._policy_observation_sizes(observation_space)
+        actions = self._policy_action_spaces(action_space)
         policies = {}
         for i, (name, config) in enumerate(self.policy_configs.items()):
             single = self.model_copy_with_agent(config)
@@ -163,7 +165,12 @@ class Assembly:
             if name in sizes:  # its agents observe shorter vectors than the padded rows: its own length
                 own_space = _vector_prefix(observation_space, sizes[name])
             policies[name] = single.make_agent(
-                own_space, action_space, num_envs=rows, backend=backend, seed=seed + i, with_memory=with_memory
+                own_space,
+                actions.get(name, action_space),
+                num_envs=rows,
+                backend=backend,
+                seed=seed + i,
+                with_memory=with_memory,
             )
         policy_set = PolicySet(
             policies,
@@ -194,6 +201,33 @@ class Assembly:
             }
             if len(lengths) == 1 and next(iter(lengths)) < int(width[0]):
                 out[name] = next(iter(lengths))
+        return out
+
+    def _policy_action_spaces(self, action_space) -> dict[str, Any]:
+        """``{policy: Discrete(n)}`` for the policies whose agents act in fewer actions than the rows'
+        Discrete space (a Parallel env takes the largest of its agents' Discrete spaces).
+
+        Raises:
+            ConfigError: a policy over agents with different action spaces, naming them.
+        """
+        width = int(getattr(action_space, "n", 0) or 0)
+        if is_turn_based(self.config.env.id) or not width:
+            return {}
+        own = pettingzoo_action_spaces(self.config.env.id, self.config.env.kwargs)
+        out: dict[str, Any] = {}
+        for name in self.policy_configs:
+            agents = [a for a, p in zip(own, self.agent_policy or []) if p == name]
+            spaces = {a: own[a] for a in agents}
+            if len({(type(sp), getattr(sp, "n", None)) for sp in spaces.values()}) > 1:
+                shown = ", ".join(f"'{a}' {sp}" for a, sp in list(spaces.items())[:4])
+                raise ConfigError(
+                    f"multi_agent: the policy '{name}' acts for agents with different action spaces ({shown}), but "
+                    f"a policy acts in one space. Map these agents to separate policies in multi_agent.policy_mapping "
+                    f"(e.g. one policy per agent), or pad their action spaces to one in the env."
+                )
+            n = int(getattr(next(iter(spaces.values())), "n", width))
+            if n < width:
+                out[name] = gym.spaces.Discrete(n)
         return out
 
     def _make_opponents(self, policies, observation_space, action_space, backend, seed: int) -> SelfPlayOpponents:

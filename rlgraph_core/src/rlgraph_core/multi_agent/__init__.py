@@ -22,7 +22,9 @@ from rlgraph_core.multi_agent.pettingzoo_env import (
     make_pettingzoo_vector_env,
     padded_observation_space,
     pettingzoo_agents,
+    pettingzoo_action_spaces,
     pettingzoo_observation_spaces,
+    widest_action_space,
 )
 from rlgraph_core.multi_agent.turn_based import RandomOpponent, TurnBasedVectorEnv, load_scripted_opponent
 
@@ -39,5 +41,7 @@ __all__ = [
     "make_pettingzoo_vector_env",
     "padded_observation_space",
     "pettingzoo_agents",
+    "pettingzoo_action_spaces",
     "pettingzoo_observation_spaces",
+    "widest_action_space",
 ]

@@ -50,7 +50,9 @@ __all__ = [
     "padded_observation_space",
     "make_pettingzoo_vector_env",
     "pettingzoo_agents",
+    "pettingzoo_action_spaces",
     "pettingzoo_observation_spaces",
+    "widest_action_space",
 ]
 
 #: ``env.id`` of a PettingZoo env: this prefix, then the module whose ``parallel_env`` makes it.
@@ -139,6 +141,15 @@ def pettingzoo_observation_spaces(env_id: str, kwargs: dict | None = None) -> di
         env.close()
 
 
+def pettingzoo_action_spaces(env_id: str, kwargs: dict | None = None) -> dict[str, gym.Space]:
+    """``{agent: its own action space}`` of the env ``env_id``, in ``possible_agents`` order."""
+    env = game_factory(env_id, kwargs)()
+    try:
+        return {agent: env.action_space(agent) for agent in env.possible_agents}
+    finally:
+        env.close()
+
+
 def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None, agent_indicator: bool = False):
     """The vector env of ``env_cfg`` (``env.id: pettingzoo:...``), ``num_envs`` copies (default ``env.num_envs``):
     a :class:`PettingZooVectorEnv`, or a :class:`~rlgraph_core.multi_agent.turn_based.TurnBasedVectorEnv`
@@ -209,12 +220,33 @@ def padded_observation_space(spaces: dict[str, gym.Space]) -> gym.Space:
     return gym.spaces.Box(low, high, (size,), first.dtype)
 
 
+def widest_action_space(spaces: dict[str, gym.Space]) -> gym.Space:
+    """The one action space of every agent's rows: the agents' own when they are all equal, else
+    (all Discrete, starting at 0) the largest; each policy then acts in its own agents' space.
+
+    Raises:
+        ValueError: spaces that differ and are not all Discrete from 0 (naming two of them).
+    """
+    first_agent, first = next(iter(spaces.items()))
+    if all(space == first for space in spaces.values()):
+        return first
+    for agent, space in spaces.items():
+        if not isinstance(space, gym.spaces.Discrete) or int(space.start) != 0:
+            raise ValueError(
+                f"the agent '{agent}' acts in {space} and '{first_agent}' in {first}, and they are not all "
+                f"Discrete spaces starting at 0"
+            )
+    return gym.spaces.Discrete(max(int(space.n) for space in spaces.values()))
+
+
 class PettingZooVectorEnv(gym.vector.VectorEnv):
     """``copies`` PettingZoo Parallel envs as one vector env of ``copies * len(possible_agents)`` rows.
 
-    Every agent must act in the same space (one batch per step). Observation spaces may differ when
-    they are all vectors: rows are padded to the longest (:func:`padded_observation_space`) and each
-    policy reads its own agents' length (:class:`~rlgraph_core.agents.policy_set.PolicySet`).
+    Observation spaces may differ when they are all vectors: rows are padded to the longest
+    (:func:`padded_observation_space`) and each policy reads its own agents' length
+    (:class:`~rlgraph_core.agents.policy_set.PolicySet`). Action spaces may differ when they are all
+    Discrete from 0: the rows take the largest (:func:`widest_action_space`) and each policy acts
+    in its own agents' space.
 
     Args:
         factory: ``() -> ParallelEnv``.
@@ -247,16 +279,18 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
         self._allow = allow_nonfinite_obs
         #: each agent's own observation space (they may differ: see :func:`padded_observation_space`)
         self.agent_observation_spaces = {a: first.observation_space(a) for a in self.agents}
-        act_space = first.action_space(self.agents[0])
-        for agent in self.agents[1:]:
-            if first.action_space(agent) != act_space:
-                self.close()
-                raise ConfigError(
-                    f"'env.id' = '{env_id}': the agent '{agent}' has the action space {first.action_space(agent)}, "
-                    f"but '{self.agents[0]}' has {act_space}. Agents in one run share one action space (their "
-                    f"rows form one batch); pad the action spaces to one in the env (SuperSuit's "
-                    f"pad_action_space_v0 does) or train the agents in separate runs."
-                )
+        #: each agent's own action space (Discrete spaces of different sizes: see :func:`widest_action_space`)
+        self.agent_action_spaces = {a: first.action_space(a) for a in self.agents}
+        try:
+            act_space = widest_action_space(self.agent_action_spaces)
+        except ValueError as exc:
+            self.close()
+            raise ConfigError(
+                f"'env.id' = '{env_id}': {exc}. Agents whose action spaces differ are trained on rows of one "
+                f"batch when every one is a Discrete space starting at 0 (each policy then acts in its own agents' "
+                f"space); pad the action spaces to one in the env (SuperSuit's pad_action_space_v0 does) or train "
+                f"the agents in separate runs."
+            ) from None
         try:
             obs_space = padded_observation_space(self.agent_observation_spaces)
         except ValueError as exc:
