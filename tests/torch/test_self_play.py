@@ -109,7 +109,7 @@ def test_random_opponent_plays_legal_moves_and_loses_to_nobody_in_particular():
 # --- opponents -----------------------------------------------------------------------------------
 class _Policy:
     def __init__(self, value):
-        self.updates, self.weights_version, self.value = 0, 0, value
+        self.updates, self.weights_version, self.value, self.timesteps = 0, 0, value, 0
 
     def get_weights(self):
         return {"w": np.array(self.value, np.float32)}
@@ -143,6 +143,8 @@ def test_pool_freezes_copies_and_games_draw_their_player():
         policy.value, policy.updates, policy.weights_version = value, policy.updates + 2, policy.weights_version + 2
         opponents.after_update()
     assert [int(w["w"]) for _, w in opponents.pools["p"]] == [3, 4]
+    assert player.timesteps == 0  # the player explores as the policy does now (its step count)
+    policy.timesteps = 640
     policy.value = 9  # the latest now plays 9: frozen copies keep their own
     opponents.start_games(np.arange(4))
     moves = opponents("x", obs, np.arange(4))
@@ -150,6 +152,7 @@ def test_pool_freezes_copies_and_games_draw_their_player():
     opponents.settings = SelfPlayConfig(opponent="pool", latest_prob=1.0)
     opponents.start_games(np.arange(4))
     np.testing.assert_array_equal(opponents("o", obs, np.arange(4)), [9, 9, 9, 9])
+    assert player.timesteps == 640
 
 
 def test_config_of_self_play_is_checked():

@@ -12,7 +12,8 @@ stops punishing moves it never sees; the pool keeps older and weaker players in 
 ``random`` and ``module:callable`` are fixed players.
 
 Opponent moves are made by a *player*: a second agent of the policy's config, built without
-memory, into which the weights of whoever plays are copied (only when they change). The learning
+memory, into which the weights of whoever plays are copied (only when they change), with the
+policy's step count (so an exploring DQN opponent uses the policy's current epsilon). The learning
 agent itself never acts for an opponent, so its rollouts, caches and random draws are only its
 own rows'.
 """
@@ -191,5 +192,9 @@ class SelfPlayOpponents:
         key = ("latest", int(policy.weights_version)) if entry is None else ("pool", entry[0])
         if self._loaded[name] == key:
             return
-        self.players[name].set_weights(policy.get_weights() if entry is None else entry[1])
+        player = self.players[name]
+        player.set_weights(policy.get_weights() if entry is None else entry[1])
+        # the player explores as the policy does now (an epsilon schedule reads timesteps; a fresh
+        # copy's 0 would keep a DQN opponent at its first, all-random epsilon)
+        player.timesteps = int(policy.timesteps)
         self._loaded[name] = key
