@@ -123,3 +123,13 @@ def test_the_rank_count_is_said_and_a_config_asking_for_more_ranks_than_launched
     monkeypatch.setenv("HOROVOD_SIZE", "2")
     with pytest.raises(ConfigError, match="horovodrun started 2 ranks"):
         _config("horovod", "executor.num_ranks=3")
+
+
+def test_a_recurrent_network_is_refused_in_one_paragraph():
+    from rlgraph_horovod.settings import HorovodSettings
+
+    config = validate_config(apply_overrides(load_config_file(CONFIGS / "ppo_lstm_cartpole_nov.yaml"), []))
+    with pytest.raises(ConfigError) as exc:
+        HorovodSettings().validate_run(config.agent, config.env, config.train)
+    msg = str(exc.value)
+    assert "\n" not in msg and "'agent.network.type' = 'lstm' is a recurrent network" in msg and "local" in msg

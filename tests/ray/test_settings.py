@@ -129,3 +129,11 @@ def test_only_the_worker_entry_point_looks_names_up():
             if name == "get_plugin_manager":
                 offenders.append(f"{path.name}:{node.lineno}")
     assert not offenders
+
+
+def test_ray_sync_refuses_a_recurrent_network_in_one_paragraph():
+    config = validate_config(load_shipped_config("ppo_lstm_cartpole_nov"))
+    with pytest.raises(ConfigError) as exc:
+        RaySyncSettings().validate_run(config.agent, config.env, config.train)
+    msg = str(exc.value)
+    assert "\n" not in msg and "'agent.network.type' = 'lstm' is a recurrent network" in msg and "local" in msg

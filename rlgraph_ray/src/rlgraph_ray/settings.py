@@ -85,6 +85,14 @@ class RaySyncSettings(RaySettings):
                 f"(ppo, a2c); agent.type '{agent.type}' does not declare the 'rollouts' capability: use ray_apex "
                 f"for DQN-family agents or the local executor."
             )
+        network = getattr(agent, "network", None)
+        if getattr(network, "stateful", False):
+            raise ConfigError(
+                f"'agent.network.type' = '{network.type}' is a recurrent network, which ray_sync does not run yet "
+                f"(its workers' rollouts would carry per-sequence states that the learner's concatenation of "
+                f"fragments does not handle, untested); train recurrent PPO with the local executor, or use a "
+                f"feed-forward network (mlp) with ray_sync."
+            )
         n_steps = agent.n_steps
         if self.fragment_length is not None and self.fragment_length != n_steps:
             raise ConfigError(
