@@ -415,7 +415,7 @@ def test_orthogonal_initializer(fan_in, fan_out, gain):
 
 
 def test_initializer_names():
-    assert set(INITIALIZERS) == {"glorot_uniform", "he_uniform", "lecun_uniform", "orthogonal"}
+    assert set(INITIALIZERS) == {"glorot_uniform", "he_uniform", "lecun_uniform", "orthogonal", "torch_linear"}
     with pytest.raises(ConfigError, match="glorot_uniform"):
         initialize("zeros", np.random.default_rng(0), 2, 2)
 
@@ -428,6 +428,20 @@ def test_seeded_initial_weights_equal_on_every_backend(eager_backend):
     np.testing.assert_array_equal(weights["W"], initialize("glorot_uniform", np.random.default_rng(7), 3, 5))
     np.testing.assert_array_equal(weights["b"], np.zeros(5, np.float32))
     assert weights["W"].dtype == np.float32
+
+
+def test_torch_linear_draws_pytorch_default_biases_after_its_weights(eager_backend):
+    """``torch_linear`` is nn.Linear's start: the weights lecun_uniform draws, then biases
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) from the same generator; other initializers keep zero biases."""
+    fan_in, units = 9, 400
+    layer = DenseLayer(units, initializer="torch_linear", rng=np.random.default_rng(7))
+    weights = ComponentTest(layer, {"call": {"x": fbatch(fan_in)}}, eager_backend).get_weights()
+    rng = np.random.default_rng(7)
+    np.testing.assert_array_equal(weights["W"], initialize("lecun_uniform", rng, fan_in, units))
+    limit = 1.0 / np.sqrt(fan_in)
+    np.testing.assert_array_equal(weights["b"], rng.uniform(-limit, limit, units).astype(np.float32))
+    assert np.abs(weights["b"]).max() <= limit and np.abs(weights["b"]).max() > 0.9 * limit
+    assert weights["b"].dtype == np.float32
 
 
 # --------------------------------------------------------------------------- schedules

@@ -52,7 +52,9 @@ class ActorCriticNetworkSpec(NetworkSpec):
 
     hidden: list[int] = Field(default_factory=lambda: [64, 64], description="hidden layer sizes")
     activation: str = Field("tanh", description="one of relu, tanh, sigmoid, elu, softplus, leaky_relu, linear")
-    initializer: str = Field("orthogonal", description="one of glorot_uniform, he_uniform, lecun_uniform, orthogonal")
+    initializer: str = Field(
+        "orthogonal", description="one of glorot_uniform, he_uniform, lecun_uniform, orthogonal, torch_linear"
+    )
 
 
 #: The network slot of the on-policy agents (default: ``mlp`` with the actor-critic defaults).

@@ -40,7 +40,23 @@ INITIALIZERS = {
     "he_uniform": he_uniform,
     "lecun_uniform": lecun_uniform,
     "orthogonal": orthogonal,
+    # PyTorch's nn.Linear: lecun_uniform weights and U(-1/sqrt(fan_in), 1/sqrt(fan_in)) biases
+    # (initial_bias), the start of d3rlpy's and CleanRL's networks
+    "torch_linear": lecun_uniform,
 }
+
+#: initializers whose dense layers draw their biases (after the weights) instead of starting at zero
+UNIFORM_BIASES = frozenset({"torch_linear"})
+
+
+def initial_bias(name: str, rng: np.random.Generator, fan_in: int, units: int) -> np.ndarray:
+    """Initial biases ``[units]`` of a dense layer whose weights ``initialize(name, ...)`` drew:
+    zeros, or for ``torch_linear`` U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (drawn from ``rng`` after the
+    weights, so the other initializers draw exactly what they always drew)."""
+    if name not in UNIFORM_BIASES:
+        return np.zeros(units, np.float32)
+    limit = 1.0 / np.sqrt(fan_in)
+    return rng.uniform(-limit, limit, size=units).astype(np.float32)
 
 
 def initialize(name: str, rng: np.random.Generator, fan_in: int, fan_out: int, gain: float | None = None) -> np.ndarray:

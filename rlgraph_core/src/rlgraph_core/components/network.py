@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from rlgraph_core.components.initializers import initialize
+from rlgraph_core.components.initializers import initial_bias, initialize
 from rlgraph_core.components.settings import ComponentSettings, NetworkSettings, from_slot_settings
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api
@@ -63,7 +63,8 @@ class DenseLayer(Component):
     Args:
         units: output size.
         activation: activation name (see :data:`ACTIVATIONS`).
-        initializer: weight initializer name; biases start at zero.
+        initializer: weight initializer name; biases start at zero (``torch_linear``: uniform,
+            as PyTorch's ``nn.Linear``, see :func:`~rlgraph_core.components.initializers.initial_bias`).
         rng: numpy generator used for the initial weights.
         gain: optional gain for the orthogonal initializer.
     """
@@ -95,7 +96,7 @@ class DenseLayer(Component):
     def create_variables(self, input_spaces):
         self.w_in = int(input_spaces["x"].shape[0])
         self.w = self.make_variable("W", initialize(self.initializer, self.rng, self.w_in, self.units, self.gain))
-        self.b = self.make_variable("b", np.zeros(self.units, np.float32))
+        self.b = self.make_variable("b", initial_bias(self.initializer, self.rng, self.w_in, self.units))
 
     @api
     def call(self, x):
