@@ -348,3 +348,36 @@ def test_cli_trains_evaluates_resumes_and_refuses_export_of_the_connect_four_con
     assert json.loads((tmp_path / "c4" / "summary.json").read_text())["timesteps"] == 512
     code, _, stderr = run_cli("export", f"{out}/checkpoint", "--out", str(tmp_path / "p.onnx"))
     assert_user_error(code, stderr, "multi-agent run", "not exported to ONNX yet")
+
+
+def test_a_turn_based_game_without_a_mask_and_the_recurrent_refusal():
+    """CountTo (tests/torch/aec_envs.py): vector observations, no mask, the first player wins by
+    adding 2 then completing; against the lowest-action scripted player (always +1) row 'first'
+    wins in two moves, row 'second' loses after one. A recurrent policy is refused in one paragraph."""
+    envs = make_pettingzoo_vector_env(EnvConfig(id="pettingzoo:aec_envs", num_envs=1), seed=0)
+    envs.bind_opponents(lambda seat, obs, rows: np.zeros(len(rows), np.int64))
+    obs, _ = envs.reset(seed=0)
+    np.testing.assert_allclose(obs, [[0.0, 0.0], [0.2, 1.0]])  # 'second' sees the opponent's +1
+    obs, rewards, terminated, _, _ = envs.step(np.array([1, 1]))  # first: 0 -> 2 -> 3; second: 1 -> 3 -> 4
+    np.testing.assert_allclose(obs, [[0.6, 0.0], [0.8, 1.0]])
+    obs, rewards, terminated, _, infos = envs.step(np.array([1, 0]))  # first: 3 -> 5 wins; second: 4 -> 5 wins
+    np.testing.assert_array_equal(rewards, [1.0, 1.0])
+    assert terminated.all() and infos["outcome"].tolist() == [1.0, 1.0] and envs.illegal_moves == 0
+    envs.close()
+    config = validate_config(
+        {
+            "agent": {
+                "type": "ppo",
+                "n_steps": 8,
+                "batch_size": 8,
+                "network": {"type": "lstm", "units": 8, "seq_len": 8},
+            },
+            "env": {"id": "pettingzoo:aec_envs", "num_envs": 1},
+            "train": {"backend": "torch", "loggers": [], "progress_bar": False},
+        }
+    )
+    parts = assemble(config, get_plugin_manager())
+    env = parts.make_eval_env()
+    with pytest.raises(ConfigError, match="'shared' is recurrent.*turn-based game.*feed-forward"):
+        parts.make_agent(env.single_observation_space, env.single_action_space)
+    env.close()

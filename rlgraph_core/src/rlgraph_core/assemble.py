@@ -234,6 +234,14 @@ class Assembly:
         """Who plays the other seats of a turn-based game (``multi_agent.self_play``): for ``latest``
         and ``pool`` an acting copy of every policy (no memory; seeded apart from the policies)."""
         settings = (getattr(self.config, "multi_agent", None) or MultiAgentConfig()).self_play
+        stateful = [name for name, policy in policies.items() if policy.initial_state(1) is not None]
+        if stateful:
+            raise ConfigError(
+                f"The policy '{stateful[0]}' is recurrent (its network carries a state between steps), but "
+                f"'env.id' = '{self.config.env.id}' is a turn-based game, whose rows' opponents act from single "
+                f"observations and carry no state. Use a feed-forward network (mlp, cnn) for turn-based games; "
+                f"recurrent policies play Parallel envs (docs/multi_agent.md)."
+            )
         players = {}
         if settings.opponent in ("latest", "pool"):
             for i, (name, config) in enumerate(self.policy_configs.items()):
