@@ -1,8 +1,9 @@
 """Reproducibility on the torch backend, like Stable-Baselines3's determinism test: two runs with
 the same seed and config (one CPU thread) give bit-identical metrics rows (minus clock fields) and
-weights; another seed gives other weights, so the check can fail. And a run stopped, saved,
-loaded and continued matches the same run continued in-process; ``docs/reproducibility.md``
-says which combinations hold and why a resumed run does not match an uninterrupted one.
+weights; another seed gives other weights, so the check can fail. A run stopped, saved, loaded
+and continued matches the same run continued in-process and an uninterrupted one (the episodes in
+progress are replayed, ``rlgraph_core.execution.env_resume``); ``docs/reproducibility.md`` says
+which combinations hold.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import pytest
 
 import rlgraph_core as rl
 from rlgraph_core.plugins import get_plugin_manager
-from rlgraph_core.testing.determinism import check_seed_determinism, make_tiny, result_of, weights_differ
+from rlgraph_core.execution.run_dir import read_metrics
+from cli_helpers import run_cli
+from rlgraph_core.testing.determinism import (
+    RunResult,
+    check_seed_determinism,
+    make_tiny,
+    result_of,
+    strip_clock,
+    weights_differ,
+)
 
 if "torch" not in get_plugin_manager().names("backends"):
     pytest.skip("the torch backend (rlgraph-torch) is not installed", allow_module_level=True)
@@ -38,12 +48,41 @@ def test_save_load_continues_the_agents_random_streams(tmp_path):
     assert not weights_differ(one, two)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each learn() (and a resume) makes new envs reset with seed train.seed + timesteps: the episode "
-    "in progress at the stop is cut, since a gymnasium env's state cannot be checkpointed without pickling",
-)
-def test_a_stopped_run_matches_an_uninterrupted_one(tmp_path):
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_a_stopped_and_resumed_run_matches_an_uninterrupted_one(algo, tmp_path):
+    """A run stopped by its budget at 128 steps and resumed (``load`` of the run's final checkpoint
+    or of ``save``, then ``learn``; and ``rlgraph train --resume``) continues the episodes in
+    progress and every random stream: its metrics rows and weights equal a 256-step run's."""
+    whole = make_tiny(rl.make, algo, "torch", "eager", 0, tmp_path / "whole").learn(256)
+    first = make_tiny(rl.make, algo, "torch", "eager", 0, tmp_path / "first").learn(128)
+    first.save(tmp_path / "saved")
+    expected = result_of(whole, tmp_path / "whole")
+    for source in (tmp_path / "first" / "checkpoint", tmp_path / "saved"):
+        out = tmp_path / f"resumed_{source.name}"
+        resumed = result_of(rl.load(source, out=out).learn(128), out)
+        assert strip_clock(read_metrics(tmp_path / "first" / "metrics.jsonl")) + resumed.metrics == expected.metrics
+        assert not weights_differ(expected, resumed), f"resumed from {source.name}: other weights"
+    cli = tmp_path / "cli"
+    code, _, stderr = run_cli(
+        "train",
+        "--resume",
+        str(tmp_path / "first"),
+        "--set",
+        "train.total_timesteps=256",
+        "--no-progress",
+        "--out",
+        str(cli),
+    )
+    assert code == 0, stderr
+    resumed = RunResult(
+        strip_clock(read_metrics(cli / "metrics.jsonl")), rl.load(cli / "checkpoint").agent.get_weights()
+    )
+    assert strip_clock(read_metrics(tmp_path / "first" / "metrics.jsonl")) + resumed.metrics == expected.metrics
+    assert not weights_differ(expected, resumed), "rlgraph train --resume: other weights"
+
+
+def test_learn_twice_matches_one_learn():
+    """In one process, learn(128) then learn(128) continues the envs' episodes: learn(256)'s weights."""
     whole = make_tiny(rl.make, "dqn", "torch", "eager", 0, None).learn(256).agent.get_weights()
     halves = make_tiny(rl.make, "dqn", "torch", "eager", 0, None).learn(128).learn(128).agent.get_weights()
     assert all(np.array_equal(whole[k], halves[k]) for k in whole)

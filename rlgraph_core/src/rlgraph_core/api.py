@@ -32,13 +32,14 @@ import numpy as np
 
 from rlgraph_core.assemble import assemble
 from rlgraph_core.callbacks import make_callbacks
-from rlgraph_core.checkpoint import read_meta
+from rlgraph_core.checkpoint import read_attachment, read_meta, save_checkpoint
 from rlgraph_core.config.run import deep_merge, load_raw_config, shipped_configs, validate_config
 from rlgraph_core.config.sections import EnvConfig, TrainConfig
 from rlgraph_core.datasets import DatasetSource
 from rlgraph_core.envs import missing_space_message, resolve_env_id
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
+from rlgraph_core.execution import env_resume
 from rlgraph_core.execution.out_dir import check_out_dir
 from rlgraph_core.execution.recorder import RunState
 from rlgraph_core.execution.run_dir import PYTHON_TERMS
@@ -575,7 +576,12 @@ class Algorithm:
 
         path = check_out_dir(path, "save(path)")  # read-only, virtual (/proc) or invalid: one paragraph
         try:
-            self.agent.save(str(path), {"config": self.config.to_dict(), "run_state": self._state.to_json()})
+            extra = {"config": self.config.to_dict(), "run_state": self._state.to_json()}
+            carried = self._state.env_runner  # the episodes in progress, so a loaded run continues them
+            if carried is None:
+                self.agent.save(str(path), extra)
+            else:
+                save_checkpoint(self.agent, str(path), extra, {env_resume.ATTACHMENT: carried})
         except OSError as exc:  # what the probe could not foresee (e.g. a file system that refuses links)
             raise ConfigError(
                 f"save(path) '{path}': the checkpoint could not be written ({exc.strerror or exc}); nothing of an "
@@ -636,5 +642,13 @@ def load(
         plugin_manager=plugin_manager,
         **overrides,
     )
+    found = read_attachment(path, env_resume.ATTACHMENT)
+    carried = None
+    if found is not None:  # checked before the agent loads: a refused one leaves nothing half-loaded
+        info, arrays = found
+        carried = env_resume.check_snapshot(
+            info, arrays, algo.observation_space, algo.action_space, algo.config.env.num_envs, str(path)
+        )
     algo._state = RunState.from_meta(algo.agent.load(str(path)))
+    algo._state.env_runner = carried
     return algo

@@ -103,6 +103,8 @@ class CheckedEnv(gym.Wrapper):
         self._allow = allow_nonfinite_obs
         self._steps = 0
         self._episode_steps = 0
+        #: the current episode's start, noted at each reset: ``{"seed": int}`` or ``{"rng": bit-generator state}``
+        self.episode_start: dict | None = None
         #: (field, key or None, declared shape, declared dtype) of each Box the observation space declares
         self._boxes = _declared_boxes(getattr(env, "observation_space", None))
 
@@ -137,6 +139,10 @@ class CheckedEnv(gym.Wrapper):
         )
 
     def reset(self, **kwargs):
+        seed = kwargs.get("seed")
+        # Where this episode's randomness starts (its reset seed, or the generator before the reset
+        # draws): a resumed run replays the episode in progress from it (execution.env_resume).
+        self.episode_start = {"seed": int(seed)} if seed is not None else {"rng": self.np_random.bit_generator.state}
         obs, info = self.env.reset(**kwargs)
         self._episode_steps = 0
         problem = observation_problem(obs, self._allow)

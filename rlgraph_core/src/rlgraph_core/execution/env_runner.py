@@ -37,6 +37,8 @@ __all__ = ["EnvRunner", "Step", "true_next_obs"]
 
 #: The fields of a :class:`Step`, in order (also the keys of :meth:`EnvRunner.trajectory`).
 STEP_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
+#: the action log is trimmed once it holds this many batches (or twice the longest episode in progress)
+_ACTION_LOG_MIN = 1024
 
 
 def true_next_obs(next_obs, infos: dict):
@@ -138,6 +140,9 @@ class EnvRunner:
         self._returns = np.zeros(self.num_envs)
         self._lengths = np.zeros(self.num_envs, np.int64)
         self._finished = Episodes([], [])
+        #: the action batches since the start of the longest episode in progress (trimmed lazily)
+        self._action_log: list = []
+        self._log_cap = _ACTION_LOG_MIN
         initial = getattr(agent, "initial_state", None)
         self.state = initial(self.num_envs) if initial is not None else None
         self.episode_starts = None if self.state is None else np.ones(self.num_envs, bool)
@@ -156,7 +161,29 @@ class EnvRunner:
             self.agent.observe(*step)
         self._count(rewards, terminated, truncated)
         self.obs = next_obs
+        log = self._action_log
+        log.append(actions)
+        if len(log) > self._log_cap:
+            self._trim_action_log()
         return step
+
+    def _trim_action_log(self) -> None:
+        """Forget the actions of ended episodes (kept: those of the longest episode in progress);
+        called once the log doubled, so the per-step cost is one append and one comparison."""
+        keep = int(self._lengths.max())
+        del self._action_log[: len(self._action_log) - keep]
+        self._log_cap = max(_ACTION_LOG_MIN, 2 * keep)
+
+    def action_log(self) -> list:
+        """The action batches since the start of the longest episode in progress, oldest first (for
+        :func:`~rlgraph_core.execution.env_resume.snapshot`: env ``i``'s are the last ``lengths[i]``)."""
+        self._trim_action_log()
+        return list(self._action_log)
+
+    def set_action_log(self, actions: list) -> None:
+        """Carry on with ``actions`` (a resumed run's replayed episodes) as the action log."""
+        self._action_log = list(actions)
+        self._log_cap = max(_ACTION_LOG_MIN, 2 * len(self._action_log))
 
     def trajectory(self, length: int) -> dict[str, Any]:
         """``length`` vector steps (not observed) as a time-major ``[T, N, ...]`` trajectory with the

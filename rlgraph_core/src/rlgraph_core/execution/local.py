@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from rlgraph_core.checkpoint import read_attachment
 from rlgraph_core.datasets import DatasetWriter
+from rlgraph_core.execution import env_resume
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.env_runner import EnvRunner, true_next_obs
 from rlgraph_core.execution.recorder import RunRecorder, RunState
@@ -61,10 +63,11 @@ class LocalExecutor(Executor):
             agent = self.agent or parts.make_agent(
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs
             )
+            carried = self._carried_episodes(envs)  # checked before the recorder loads anything
             writer = self._dataset_writer(envs, agent)
             recorder = self._recorder(agent, eval_env)
             try:
-                return recorder.run(lambda rec, stop: self._steps(agent, envs, rec, stop, writer))
+                return recorder.run(lambda rec, stop: self._steps(agent, envs, rec, stop, writer, carried))
             finally:
                 if writer is not None:
                     writer.close()
@@ -86,16 +89,49 @@ class LocalExecutor(Executor):
             append=self.resume_dir is not None or agent.timesteps > 0,
         )
 
-    def _steps(self, agent, envs, recorder: RunRecorder, stop: StopRequest, writer=None) -> None:
+    def _carried_episodes(self, envs) -> tuple | None:
+        """The episodes in progress where the run this one continues stopped (the facade's previous
+        ``learn``, or the resumed checkpoint's ``env_runner`` attachment), checked against ``envs``;
+        None without one. A refused attachment raises :class:`CheckpointError` before anything loads."""
+        carried = self.run_state.env_runner if self.run_state is not None else None
+        shown = "the previous learn()"
+        if carried is None and self.resume_dir is not None:
+            found = read_attachment(self.resume_dir, env_resume.ATTACHMENT)
+            carried = None if found is None else (found[1], found[0])
+            shown = str(self.resume_dir)
+        if carried is None:
+            return None
+        arrays, info = carried
+        return env_resume.check_snapshot(
+            info, arrays, envs.single_observation_space, envs.single_action_space, int(envs.num_envs), shown
+        )
+
+    def _steps(self, agent, envs, recorder: RunRecorder, stop: StopRequest, writer=None, carried=None) -> None:
         """Step the vector envs (the shared :class:`EnvRunner`) until the recorder says the run is done;
-        ``writer`` (a :class:`~rlgraph_core.datasets.DatasetWriter`) records every step."""
-        runner = EnvRunner(agent, envs, seed=self.config.train.seed + recorder.timesteps)
-        while not recorder.done(stop):
-            step = runner.step()
-            if writer is not None:
-                writer.add(step)
-            recorder.add_env_steps(runner.num_envs)
-            agent.update()
-            if runner.has_episodes:  # most steps end no episode: nothing to hand over or allocate
-                recorder.add_episodes(runner.take_episodes())
-            recorder.step()
+        ``writer`` (a :class:`~rlgraph_core.datasets.DatasetWriter`) records every step. ``carried``
+        (checked ``(arrays, info)``) are the episodes in progress where the continued run stopped:
+        replayed, so the run goes on as if it had not stopped (see :mod:`~rlgraph_core.execution.env_resume`)."""
+        seed = self.config.train.seed + recorder.timesteps
+        runner = EnvRunner(agent, envs, seed=seed)
+        if carried is not None:
+            env_resume.replay(runner, *carried, timesteps=recorder.timesteps, seed=seed)
+
+        def episodes_in_progress():
+            taken = env_resume.snapshot(runner, recorder.timesteps)
+            return {} if taken is None else {env_resume.ATTACHMENT: taken}
+
+        recorder.checkpoint_attachments = episodes_in_progress
+        try:
+            while not recorder.done(stop):
+                step = runner.step()
+                if writer is not None:
+                    writer.add(step)
+                recorder.add_env_steps(runner.num_envs)
+                agent.update()
+                if runner.has_episodes:  # most steps end no episode: nothing to hand over or allocate
+                    recorder.add_episodes(runner.take_episodes())
+                recorder.step()
+        except BaseException:
+            recorder.state.env_runner = None  # a step that raised may have left the envs half-stepped
+            raise
+        recorder.state.env_runner = env_resume.snapshot(runner, recorder.timesteps)

@@ -69,6 +69,9 @@ from rlgraph_core.execution.loggers import call_logger, close_quietly
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
 
+#: how many of the latest training episodes a row's ``episode_return_mean`` averages
+RECENT_EPISODES = 20
+
 #: The keys every evaluation has; the row takes mean and std of the return, and any other key.
 _EVAL_BASICS = frozenset({"eval_return_mean", "eval_return_std", "eval_length_mean", "eval_episodes"})
 
@@ -89,6 +92,14 @@ class RunState:
     error: str | None = None
     traceback: str | None = None
     cause: BaseException | None = field(default=None, repr=False)
+    #: the returns and lengths of the latest training episodes (up to 20: the rows'
+    #: ``episode_return_mean``/``episode_length_mean``), carried across resumes
+    recent_returns: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
+    recent_lengths: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
+    #: the training envs' episodes in progress where the run stopped, ``(arrays, info)`` of
+    #: :func:`~rlgraph_core.execution.env_resume.snapshot` (the facade's next ``learn`` replays them);
+    #: stored as the checkpoint attachment ``env_runner``, not in the meta
+    env_runner: tuple | None = field(default=None, repr=False)
 
     def to_json(self, wall_time: float | None = None) -> dict:
         """The JSON stored in every checkpoint's meta (``run_state``); ``wall_time`` is the total so far."""
@@ -97,6 +108,8 @@ class RunState:
             "last_eval_return": self.last_eval_return,
             "wall_time": self.wall_time if wall_time is None else wall_time,
             "target_passed": self.target_passed,
+            "recent_returns": [float(r) for r in self.recent_returns],
+            "recent_lengths": [int(n) for n in self.recent_lengths],
         }
 
     @classmethod
@@ -108,7 +121,26 @@ class RunState:
             last_eval_return=stored.get("last_eval_return"),
             wall_time=float(stored.get("wall_time") or 0.0),
             target_passed=bool(stored.get("target_passed")) or meta.get("ended_by") == "target_return",
+            recent_returns=_recent(stored.get("recent_returns"), float),
+            recent_lengths=_recent(stored.get("recent_lengths"), int),
         )
+
+
+def _recent(values: Any, kind: type) -> deque:
+    """A checkpoint's recent episode returns or lengths as a deque; empty unless a list of at most
+    :data:`RECENT_EPISODES` finite numbers (display values of the rows: an odd one is dropped, not fatal)."""
+    ok = (
+        isinstance(values, list)
+        and len(values) <= RECENT_EPISODES
+        and all(
+            isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            and (kind is float or v == int(v))
+            for v in values
+        )
+    )
+    return deque((kind(v) for v in values) if ok else (), maxlen=RECENT_EPISODES)
 
 
 class RunRecorder:
@@ -187,8 +219,9 @@ class RunRecorder:
         self.snapshot_interval_s = 1.0
         self._snapshot_key: tuple[int, int] | None = None
         self._snapshot_at = -math.inf
-        self.recent_returns: deque[float] = deque(maxlen=20)
-        self.recent_lengths: deque[int] = deque(maxlen=20)
+        #: the latest training episodes' returns and lengths (the run state's: carried across resumes)
+        self.recent_returns: deque[float] = self.state.recent_returns
+        self.recent_lengths: deque[int] = self.state.recent_lengths
         self.loggers: list = []
         self._rows_logged = 0
         self._bar = None
