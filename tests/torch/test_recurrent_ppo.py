@@ -170,3 +170,11 @@ def test_gru_balances_cartpole_without_velocities_where_an_mlp_cannot(tmp_path):
         "gru",
     )
     assert run()["best_eval_return"] < 200
+
+
+@pytest.mark.heavy
+def test_lstm_config_beats_what_a_feed_forward_policy_can(tmp_path):
+    """configs/ppo_lstm_cartpole_nov.yaml (measured, seed 0: best 366.8 in its 200k budget, 235 s at
+    load ~4): far above the MLP's 48.4, though short of its 450 target."""
+    _, run = _cartpole_nov(tmp_path, [])
+    assert run()["best_eval_return"] >= 300
