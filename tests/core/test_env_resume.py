@@ -139,3 +139,27 @@ def test_the_action_log_keeps_only_the_episodes_in_progress():
         runner.step(observe=False)
     log = runner.action_log()
     assert len(log) == runner._lengths.max() < 3000
+
+
+class RolloutAgent(GreedyAgent):
+    """An agent with a rollout in progress: records what the resume tells it to do with it."""
+
+    def __init__(self):
+        self.told: list = []
+
+    def partial_rollout(self):
+        return None
+
+    def continue_rollout(self, fields):
+        self.told.append(fields)
+
+
+def test_a_fallback_drops_an_on_policy_agents_rollout_in_progress():
+    first = _runner(own_rng=True)
+    for _ in range(10):
+        first.step(observe=False)
+    second = _runner(own_rng=True)
+    second.agent = agent = RolloutAgent()
+    with pytest.warns(RuntimeWarning, match="restart on resume"):
+        env_resume.replay(second, *_checked(env_resume.snapshot(first, 30), first), timesteps=30, seed=7)
+    assert agent.told == [None]  # its steps so far would not join the restarted episodes

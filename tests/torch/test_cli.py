@@ -150,7 +150,8 @@ def test_train_writes_metrics_plot_checkpoint_and_summary(trained):
         assert row["updates_per_s"] == pytest.approx((row["updates"] - previous["updates"]) / interval, rel=1e-6)
         previous = row
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert {p.name for p in (out / "checkpoint").iterdir()} == {"meta.json", "config.json", "weights.npz", "state.npz"}
+    files = {"meta.json", "config.json", "weights.npz", "state.npz", "env_runner.npz"}  # + the episodes in progress
+    assert {p.name for p in (out / "checkpoint").iterdir()} == files
     summary = json.loads((out / "summary.json").read_text())
     assert summary["timesteps"] == 2000 and summary["updates"] == rows[-1]["updates"]
     assert summary["eval_return_mean"] == rows[-1]["eval_return_mean"]  # the last evaluation (checked

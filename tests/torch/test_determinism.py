@@ -16,6 +16,8 @@ import pytest
 
 import rlgraph_core as rl
 from rlgraph_core.plugins import get_plugin_manager
+from rlgraph_core.errors import CheckpointError
+from rlgraph_core.execution import env_resume
 from rlgraph_core.execution.run_dir import read_metrics
 from cli_helpers import run_cli
 from rlgraph_core.testing.determinism import (
@@ -48,19 +50,30 @@ def test_save_load_continues_the_agents_random_streams(tmp_path):
     assert not weights_differ(one, two)
 
 
-@pytest.mark.parametrize("algo", ["dqn", "ppo"])
-def test_a_stopped_and_resumed_run_matches_an_uninterrupted_one(algo, tmp_path):
-    """A run stopped by its budget at 128 steps and resumed (``load`` of the run's final checkpoint
-    or of ``save``, then ``learn``; and ``rlgraph train --resume``) continues the episodes in
-    progress and every random stream: its metrics rows and weights equal a 256-step run's."""
-    whole = make_tiny(rl.make, algo, "torch", "eager", 0, tmp_path / "whole").learn(256)
-    first = make_tiny(rl.make, algo, "torch", "eager", 0, tmp_path / "first").learn(128)
+def _joined(first: Path, resumed: list[dict], stop: int, expected: list[dict]) -> list[dict]:
+    """The rows of a run stopped at ``stop`` (folder ``first``) and of its resumption; the stop's own
+    final row (its final evaluation) is left out where the uninterrupted run has no row there."""
+    rows = strip_clock(read_metrics(first / "metrics.jsonl")) + resumed
+    if stop in {row["timesteps"] for row in expected}:
+        return rows
+    return [row for row in rows if row["timesteps"] != stop]
+
+
+@pytest.mark.parametrize(("algo", "total"), [("dqn", 256), ("ppo", 192)])
+def test_a_stopped_and_resumed_run_matches_an_uninterrupted_one(algo, total, tmp_path):
+    """A run stopped by its budget at half its steps and resumed (``load`` of the run's final
+    checkpoint or of ``save``, then ``learn``; and ``rlgraph train --resume``) continues the
+    episodes in progress and every random stream: its metrics rows and weights equal an
+    uninterrupted run's. PPO stops at 96 steps, half-way through its second 64-step rollout."""
+    stop = total // 2
+    whole = make_tiny(rl.make, algo, "torch", "eager", 0, tmp_path / "whole").learn(total)
+    first = make_tiny(rl.make, algo, "torch", "eager", 0, tmp_path / "first").learn(stop)
     first.save(tmp_path / "saved")
     expected = result_of(whole, tmp_path / "whole")
     for source in (tmp_path / "first" / "checkpoint", tmp_path / "saved"):
         out = tmp_path / f"resumed_{source.name}"
-        resumed = result_of(rl.load(source, out=out).learn(128), out)
-        assert strip_clock(read_metrics(tmp_path / "first" / "metrics.jsonl")) + resumed.metrics == expected.metrics
+        resumed = result_of(rl.load(source, out=out).learn(total - stop), out)
+        assert _joined(tmp_path / "first", resumed.metrics, stop, expected.metrics) == expected.metrics
         assert not weights_differ(expected, resumed), f"resumed from {source.name}: other weights"
     cli = tmp_path / "cli"
     code, _, stderr = run_cli(
@@ -68,7 +81,7 @@ def test_a_stopped_and_resumed_run_matches_an_uninterrupted_one(algo, tmp_path):
         "--resume",
         str(tmp_path / "first"),
         "--set",
-        "train.total_timesteps=256",
+        f"train.total_timesteps={total}",
         "--no-progress",
         "--out",
         str(cli),
@@ -77,8 +90,37 @@ def test_a_stopped_and_resumed_run_matches_an_uninterrupted_one(algo, tmp_path):
     resumed = RunResult(
         strip_clock(read_metrics(cli / "metrics.jsonl")), rl.load(cli / "checkpoint").agent.get_weights()
     )
-    assert strip_clock(read_metrics(tmp_path / "first" / "metrics.jsonl")) + resumed.metrics == expected.metrics
+    assert _joined(tmp_path / "first", resumed.metrics, stop, expected.metrics) == expected.metrics
     assert not weights_differ(expected, resumed), "rlgraph train --resume: other weights"
+
+
+def test_a_partly_collected_rollout_is_checked_before_it_is_continued(tmp_path):
+    """PPO stopped mid-rollout stores its steps so far; a malformed one is refused in one paragraph."""
+    algo = make_tiny(rl.make, "ppo", "torch", "eager", 0, None).learn(96)
+    rollout = algo.agent.partial_rollout()
+    assert rollout is not None and len(rollout["rewards"]) == 16  # 96 = 64 + 16 steps of 2 envs
+    assert algo.agent.partial_rollout_problem(rollout) is None
+    bad = [
+        ({**rollout, "extra": rollout["rewards"]}, "the rollout holds"),
+        ({**rollout, "values": np.full_like(rollout["values"], np.nan)}, "'values' holds NaN"),
+        ({**rollout, "obs": rollout["obs"][..., :2]}, "rollout observations are [2]"),
+        ({k: v[:, :1] for k, v in rollout.items()}, "not [16, 2, ...]"),
+    ]
+    for fields, named in bad:
+        assert named in algo.agent.partial_rollout_problem(fields)
+    algo.save(tmp_path / "ck")
+    arrays, info = algo._state.env_runner
+    with pytest.raises(CheckpointError, match="its partly collected rollout: rollout field 'terminated'"):
+        env_resume.check_snapshot(
+            info,
+            {**arrays, "rollout/terminated": arrays["rollout/terminated"].astype(np.int8)},
+            algo.observation_space,
+            algo.action_space,
+            2,
+            "ck",
+            algo.agent,
+        )
+    assert sorted(rl.load(tmp_path / "ck")._state.env_runner[0]) == sorted(arrays)
 
 
 def test_learn_twice_matches_one_learn():

@@ -647,7 +647,7 @@ def load(
     if found is not None:  # checked before the agent loads: a refused one leaves nothing half-loaded
         info, arrays = found
         carried = env_resume.check_snapshot(
-            info, arrays, algo.observation_space, algo.action_space, algo.config.env.num_envs, str(path)
+            info, arrays, algo.observation_space, algo.action_space, algo.config.env.num_envs, str(path), algo.agent
         )
     algo._state = RunState.from_meta(algo.agent.load(str(path)))
     algo._state.env_runner = carried

@@ -193,6 +193,12 @@ class OnPolicyGraph(Component):
         return self.obs_normalizer.update(split_observation(obs, self.mask_layout)[0])
 
 
+#: the per-step fields :meth:`OnPolicyAgent.observe` stores in the rollout (without subclass extras)
+_ROLLOUT_FIELDS = frozenset(
+    {"obs", "actions", "log_probs", "values", "rewards", "terminated", "truncated", "final_values"}
+)
+
+
 class OnPolicyAgent(Agent):
     """Base of PPO and A2C: acting, rollout collection, bootstrapping and GAE.
 
@@ -514,6 +520,49 @@ class OnPolicyAgent(Agent):
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
         }
         return arrays, counters
+
+    # --- a partly collected rollout across a resume (the local executor's env_runner attachment) ---
+    def partial_rollout(self) -> dict[str, np.ndarray] | None:
+        """The steps of a partly collected rollout (flat field names, ``[pos, N, ...]``), for a
+        resume that continues the envs' episodes too; None when there is none or this agent
+        stores per-step fields of its own (IMPALA, recurrent PPO: their rollout restarts)."""
+        if type(self)._step_extras is not OnPolicyAgent._step_extras:
+            return None
+        return self.buffer.partial()
+
+    def partial_rollout_problem(self, fields: dict[str, np.ndarray]) -> str | None:
+        """Why ``fields`` cannot be this agent's partly collected rollout, or None: exactly the
+        fields :meth:`observe` stores, each ``[pos, num_envs, ...]`` with ``0 < pos < n_steps``,
+        observations of the observation space's shape, finite floats."""
+        if type(self)._step_extras is not OnPolicyAgent._step_extras:
+            return f"{type(self).__name__} does not continue a partly collected rollout"
+        if set(fields) != _ROLLOUT_FIELDS:
+            return f"the rollout holds {sorted(fields)}, not {sorted(_ROLLOUT_FIELDS)}"
+        n, pos = self.num_envs, len(fields["rewards"])
+        if not 0 < pos < self.buffer.n_steps:
+            return f"the rollout holds {pos} steps, not 1..{self.buffer.n_steps - 1}"
+        obs_shape = tuple(getattr(self.observation_space, "shape", None) or ())
+        for name, value in fields.items():
+            if value.shape[:2] != (pos, n) or value.dtype.kind not in "biuf":
+                return f"rollout field '{name}' is {list(value.shape)} {value.dtype}, not [{pos}, {n}, ...] numbers"
+            if name in ("terminated", "truncated") and (value.dtype != bool or value.ndim != 2):
+                return f"rollout field '{name}' is {list(value.shape)} {value.dtype}, not [{pos}, {n}] bool"
+            if name in ("log_probs", "values", "rewards", "final_values") and value.ndim != 2:
+                return f"rollout field '{name}' is {list(value.shape)}, not [{pos}, {n}]"
+            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+                return f"rollout field '{name}' holds NaN or infinite values"
+        if fields["obs"].shape[2:] != obs_shape:
+            return f"rollout observations are {list(fields['obs'].shape[2:])}, the space's {list(obs_shape)}"
+        return None
+
+    def continue_rollout(self, fields: dict[str, np.ndarray] | None) -> None:
+        """Carry on with a checked partly collected rollout, or (None) start a fresh one: the
+        envs' episodes restarted, so the steps collected so far would not join the next ones."""
+        self._pending = None
+        if fields is None:
+            self.buffer.reset()
+        else:
+            self.buffer.restore_partial(fields)
 
     def optimizer_state_steps(self):
         """The one train step stores its optimizer state under ``optimizer/``."""

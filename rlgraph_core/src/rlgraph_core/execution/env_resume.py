@@ -7,7 +7,7 @@ training env) notes at each reset either the reset seed or the env's ``np_random
 state before the reset draws (a JSON dict), and the :class:`~rlgraph_core.execution.env_runner.EnvRunner`
 keeps the actions of the episodes in progress. :func:`snapshot` turns both, with the current
 observations and the partial returns and lengths, into a checkpoint attachment (``env_runner.npz``
-plus JSON); :func:`replay` restores each sub-env's generator, resets it, steps the recorded
+plus JSON; with an on-policy agent's partly collected rollout, ``rollout/<field>``); :func:`replay` restores each sub-env's generator, resets it, steps the recorded
 actions and checks that it lands on the stored observation (and return). Where it does not (an
 env with randomness of its own, such as ALE's), the episodes in progress restart as before, with
 one warning line.
@@ -32,6 +32,8 @@ __all__ = ["ATTACHMENT", "check_snapshot", "replay", "snapshot"]
 ATTACHMENT = "env_runner"
 _VERSION = 1
 _ARRAYS = frozenset({"obs", "actions", "returns", "lengths"})
+#: the prefix of an on-policy agent's partly collected rollout in the attachment
+_ROLLOUT = "rollout/"
 #: bit generators whose state a snapshot may name (numpy's own; nothing is looked up by a stored name otherwise)
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 
@@ -64,6 +66,10 @@ def snapshot(runner, timesteps: int) -> tuple[dict[str, np.ndarray], dict[str, A
         "returns": np.array(runner._returns, dtype=np.float64, copy=True),
         "lengths": np.array(runner._lengths, dtype=np.int64, copy=True),
     }
+    partial = getattr(runner.agent, "partial_rollout", None)
+    rollout = partial() if partial is not None else None
+    if rollout:  # an on-policy agent's steps of the rollout in progress, which the replayed episodes continue
+        arrays.update({f"{_ROLLOUT}{k}": v for k, v in rollout.items()})
     info = {
         "version": _VERSION,
         "timesteps": int(timesteps),
@@ -114,10 +120,11 @@ def _actions_problem(actions: np.ndarray, space) -> str | None:
 
 
 def check_snapshot(
-    info: Any, arrays: dict[str, np.ndarray], obs_space, act_space, num_envs: int, shown: str
+    info: Any, arrays: dict[str, np.ndarray], obs_space, act_space, num_envs: int, shown: str, agent=None
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``(arrays, info)`` if they describe ``num_envs`` episodes of the given single-env spaces in
-    progress; else raise :class:`CheckpointError` (nothing is assigned before this passed)."""
+    progress (and a partly collected rollout ``agent`` can continue, where one is stored); else
+    raise :class:`CheckpointError` (nothing is assigned before this passed)."""
 
     def refuse(problem: str) -> CheckpointError:
         return CheckpointError(
@@ -141,8 +148,14 @@ def check_snapshot(
         problem = _start_problem(start)
         if problem:
             raise refuse(f"env {i}'s episode start: {problem}")
-    if set(arrays) != _ARRAYS:
-        raise refuse(f"it holds the arrays {sorted(arrays)}, not {sorted(_ARRAYS)}")
+    rollout = {k[len(_ROLLOUT) :]: v for k, v in arrays.items() if k.startswith(_ROLLOUT)}
+    if set(arrays) - {_ROLLOUT + k for k in rollout} != _ARRAYS:
+        raise refuse(f"it holds the arrays {sorted(arrays)[:8]}, not {sorted(_ARRAYS)} (and rollout/...)")
+    if rollout:
+        check = getattr(agent, "partial_rollout_problem", None)
+        problem = "this agent keeps no rollout" if check is None else check(rollout)
+        if problem:
+            raise refuse(f"its partly collected rollout: {problem}")
     obs, actions, returns, lengths = (arrays[k] for k in ("obs", "actions", "returns", "lengths"))
     want = (num_envs, *tuple(getattr(obs_space, "shape", None) or ()))
     if obs.shape != want or obs.dtype != getattr(obs_space, "dtype", obs.dtype):
@@ -185,6 +198,7 @@ def replay(runner, arrays: dict[str, np.ndarray], info: dict[str, Any], timestep
     repeat: its replay ends elsewhere), every env is reset with ``seed`` (the episodes in
     progress restart, as without a snapshot) after one ``rlgraph: warning:`` line."""
     subs = _sub_envs(runner.envs)
+    restart = getattr(runner.agent, "continue_rollout", None)
     why = None
     if subs is None:
         why = "its vector env cannot be replayed (only a sync one of array observations)"
@@ -206,9 +220,14 @@ def replay(runner, arrays: dict[str, np.ndarray], info: dict[str, Any], timestep
             stacklevel=2,
         )
         runner.obs, _ = runner.envs.reset(seed=int(seed))
+        if restart is not None:
+            restart(None)  # the steps collected so far would not join the restarted episodes
         return False
     runner.obs = np.array(arrays["obs"], copy=True)
     runner._returns[:] = arrays["returns"]
     runner._lengths[:] = arrays["lengths"]
     runner.set_action_log(list(arrays["actions"]))
+    rollout = {k[len(_ROLLOUT) :]: v for k, v in arrays.items() if k.startswith(_ROLLOUT)}
+    if rollout and restart is not None:
+        restart(rollout)
     return True

@@ -63,7 +63,7 @@ class LocalExecutor(Executor):
             agent = self.agent or parts.make_agent(
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs
             )
-            carried = self._carried_episodes(envs)  # checked before the recorder loads anything
+            carried = self._carried_episodes(envs, agent)  # checked before the recorder loads anything
             writer = self._dataset_writer(envs, agent)
             recorder = self._recorder(agent, eval_env)
             try:
@@ -89,7 +89,7 @@ class LocalExecutor(Executor):
             append=self.resume_dir is not None or agent.timesteps > 0,
         )
 
-    def _carried_episodes(self, envs) -> tuple | None:
+    def _carried_episodes(self, envs, agent) -> tuple | None:
         """The episodes in progress where the run this one continues stopped (the facade's previous
         ``learn``, or the resumed checkpoint's ``env_runner`` attachment), checked against ``envs``;
         None without one. A refused attachment raises :class:`CheckpointError` before anything loads."""
@@ -103,7 +103,7 @@ class LocalExecutor(Executor):
             return None
         arrays, info = carried
         return env_resume.check_snapshot(
-            info, arrays, envs.single_observation_space, envs.single_action_space, int(envs.num_envs), shown
+            info, arrays, envs.single_observation_space, envs.single_action_space, int(envs.num_envs), shown, agent
         )
 
     def _steps(self, agent, envs, recorder: RunRecorder, stop: StopRequest, writer=None, carried=None) -> None:

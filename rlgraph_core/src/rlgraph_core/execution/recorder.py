@@ -126,6 +126,11 @@ class RunState:
         )
 
 
+def _next_multiple(steps: int, interval: int) -> int:
+    """The first multiple of ``interval`` after ``steps`` (``steps`` itself for an interval of 0)."""
+    return steps if interval <= 0 else (steps // interval + 1) * interval
+
+
 def _recent(values: Any, kind: type) -> deque:
     """A checkpoint's recent episode returns or lengths as a deque; empty unless a list of at most
     :data:`RECENT_EPISODES` finite numbers (display values of the rows: an odd one is dropped, not fatal)."""
@@ -229,10 +234,12 @@ class RunRecorder:
         self.first_update = FirstUpdateClock(False, 0)
         tc = config.train
         self._interval = tc.checkpoint_interval or tc.eval_interval
-        self._next_log = self.timesteps + tc.log_interval
-        self._next_eval = self.timesteps + tc.eval_interval
-        self._next_checkpoint = self.timesteps + self._interval
-        self._next_video = self.timesteps + (tc.video_interval or 0)
+        # On the grid of multiples of each interval, as an uninterrupted run's: a run resumed at a
+        # step between two evaluations evaluates (logs, checkpoints) where it would have.
+        self._next_log = _next_multiple(self.timesteps, tc.log_interval)
+        self._next_eval = _next_multiple(self.timesteps, tc.eval_interval)
+        self._next_checkpoint = _next_multiple(self.timesteps, self._interval)
+        self._next_video = _next_multiple(self.timesteps, tc.video_interval or 0)
         #: the env-step count of this session's latest evaluation (None before the first)
         self._evaluated_at: int | None = None
         #: The executor's ``extra_metrics`` of the last logged row, so the final evaluation's row carries them too.

@@ -194,3 +194,20 @@ class RolloutBuffer:
     def reset(self) -> None:
         """Empty the buffer (storage is kept and overwritten by the next rollout)."""
         self._pos = 0
+
+    def partial(self) -> dict[str, np.ndarray] | None:
+        """Copies of the steps of a partly collected rollout (flat field names, ``[pos, N, ...]``);
+        None when the buffer is empty or full."""
+        if self._pos == 0 or self.full:
+            return None
+        return {k: np.array(v[: self._pos], copy=True) for k, v in self._store.items()}
+
+    def restore_partial(self, fields: dict[str, np.ndarray]) -> None:
+        """Carry on with the partly collected rollout ``fields`` (as :meth:`partial` gave them; the
+        caller checked them): storage of their shapes and dtypes, filled with them."""
+        pos = len(next(iter(fields.values())))
+        self._store = {}
+        for name, value in fields.items():
+            self._store[name] = np.zeros((self.n_steps, *value.shape[1:]), value.dtype)
+            self._store[name][:pos] = value
+        self._pos = pos
