@@ -101,6 +101,12 @@ def test_predict_checkpoint_and_refusals(tmp_path, monkeypatch):
     again, state3 = loaded.predict(obs)
     np.testing.assert_allclose(state3["pi_h"], state["pi_h"], rtol=1e-6)
     assert int(again) == int(action)
+    # a checkpoint taken half-way through a rollout resumes with a fresh one
+    algo.learn(64)
+    assert 0 < len(algo.agent.buffer) < algo.agent.buffer.n_steps
+    resumed = rl.load(algo.save(tmp_path / "mid"))
+    resumed.learn(256)
+    assert resumed.timesteps >= algo.timesteps + 256 and resumed.agent.updates > algo.agent.updates
     with pytest.raises(ValueError, match="acts from a state"):
         algo.agent.act(obs[None])
     with pytest.raises(NotImplementedError, match="cannot be exported to ONNX yet"):

@@ -314,6 +314,15 @@ class RecurrentPPOAgent(PPOAgent):
         metrics.update(clip_range=clip_range, gradient_steps=len(per_step), early_stop=early_stop)
         return metrics
 
+    def partial_rollout(self):
+        """None: a resumed run starts a fresh rollout (the stored sequence states and the envs'
+        policy state are not carried across a checkpoint)."""
+        return None
+
+    def partial_rollout_problem(self, fields):
+        """A recurrent PPO agent does not continue a partly collected rollout (see :meth:`partial_rollout`)."""
+        return f"{type(self).__name__} does not continue a partly collected rollout"
+
     def set_state(self, arrays, counters):
         """PPO's, and the rollout's stored states are dropped with the rollout."""
         super().set_state(arrays, counters)
