@@ -533,7 +533,7 @@ class OnPolicyAgent(Agent):
     def partial_rollout_problem(self, fields: dict[str, np.ndarray]) -> str | None:
         """Why ``fields`` cannot be this agent's partly collected rollout, or None: exactly the
         fields :meth:`observe` stores, each ``[pos, num_envs, ...]`` with ``0 < pos < n_steps``,
-        observations of the observation space's shape, finite floats."""
+        observations of the observation space's shape, finite floats (observations aside)."""
         if type(self)._step_extras is not OnPolicyAgent._step_extras:
             return f"{type(self).__name__} does not continue a partly collected rollout"
         if set(fields) != _ROLLOUT_FIELDS:
@@ -549,7 +549,8 @@ class OnPolicyAgent(Agent):
                 return f"rollout field '{name}' is {list(value.shape)} {value.dtype}, not [{pos}, {n}] bool"
             if name in ("log_probs", "values", "rewards", "final_values") and value.ndim != 2:
                 return f"rollout field '{name}' is {list(value.shape)}, not [{pos}, {n}]"
-            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            # observations were checked where they entered (env.allow_nonfinite_obs may let inf in)
+            if name != "obs" and value.dtype.kind == "f" and not np.all(np.isfinite(value)):
                 return f"rollout field '{name}' holds NaN or infinite values"
         if fields["obs"].shape[2:] != obs_shape:
             return f"rollout observations are {list(fields['obs'].shape[2:])}, the space's {list(obs_shape)}"

@@ -80,8 +80,9 @@ def nonfinite_arrays(arrays: Mapping[str, Any]) -> list[str]:
 #: Replay arrays that hold observations (``env.allow_nonfinite_obs`` may let NaN/inf into them): a
 #: ``data/obs`` or ``data/next_obs`` field (or a key of its Dict) under any prefix, as an agent's
 #: state (``memory/data/obs``), a memory's own state (``data/obs``) and a Ray replay shard's
-#: (``shard_0/data/obs/image``) name them.
-_OBS_ARRAY_RE = re.compile(r"(?:^|[/ ])data/(?:obs|next_obs)(?:/|$)")
+#: (``shard_0/data/obs/image``) name them; and the episodes in progress of the local executor's
+#: ``env_runner`` attachment (``env_runner.npz: obs``, ``env_runner.npz: rollout/obs``).
+_OBS_ARRAY_RE = re.compile(r"(?:^|[/ ])data/(?:obs|next_obs)(?:/|$)|^env_runner\.npz: (?:rollout/)?obs$")
 
 
 def nonfinite_records_problem(arrays: Mapping[str, Any], allow_nonfinite_obs: bool = False) -> str | None:

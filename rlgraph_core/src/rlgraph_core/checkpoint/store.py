@@ -193,6 +193,10 @@ def _listdir(folder: Path) -> list[str]:
         return []
 
 
+#: the files a checkpoint folder holds: its JSON and its arrays (weights, state, attachments such as env_runner)
+_CHECKPOINT_FILE_RE = re.compile(r"^(?:meta\.json|config\.json|[a-z][a-z0-9_]{0,63}\.npz)$")
+
+
 def _legacy_leftovers(link: Path) -> list[Path]:
     """What saves of rlgraph before the link layout left after an interruption."""
     pattern = re.compile(rf"^\.{re.escape(link.name)}\.(?:old|[a-z0-9_]{{8}})$")
@@ -201,10 +205,10 @@ def _legacy_leftovers(link: Path) -> list[Path]:
 
 
 def _remove_legacy_leftovers(link: Path) -> None:
-    """Delete legacy leftovers that hold nothing but checkpoint files (never a folder of anything else)."""
-    names = {"meta.json", "config.json", "weights.npz", "state.npz"}
+    """Delete legacy leftovers that hold nothing but checkpoint files (never a folder of anything else):
+    meta.json, config.json and ``.npz`` arrays named as a checkpoint's (weights, state, an attachment)."""
     for path in _legacy_leftovers(link):
-        if path.is_dir() and not path.is_symlink() and set(_listdir(path)) <= names:
+        if path.is_dir() and not path.is_symlink() and all(map(_CHECKPOINT_FILE_RE.match, _listdir(path))):
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -189,7 +189,9 @@ def _replay_one(sub, start: dict, actions: np.ndarray, obs: np.ndarray, ret: flo
         total += float(reward)  # float64, as the runner's sum of the vector env's float64 rewards
         if terminated or truncated:
             return False
-    return np.array_equal(np.asarray(current), obs) and float(total) == float(ret)
+    current = np.asarray(current)
+    same = np.array_equal(current, obs, equal_nan=current.dtype.kind == "f" and obs.dtype.kind == "f")
+    return same and float(total) == float(ret)
 
 
 def replay(runner, arrays: dict[str, np.ndarray], info: dict[str, Any], timesteps: int, seed: int) -> bool:
