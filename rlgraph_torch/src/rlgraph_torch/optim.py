@@ -142,7 +142,7 @@ class TorchTrainStep(TrainStep):
             grads = [p.grad for p in self.params if p.grad is not None]
             norm = global_norm(grads) if grads else torch.zeros((), device=self._device)
         # Two host reads and no new tensors (a stack + isfinite + all was 9 dispatched ops a step).
-        loss, total = float(outputs[0]), float(norm)
+        loss, total = outputs[0].item(), norm.item()  # item(): float() of a grad tensor warns
         if not (math.isfinite(loss) and math.isfinite(total)):  # before the optimizer moves anything
             self.optimizer.zero_grad(set_to_none=True)
             raise non_finite_update_error(describe_non_finite(loss, total))
