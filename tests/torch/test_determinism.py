@@ -22,7 +22,9 @@ from rlgraph_core.execution.run_dir import read_metrics
 from cli_helpers import run_cli
 from rlgraph_core.testing.determinism import (
     RunResult,
+    check_resume_determinism,
     check_seed_determinism,
+    joined_rows,
     make_tiny,
     result_of,
     strip_clock,
@@ -50,47 +52,22 @@ def test_save_load_continues_the_agents_random_streams(tmp_path):
     assert not weights_differ(one, two)
 
 
-def _joined(first: Path, resumed: list[dict], stop: int, expected: list[dict]) -> list[dict]:
-    """The rows of a run stopped at ``stop`` (folder ``first``) and of its resumption; the stop's own
-    final row (its final evaluation) is left out where the uninterrupted run has no row there."""
-    rows = strip_clock(read_metrics(first / "metrics.jsonl")) + resumed
-    if stop in {row["timesteps"] for row in expected}:
-        return rows
-    return [row for row in rows if row["timesteps"] != stop]
-
-
 @pytest.mark.parametrize(("algo", "total"), [("dqn", 256), ("ppo", 192)])
 def test_a_stopped_and_resumed_run_matches_an_uninterrupted_one(algo, total, tmp_path):
     """A run stopped by its budget at half its steps and resumed (``load`` of the run's final
     checkpoint or of ``save``, then ``learn``; and ``rlgraph train --resume``) continues the
     episodes in progress and every random stream: its metrics rows and weights equal an
     uninterrupted run's. PPO stops at 96 steps, half-way through its second 64-step rollout."""
-    stop = total // 2
-    whole = make_tiny(rl.make, algo, "torch", "eager", 0, tmp_path / "whole").learn(total)
-    first = make_tiny(rl.make, algo, "torch", "eager", 0, tmp_path / "first").learn(stop)
-    first.save(tmp_path / "saved")
-    expected = result_of(whole, tmp_path / "whole")
-    for source in (tmp_path / "first" / "checkpoint", tmp_path / "saved"):
-        out = tmp_path / f"resumed_{source.name}"
-        resumed = result_of(rl.load(source, out=out).learn(total - stop), out)
-        assert _joined(tmp_path / "first", resumed.metrics, stop, expected.metrics) == expected.metrics
-        assert not weights_differ(expected, resumed), f"resumed from {source.name}: other weights"
+    first = check_resume_determinism(rl.make, rl.load, algo, "torch", "eager", tmp_path, total)
     cli = tmp_path / "cli"
-    code, _, stderr = run_cli(
-        "train",
-        "--resume",
-        str(tmp_path / "first"),
-        "--set",
-        f"train.total_timesteps={total}",
-        "--no-progress",
-        "--out",
-        str(cli),
-    )
+    argv = ["train", "--resume", str(first), "--set", f"train.total_timesteps={total}", "--no-progress"]
+    code, _, stderr = run_cli(*argv, "--out", str(cli))
     assert code == 0, stderr
+    expected = result_of(rl.load(tmp_path / "whole" / "checkpoint"), tmp_path / "whole")
     resumed = RunResult(
         strip_clock(read_metrics(cli / "metrics.jsonl")), rl.load(cli / "checkpoint").agent.get_weights()
     )
-    assert _joined(tmp_path / "first", resumed.metrics, stop, expected.metrics) == expected.metrics
+    assert joined_rows(first, resumed.metrics, total // 2, expected.metrics) == expected.metrics
     assert not weights_differ(expected, resumed), "rlgraph train --resume: other weights"
 
 

@@ -6,7 +6,8 @@ results with :func:`assert_identical` / :func:`weights_differ`. Runs are made th
 facade (:func:`rlgraph_core.make` / ``learn``) on one CPU thread, so the test covers the whole
 path a user takes: env seeding, exploration, replay sampling, minibatch shuffling and updates.
 
-Which combinations are deterministic is stated in ``docs/reproducibility.md``.
+:func:`check_resume_determinism` checks that a run stopped half-way and resumed matches an
+uninterrupted one. Which combinations are deterministic is stated in ``docs/reproducibility.md``.
 """
 
 from __future__ import annotations
@@ -94,3 +95,29 @@ def check_seed_determinism(make, algo: str, backend: str, mode: str, folder: str
     first = seeded_run(make, algo, backend, mode, 0, folder / "a")
     assert_identical(first, seeded_run(make, algo, backend, mode, 0, folder / "b"))
     assert weights_differ(first, seeded_run(make, algo, backend, mode, 1, folder / "c")), "another seed, same weights"
+
+
+def joined_rows(first: str | Path, resumed: list[dict[str, Any]], stop: int, expected: list[dict[str, Any]]) -> list:
+    """The rows (clock fields left out) of a run stopped at ``stop`` (folder ``first``) and of its
+    resumption ``resumed``; the stop's own final row (its final evaluation) is left out where the
+    uninterrupted run's rows ``expected`` have none at that step."""
+    rows = strip_clock(read_metrics(Path(first) / "metrics.jsonl")) + resumed
+    if stop in {row["timesteps"] for row in expected}:
+        return rows
+    return [row for row in rows if row["timesteps"] != stop]
+
+
+def check_resume_determinism(make, load, algo: str, backend: str, mode: str, folder: str | Path, total: int) -> Path:
+    """A :data:`TINY` ``algo`` run stopped by its budget at ``total // 2`` steps and resumed (``load``
+    of its final checkpoint, and of ``save``, then ``learn``) gives the metrics rows and weights of
+    an uninterrupted ``total``-step run. ``make``/``load``: :func:`rlgraph_core.make`/:func:`~rlgraph_core.load`.
+    Returns the stopped run's folder (``folder/first``), e.g. for a ``--resume`` check."""
+    folder, stop = Path(folder), total // 2
+    expected = seeded_run(make, algo, backend, mode, 0, folder / "whole", steps=total)
+    make_tiny(make, algo, backend, mode, 0, folder / "first").learn(stop).save(folder / "saved")
+    for source in (folder / "first" / "checkpoint", folder / "saved"):
+        out = folder / f"resumed_{source.name}"
+        resumed = result_of(load(source, out=out).learn(total - stop), out)
+        assert joined_rows(folder / "first", resumed.metrics, stop, expected.metrics) == expected.metrics
+        assert not weights_differ(expected, resumed), f"resumed from {source.name}: other weights"
+    return folder / "first"
