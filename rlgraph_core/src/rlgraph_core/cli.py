@@ -389,7 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "the names rl.make() takes",
             )
         sp.add_argument("--backend", help="a registered backend name (rlgraph plugins lists them)")
-        sp.add_argument("--mode", choices=["eager", "static"], help="eager (define-by-run) or static (compiled)")
+        sp.add_argument(
+            "--mode",
+            choices=["eager", "static", "auto"],
+            help="eager (define-by-run), static (compiled) or auto (static from train.static_from_timesteps env steps)",
+        )
         sp.add_argument("--executor", help="executor name, e.g. local")
         sp.add_argument("--device", help="cpu, cuda, cuda:0 or auto")
         sp.add_argument("--seed", type=int)
