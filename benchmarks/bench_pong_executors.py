@@ -124,8 +124,8 @@ def config_for(agent: str, executor: str, args) -> tuple:
     ]
     if args.backend:
         more.append(f"train.backend={args.backend}")
-    if args.mode:
-        more.append(f"train.mode={args.mode}")
+    # static unless told: the configs' mode auto would pick eager for a run this short
+    more.append(f"train.mode={args.mode or 'static'}")
     if agent == "dqn":
         batch = int(raw["agent"]["batch_size"])
         more += [f"agent.learning_starts={max(batch, steps // 4)}", f"agent.memory.capacity={max(steps, 2 * batch)}"]
@@ -188,7 +188,10 @@ def main() -> None:
     )
     p.add_argument("--backend", default=None, help="train.backend (default: the configs', torch)")
     p.add_argument(
-        "--mode", default=None, choices=["eager", "static"], help="train.mode (default: the configs', static)"
+        "--mode",
+        default=None,
+        choices=["eager", "static"],
+        help="train.mode (default: static, the configs' mode for their full runs)",
     )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()

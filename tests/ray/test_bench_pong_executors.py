@@ -27,7 +27,7 @@ def test_case_configs(agent, executor):
     tc = config.train
     assert skip == 4 and config.env.id == "ALE/Pong-v5"
     assert (tc.executor, tc.total_timesteps, tc.log_interval, tc.seed) == (executor, 4000, 500, 3)
-    assert (tc.backend, tc.mode, tc.num_threads) == ("torch", "static", 1)  # the configs' own
+    assert (tc.backend, tc.mode, tc.num_threads) == ("torch", "static", 1)  # the configs' full-run mode
     assert tc.eval_interval > tc.total_timesteps and tc.target_return is None
     assert tc.loggers == ["jsonl"] and not tc.progress_bar
     assert config.agent.type == agent
