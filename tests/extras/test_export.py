@@ -224,6 +224,9 @@ def test_every_shipped_configs_policy_exports_and_matches_torch(name, tmp_path):
     shipped = load_shipped_config(name)
     if shipped.get("multi_agent") is not None:
         pytest.skip("a multi-agent config's policies are not exported to ONNX yet (docs/multi_agent.md)")
+    if (shipped["agent"].get("network") or {}).get("type") in ("lstm", "gru"):
+        # refused in one paragraph instead (tests/torch/test_recurrent_ppo.py checks the refusal)
+        pytest.skip("a recurrent policy's state is not exported to ONNX yet (docs/recurrent.md)")
     module = next((m for prefix, m in _FAMILY.items() if shipped["env"]["id"].startswith(prefix)), None)
     if module is not None:
         pytest.importorskip(module)
