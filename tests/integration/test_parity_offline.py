@@ -196,8 +196,16 @@ def run(algo: str, pair) -> dict:
 #: agents took 48-155 s per case (load 14), so the agents are compared on jax static only; the
 #: losses above compare jax eager too
 SLOW_EAGER = {("jax", "eager")}
+#: torch static (torch.compile of three train steps per agent) took 24-49 s per case on CI's two
+#: cores: heavy; the tf and jax static cases compare these agents' compiled steps in CI
+HEAVY_PAIRS = {("torch", "static")}
 AGENT_PARAMS = [
-    pytest.param(algo, *p.values[1:], id=f"{algo}-{p.id.split('-', 1)[1]}", marks=p.marks)
+    pytest.param(
+        algo,
+        *p.values[1:],
+        id=f"{algo}-{p.id.split('-', 1)[1]}",
+        marks=[*p.marks, *([pytest.mark.heavy] if p.values[2] in HEAVY_PAIRS else [])],
+    )
     for algo in AGENTS
     for p in params(["pendulum"], torch_static=("pendulum",))
     if not SLOW_EAGER & set(p.values[1:])
