@@ -204,6 +204,64 @@ def test_masked_policies_export_with_the_mask_as_an_input(name, backend, tmp_pat
     assert code == 0, stderr
 
 
+@pytest.mark.skipif(not has_backend("torch"), reason="needs the torch backend to write the checkpoint")
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_recurrent_policy_exports_with_its_state_as_inputs_and_outputs(cell, tmp_path):
+    """A recurrent PPO policy (perturbed weights, torch) exports as one step with its state as extra
+    inputs and outputs: six steps of five envs, each carrying the state the previous one returned
+    (onnxruntime's own and torch's own, never mixed), with two envs starting a new episode at step
+    3, give torch's outputs and states; ``rlgraph evaluate policy.onnx`` plays it with its state and
+    scores what the checkpoint scores."""
+    import rlgraph_core as rl
+    from rlgraph_core.evaluation import agent_policy, evaluate_policy
+    from rlgraph_core.export.onnx_policy import OnnxPolicy
+    from rlgraph_core.testing.memory_env import RecallCue
+
+    algo = rl.make(
+        "ppo",
+        env={"id": "rlgraph_core.testing.memory_env:RecallCue", "num_envs": 2},
+        backend="torch",
+        network={"type": cell, "units": 8, "encoder": {"hidden": [8]}, "seq_len": 4},
+        n_steps=8,
+        batch_size=8,
+        eval_interval=10**9,
+    )
+    agent = algo.agent
+    rng = np.random.default_rng(0)
+    agent.set_weights({k: (v + rng.normal(0, 0.3, v.shape)).astype(v.dtype) for k, v in agent.get_weights().items()})
+    checkpoint = algo.save(tmp_path / "ck")
+    code, _, stderr = run_cli("export", str(checkpoint), "--out", str(tmp_path / "p.onnx"))
+    assert code == 0, stderr
+    policy = OnnxPolicy(tmp_path / "p.onnx")
+    keys = ["pi_c", "pi_h", "vf_c", "vf_h"] if cell == "lstm" else ["pi_h", "vf_h"]
+    assert policy.state_keys == keys
+    to_t, to_np = agent.backend.to_tensor, agent.backend.to_numpy
+    own_state, onnx_state = agent.initial_state(5), None
+    for step in range(6):
+        obs = rng.normal(size=(5, 3)).astype(np.float32)
+        starts = np.full(5, step == 0)
+        starts[[1, 3]] |= step == 3
+        own = agent.policy_outputs(to_t(obs), {k: to_t(v) for k, v in own_state.items()}, to_t(starts))
+        own = {k: to_np(v) for k, v in own.items()}
+        got = policy.outputs(obs, onnx_state, None if step == 0 else starts)
+        assert set(got) == set(own) == {"action", "logits", "value", *(f"next_state.{k}" for k in keys)}
+        for key, value in own.items():
+            np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5, err_msg=f"step {step}: {key}")
+        actions, state = agent.act(obs, False, state=own_state, episode_start=starts)
+        np.testing.assert_array_equal(got["action"], actions)
+        own_state = {k: own[f"next_state.{k}"] for k in keys}
+        np.testing.assert_allclose(own_state["pi_h"], state["pi_h"], rtol=1e-5, atol=1e-6)
+        onnx_state = policy.predict(obs, onnx_state, None if step == 0 else starts)[1]
+    assert np.abs(own_state["pi_h"]).max() > 0.1  # a state that matters
+    # the same greedy episodes from the checkpoint and from the file (which carries its state itself)
+    env = RecallCue()
+    own = evaluate_policy(agent_policy(agent), env, 20, seed=10_000)["eval_return_mean"]
+    code, stdout, stderr = run_cli("evaluate", str(tmp_path / "p.onnx"), "--episodes", "20")
+    assert code == 0, stderr
+    assert f"mean return {own:.1f} ± " in stdout, (own, stdout)
+    assert evaluate_policy(policy, env, 20, seed=10_000)["eval_return_mean"] == own
+
+
 #: The optional package each env family of the shipped configs needs.
 _FAMILY = {"ALE/": "ale_py", "MiniGrid-": "minigrid", "HalfCheetah": "mujoco", "LunarLander": "Box2D"}
 
@@ -224,15 +282,14 @@ def test_every_shipped_configs_policy_exports_and_matches_torch(name, tmp_path):
     shipped = load_shipped_config(name)
     if shipped.get("multi_agent") is not None:
         pytest.skip("a multi-agent config's policies are not exported to ONNX yet (docs/multi_agent.md)")
-    if (shipped["agent"].get("network") or {}).get("type") in ("lstm", "gru"):
-        # refused in one paragraph instead (tests/torch/test_recurrent_ppo.py checks the refusal)
-        pytest.skip("a recurrent policy's state is not exported to ONNX yet (docs/recurrent.md)")
     module = next((m for prefix, m in _FAMILY.items() if shipped["env"]["id"].startswith(prefix)), None)
     if module is not None:
         pytest.importorskip(module)
     agent_raw = dict(shipped["agent"])
     if "batch_size" in agent_raw:  # the build runs the loss on one batch: a small one is cheaper, same policy
-        agent_raw["batch_size"] = min(8, agent_raw["batch_size"])
+        # (a recurrent policy's minibatch is whole sequences: one sequence)
+        seq_len = (agent_raw.get("network") or {}).get("seq_len")
+        agent_raw["batch_size"] = min(8, agent_raw["batch_size"]) if seq_len is None else seq_len
     env_raw = {**shipped["env"], "vectorization": "sync"}
     # 42x42 Atari frames: the same Nature CNN (8x8/4, 4x4/2, 3x3/1 down to 1x1) at a quarter of the cost
     env_raw["wrappers"] = [
@@ -253,8 +310,17 @@ def test_every_shipped_configs_policy_exports_and_matches_torch(name, tmp_path):
         obs = np.stack(samples)
     agent.save(str(tmp_path / "ck"), {"config": config.to_dict()})
     policy = OnnxPolicy(export_onnx(tmp_path / "ck", tmp_path / "p.onnx"))
-    got = policy.outputs(obs)
-    own = {k: agent.backend.to_numpy(v) for k, v in agent.policy_outputs(agent.backend.to_tensor(obs)).items()}
+    to_t = agent.backend.to_tensor
+    state = agent.initial_state(4)
+    if state is None:
+        got = policy.outputs(obs)
+        own = agent.policy_outputs(to_t(obs))
+    else:  # a recurrent policy: one step from a non-zero state, the first env starting an episode
+        state = {k: np.random.default_rng(1).normal(size=v.shape).astype(np.float32) for k, v in state.items()}
+        starts = np.array([True, False, False, False])
+        got = policy.outputs(obs, state, starts)
+        own = agent.policy_outputs(to_t(obs), {k: to_t(v) for k, v in state.items()}, to_t(starts))
+    own = {k: agent.backend.to_numpy(v) for k, v in own.items()}
     assert set(got) == set(own)
     for key, value in own.items():
         np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-4, err_msg=key)

@@ -86,7 +86,7 @@ def test_lstm_learns_the_memory_task_where_an_mlp_cannot():
     assert guessed <= 0.7, f"MLP PPO reached {guessed}: the task no longer needs memory"
 
 
-def test_predict_checkpoint_and_refusals(tmp_path, monkeypatch):
+def test_predict_checkpoint_and_refusals(tmp_path):
     algo = small("gru", seed=1)
     algo.learn(256)
     env = RecallCue()
@@ -109,17 +109,6 @@ def test_predict_checkpoint_and_refusals(tmp_path, monkeypatch):
     assert resumed.timesteps >= algo.timesteps + 256 and resumed.agent.updates > algo.agent.updates
     with pytest.raises(ValueError, match="acts from a state"):
         algo.agent.act(obs[None])
-    with pytest.raises(NotImplementedError, match="cannot be exported to ONNX yet"):
-        algo.agent.policy_outputs(None)
-    # rlgraph export refuses before it builds anything (onnx itself is not needed to say so)
-    from rlgraph_core.export import onnx_policy
-    from rlgraph_core.export.tracing import ExportError
-
-    monkeypatch.setattr(onnx_policy, "_need", lambda module, what: None)
-    with pytest.raises(ExportError) as info:
-        onnx_policy.export_onnx(tmp_path / "ckpt", tmp_path / "policy.onnx")
-    msg = str(info.value)
-    assert "\n" not in msg and "recurrent policy (agent.network.type = 'gru')" in msg and "rlgraph evaluate" in msg
 
 
 def test_docs_recurrent_code_runs():

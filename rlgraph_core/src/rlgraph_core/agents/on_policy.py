@@ -350,10 +350,15 @@ class OnPolicyAgent(Agent):
     def policy_outputs(self, obs):
         """``action`` (as ``act(obs, explore=False)``), ``logits`` (discrete) or ``mean`` (continuous),
         and ``value`` (see :meth:`Agent.policy_outputs`)."""
-        ops = self.backend.ops
         out = self.graph.policy.policy_outputs(obs)
+        return {"action": self._greedy_action(out, lambda: self.graph.policy.deterministic(obs)), **out}
+
+    def _greedy_action(self, out: dict, deterministic):
+        """The env-ready greedy action from the policy's ``logits`` / ``mean`` (``deterministic()``
+        gives a MultiDiscrete policy's), written against ``backend.ops`` (traced by the export)."""
+        ops = self.backend.ops
         if self.multi:
-            action = self.graph.policy.deterministic(obs) + ops.constant(self.action_start, "int64")
+            action = deterministic() + ops.constant(self.action_start, "int64")
         elif self.discrete:
             action = ops.argmax(out["logits"], axis=-1)
             action = action + self.action_start if self.action_start else action
@@ -362,7 +367,7 @@ class OnPolicyAgent(Agent):
             action = ops.clip((out["mean"] + 1.0) * (0.5 * (high - low)) + low, low, high)
         else:
             action = out["mean"]
-        return {"action": action, **out}
+        return action
 
     def act(self, obs, explore=True):
         """Env-ready actions for a batch of observations; with ``explore`` caches what observe needs."""

@@ -21,8 +21,8 @@ states of its sequences are stale by at most one rollout's weight change, as in 
 
 GAE, the clipped loss and the optimizer are PPO's. Not supported (refused when the config is
 validated or the agent is built, naming what works): a preprocessor, a legal-action mask in the
-observation, observations other than float vectors (the encoder is an MLP), fused rounds (the
-epochs run step by step, in eager and static mode alike) and ONNX export.
+observation, observations other than float vectors (the encoder is an MLP) and fused rounds (the
+epochs run step by step, in eager and static mode alike).
 """
 
 from __future__ import annotations
@@ -329,11 +329,19 @@ class RecurrentPPOAgent(PPOAgent):
         self._seq_states = None
         self._last_state = None
 
-    def policy_outputs(self, obs):
-        """Not exportable yet (see :meth:`rlgraph_core.agents.base.Agent.policy_outputs`)."""
-        raise NotImplementedError(
-            f"A recurrent PPO policy ('{self.config.network.type}') cannot be exported to ONNX yet: its graph "
-            f"would need the state as extra inputs and outputs, which the exporter does not write. Evaluate it "
-            f"with 'rlgraph evaluate CHECKPOINT' or predict(obs, state, episode_start) instead, or export a "
-            f"feed-forward policy (network: {{type: mlp}})."
-        )
+    def policy_outputs(self, obs, state=None, episode_start=None):
+        """One greedy step from ``state`` (zeroed where ``episode_start``): ``action``, ``logits`` /
+        ``mean``, ``value`` and ``next_state.<key>`` for every key of :attr:`state_space` (see
+        :meth:`rlgraph_core.agents.base.Agent.policy_outputs`; ``obs [B, ...]``, each state ``[B, units]``,
+        ``episode_start [B]`` bool, all backend tensors)."""
+        ops = self.backend.ops
+        if state is None or episode_start is None:
+            raise ValueError(
+                "A recurrent policy's outputs are those of one step from a state: pass policy_outputs(obs, state, "
+                "episode_start) (state as agent.initial_state(B) gives it, episode_start a [B] bool tensor)."
+            )
+        seq_obs, reset = map_obs(lambda v: ops.expand_dims(v, 0), obs), ops.expand_dims(episode_start, 0)
+        out = self.graph.policy.policy_outputs(seq_obs, state, reset)
+        next_state = out.pop("state")
+        action = self._greedy_action(out, lambda: self.graph.policy.deterministic(seq_obs, state, reset)[0])
+        return {"action": action, **out, **{f"next_state.{k}": v for k, v in next_state.items()}}

@@ -9,6 +9,12 @@ input, ``action_mask`` (float32 ``[batch, n]``, non-zero where legal), and ``obs
 observation's other key (its name is in the metadata, ``rlgraph.observation_key``); the
 policy's ``action`` is legal and its ``logits`` / ``q_values`` are the masked ones. Its metadata holds the env id and kwargs, the agent type and the whole run config
 (``rlgraph.*`` keys), so ``rlgraph evaluate policy.onnx`` needs no ``--env``.
+
+A recurrent policy (``network: {type: lstm | gru}``) is exported as one step: its state is extra
+inputs ``state.<key>`` (float32 ``[batch, units]``; ``pi_h, pi_c, vf_h, vf_c`` for separate LSTM
+cores) and ``episode_start`` (bool ``[batch]``: the state is zeroed there first), and extra outputs
+``next_state.<key>``, which the caller feeds back at the next step (:meth:`OnnxPolicy.predict`
+does); the keys are listed in the metadata, ``rlgraph.state``.
 """
 
 from __future__ import annotations
@@ -48,8 +54,9 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
     names = {id(v): k for k, v in agent.variables().items()}
     graph = OnnxGraph(names)
     obs, observation_key = _inputs(graph, agent)
+    state = _state_inputs(graph, agent)
     try:
-        outputs = agent.policy_outputs(obs)
+        outputs = agent.policy_outputs(obs) if state is None else agent.policy_outputs(obs, *state)
     except NotImplementedError as exc:
         raise ExportError(str(exc)) from None
     env = config_dict.get("env", {})
@@ -63,6 +70,8 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
     }
     if observation_key is not None:
         metadata["rlgraph.observation_key"] = observation_key
+    if state is not None:
+        metadata["rlgraph.state"] = ",".join(state[0])
     model = graph.model(outputs, metadata, doc=f"greedy policy of a {metadata['rlgraph.agent']} agent (rlgraph)")
     onnx.checker.check_model(model, full_check=True)
     out = Path(out)
@@ -91,6 +100,15 @@ def _inputs(graph, agent):
     obs = graph.input("observation", np.float32, ["batch", *layout.policy_space.shape])
     mask = graph.input(MASK_KEY, np.float32, ["batch", layout.mask_size])
     return {layout.single_key: obs, MASK_KEY: mask}, layout.single_key
+
+
+def _state_inputs(graph, agent):
+    """``(state {key: input}, episode_start input)`` of a recurrent agent, or None (feed-forward)."""
+    space = getattr(agent, "state_space", None)
+    if space is None or agent.initial_state(1) is None:
+        return None
+    state = {key: graph.input(f"state.{key}", np.float32, ["batch", *sub.shape]) for key, sub in space.items()}
+    return state, graph.input("episode_start", np.bool_, ["batch"])
 
 
 class _ExportBackendPlugin:
@@ -133,15 +151,6 @@ def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
         "train": {"backend": "export", "seed": train.get("seed", 0), "loggers": [], "num_threads": None},
     }
     config = validate_config(raw, pm)
-    network = getattr(config.agent, "network", None)
-    if getattr(network, "stateful", False):
-        raise ExportError(
-            f"'{checkpoint}' holds a recurrent policy (agent.network.type = '{network.type}'), which cannot be "
-            f"exported to ONNX yet: its graph would need the state as extra inputs and outputs (h, c per env), "
-            f"which the exporter does not write. Evaluate it from the checkpoint instead ('rlgraph evaluate "
-            f"{checkpoint}', or rl.load(...).predict(obs, state, episode_start)); feed-forward policies "
-            f"(network: {{type: mlp | cnn | dict_encoder}}) export."
-        )
     assembly = assemble(config, pm)
     env = assembly.make_eval_env()
     try:
@@ -157,6 +166,9 @@ def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
 class OnnxPolicy:
     """An exported policy on onnxruntime: ``policy(obs_batch) -> actions`` (and every output by name).
 
+    A recurrent policy (:attr:`state_keys` not empty) carries its state from call to call of
+    ``policy(obs_batch)``, reset by :meth:`start_episode` (what ``evaluate_policy`` calls at each
+    episode start); :meth:`predict` takes and returns the state explicitly instead.
     Imports onnxruntime and numpy only.
     """
 
@@ -179,6 +191,22 @@ class OnnxPolicy:
                 f"'{path}' has no output named 'action' (outputs: {', '.join(self.output_names)}); "
                 f"pass an .onnx file written by 'rlgraph export'."
             )
+        #: a recurrent policy's state keys (inputs ``state.<key>``, outputs ``next_state.<key>``); [] if none
+        self.state_keys = [k for k in (self.metadata.get("rlgraph.state") or "").split(",") if k]
+        self._widths = {
+            i.name[len("state.") :]: i.shape[-1] for i in self.session.get_inputs() if i.name.startswith("state.")
+        }
+        self._state: dict[str, np.ndarray] | None = None
+
+    def initial_state(self, batch: int) -> dict[str, np.ndarray] | None:
+        """Zeros of the state of ``batch`` envs (a recurrent policy's), or None."""
+        if not self.state_keys:
+            return None
+        return {k: np.zeros((batch, int(self._widths[k])), np.float32) for k in self.state_keys}
+
+    def start_episode(self) -> None:
+        """The next ``policy(obs_batch)`` starts fresh episodes (a recurrent policy's state is reset)."""
+        self._state = None
 
     def check_env(self, env, env_id: str) -> None:
         """An RLGraphError when ``env``'s observations or actions do not fit the policy (e.g. the
@@ -223,14 +251,41 @@ class OnnxPolicy:
             "action_mask": np.asarray(obs["action_mask"], np.float32),
         }
 
-    def outputs(self, obs) -> dict[str, np.ndarray]:
-        """Every named output for a batch of observations."""
-        values = self.session.run(None, self._feeds(obs))
+    def outputs(self, obs, state=None, episode_start=None) -> dict[str, np.ndarray]:
+        """Every named output for a batch of observations (a recurrent policy's from ``state``,
+        zeroed where ``episode_start``; None: fresh episodes everywhere)."""
+        feeds = self._feeds(obs)
+        if self.state_keys:
+            n = len(feeds["observation"])
+            if state is None:
+                state, episode_start = self.initial_state(n), np.ones(n, bool)
+            elif episode_start is None:
+                episode_start = np.zeros(n, bool)
+            missing = sorted(set(self.state_keys) - set(state))
+            if missing:
+                raise RLGraphError(
+                    f"'{self.path}' is a recurrent policy whose state has the keys {', '.join(self.state_keys)}; the "
+                    f"state passed lacks {', '.join(missing)}. Pass the state the previous step returned (or None)."
+                )
+            feeds.update({f"state.{k}": np.asarray(state[k], np.float32) for k in self.state_keys})
+            feeds["episode_start"] = np.asarray(episode_start, bool).reshape(n)
+        values = self.session.run(None, feeds)
         return dict(zip(self.output_names, values))
 
+    def predict(self, obs, state=None, episode_start=None):
+        """``(greedy actions, next state)`` for a batch of observations, as ``rl.load(...).predict``
+        gives them (the state is None for a feed-forward policy)."""
+        out = self.outputs(obs, state, episode_start)
+        next_state = {k: out[f"next_state.{k}"] for k in self.state_keys} or None
+        return out["action"], next_state
+
     def __call__(self, obs) -> np.ndarray:
-        """Greedy actions for a batch of observations."""
-        return self.session.run(["action"], self._feeds(obs))[0]
+        """Greedy actions for a batch of observations (a recurrent policy's state carried from the
+        previous call, since :meth:`start_episode`)."""
+        if not self.state_keys:
+            return self.session.run(["action"], self._feeds(obs))[0]
+        actions, self._state = self.predict(obs, self._state)  # state None: every episode starts
+        return actions
 
     @property
     def env_id(self) -> str | None:

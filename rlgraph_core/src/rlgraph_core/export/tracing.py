@@ -326,6 +326,59 @@ def _flatten(g, x, axis=1):
     return g.node("Reshape", [x, np.asarray([0] * axis + [-1], np.int64)], x.dtype, axis + 1)
 
 
+def _one_step(g, x, state, reset):
+    """``(x_0 [B, F], the state zeroed where reset_0)`` of a one-step sequence ``x [1, B, F]``: an
+    exported recurrent policy takes one step per call (its state is an input and an output), so
+    the time axis is squeezed (onnxruntime refuses a longer sequence there)."""
+    x0 = _squeeze(g, x, 0)
+    if reset is None:
+        return x0, state
+    keep = g.binary("Sub", np.float32(1.0), _cast(g, _squeeze(g, reset, 0), "float32"))
+    keep = _expand_dims(g, keep, -1)
+    return x0, [g.binary("Mul", s, keep) for s in state]
+
+
+def _gates(g, z, count: int, units: int) -> list:
+    return [
+        g.node(
+            "Slice",
+            [z, np.asarray([k * units], np.int64), np.asarray([(k + 1) * units], np.int64), np.asarray([-1], np.int64)],
+            z.dtype,
+            z.rank,
+        )
+        for k in range(count)
+    ]
+
+
+def _lstm(g, x, h, c, w_x, w_h, b, reset=None):
+    # one step of the contract's LSTM (ops.lstm; gate blocks i, f, g, o), from MatMul/Sigmoid/Tanh:
+    # the same math as rlgraph_core.testing.recurrent_reference, with the reset as a mask
+    x0, (h, c) = _one_step(g, x, [g.const(h), g.const(c)], reset)
+    units = int(np.shape(w_h)[0])
+    z = g.binary(
+        "Add", g.binary("Add", g.node("MatMul", [x0, w_x], x0.dtype, 2), g.node("MatMul", [h, w_h], h.dtype, 2)), b
+    )
+    i, f, cand, o = _gates(g, z, 4, units)
+    sig = lambda v: g.node("Sigmoid", [v], v.dtype, 2)  # noqa: E731
+    tanh = lambda v: g.node("Tanh", [v], v.dtype, 2)  # noqa: E731
+    c = g.binary("Add", g.binary("Mul", sig(f), c), g.binary("Mul", sig(i), tanh(cand)))
+    h = g.binary("Mul", sig(o), tanh(c))
+    return _expand_dims(g, h, 0), h, c
+
+
+def _gru(g, x, h, w_x, w_h, b_x, b_h, reset=None):
+    # one step of the contract's GRU (ops.gru; gate blocks r, z, n, torch's reset-after form)
+    x0, (h,) = _one_step(g, x, [g.const(h)], reset)
+    units = int(np.shape(w_h)[0])
+    gx = _gates(g, g.binary("Add", g.node("MatMul", [x0, w_x], x0.dtype, 2), b_x), 3, units)
+    gh = _gates(g, g.binary("Add", g.node("MatMul", [h, w_h], h.dtype, 2), b_h), 3, units)
+    r = g.node("Sigmoid", [g.binary("Add", gx[0], gh[0])], h.dtype, 2)
+    z = g.node("Sigmoid", [g.binary("Add", gx[1], gh[1])], h.dtype, 2)
+    n = g.node("Tanh", [g.binary("Add", gx[2], g.binary("Mul", r, gh[2]))], h.dtype, 2)
+    h = g.binary("Add", g.binary("Mul", g.binary("Sub", np.float32(1.0), z), n), g.binary("Mul", z, h))
+    return _expand_dims(g, h, 0), h
+
+
 #: ``{op name: emitter(graph, *args)}`` for ops called with at least one symbolic argument.
 EMITTERS: dict[str, Callable] = {
     "dense": _dense,
@@ -356,6 +409,8 @@ EMITTERS: dict[str, Callable] = {
     "conv2d": _conv2d,
     "max_pool2d": _max_pool2d,
     "flatten": _flatten,
+    "lstm": _lstm,
+    "gru": _gru,
 }
 
 
