@@ -40,6 +40,19 @@ def test_apex_dqn_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path
     assert 0 < summary["updates"] <= (summary["timesteps"] // 256 + 1) * 64
 
 
+def test_apex_tf_static_workers_and_learner_train_together(ray_session, tmp_path):
+    """The wiring with tf.function workers and learner, cheaply (CI); the learning run below is heavy."""
+    raw = apply_overrides(
+        load_shipped_config("apex_cartpole"),
+        [*FAST, "train.backend=tf", "train.mode=static", "train.total_timesteps=3000", "agent.learning_starts=500"],
+    )
+    summary = train(validate_config(raw), tmp_path)
+    assert summary["ended_by"] == "total_timesteps", summary
+    assert summary["worker_backend"] == "tf" and summary["updates"] > 0 and summary["worker_restarts"] == 0
+    assert summary["weights_version_published"] > 0
+
+
+@pytest.mark.heavy  # 25 s of a CI worker (2026-12-05); the torch run above learns in every CI run
 def test_apex_dqn_on_tf_static_with_two_workers(ray_session, tmp_path):
     """The same run with a tf.function learner and tf.function workers. It is about the backend and
     paradigm (the torch test above keeps 475), so it stops at 300, which asynchronous timing does

@@ -98,6 +98,19 @@ def test_impala_reaches_475_on_cartpole_with_two_workers(ray_session, tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())["staleness_max"] == summary["staleness_max"]
 
 
+def test_impala_tf_static_workers_and_learner_train_together(ray_session, tmp_path):
+    """The wiring on the other backend and paradigm, cheaply (CI): tf.function workers send fragments,
+    the tf.function learner updates, weights flow back. The learning run below is heavy."""
+    pytest.importorskip("tensorflow")
+    from rlgraph_core.assemble import train
+
+    summary = train(impala("train.backend=tf", "train.mode=static", "train.total_timesteps=2048"), tmp_path)
+    assert summary["ended_by"] == "total_timesteps", summary
+    assert summary["worker_backend"] == "tf" and summary["updates"] > 0
+    assert summary["weights_version_published"] > 0
+
+
+@pytest.mark.heavy  # 29 s of a CI worker (2026-12-05); the torch run above learns in every CI run
 def test_impala_on_tf_static_with_two_workers(ray_session, tmp_path):
     """The same config on the other backend and paradigm: tf.function learner and workers."""
     pytest.importorskip("tensorflow")
