@@ -53,8 +53,12 @@ def test_lstm_and_gru_fill_the_network_slot_of_ppo_and_pick_the_recurrent_agent(
     "overrides, expected",
     [
         (
-            ["agent={type: dqn, network: {type: lstm}}"],
-            ["'agent.network.type' = 'lstm' is a recurrent network", "'dqn' does not", "recurrent networks: ppo"],
+            ["agent={type: impala, network: {type: lstm}}"],
+            [
+                "'agent.network.type' = 'lstm' is a recurrent network",
+                "'impala' does not",
+                "recurrent networks: dqn, ppo",
+            ],
         ),
         (
             ["agent={type: a2c, network: {type: gru}}"],

@@ -15,7 +15,7 @@ from overtaking those it did. Online it is DQN with a conservative term.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -33,6 +33,9 @@ __all__ = ["CQLAgent", "CQLConfig", "CQLGraph"]
 class CQLConfig(DQNConfig):
     """DQN's hyperparameters plus ``cql_alpha``; the defaults suit learning from a dataset of a
     small control task (one gradient step per batch, a target copy every 100 steps)."""
+
+    #: CQL's regulariser is written for single transitions: no recurrent network (yet).
+    recurrent_networks: ClassVar[bool] = False
 
     type: Literal["cql"] = "cql"  # type: ignore[assignment]
     cql_alpha: float = Field(1.0, ge=0, description="weight of the CQL regulariser (0: plain DQN)")

@@ -73,6 +73,9 @@ class DQNConfig(OffPolicyConfig):
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"replay", "exploration"})
+    #: A stateful network (``network: {type: lstm | gru}``) makes the assembly build
+    #: :class:`~rlgraph_core.agents.recurrent_dqn.RecurrentDQNAgent` (R2D2-style sequence replay).
+    recurrent_networks: ClassVar[bool] = True
 
     type: Literal["dqn"] = "dqn"
     network: NetworkSlot = Field(
@@ -94,6 +97,57 @@ class DQNConfig(OffPolicyConfig):
     optimizer: OptimizerConfig = Field(
         default_factory=lambda: OptimizerConfig(learning_rate=0.0023, max_grad_norm=10.0)
     )
+    burn_in: int = Field(
+        0,
+        ge=0,
+        description="recurrent network only: leading steps of each replayed sequence of network.seq_len steps "
+        "that only warm up the state, without training (R2D2's burn-in); less than seq_len",
+    )
+    priority_eta: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="recurrent network with prioritized replay: a sequence's priority is "
+        "eta * max |TD| + (1 - eta) * mean |TD| over its trained steps (R2D2)",
+    )
+
+    def validate_run(self, env, train) -> None:
+        """A recurrent network replays sequences of ``network.seq_len`` steps: ``burn_in`` below it,
+        n-step returns that fit its trained steps; ``burn_in`` needs a recurrent network.
+
+        Raises:
+            ConfigError: one paragraph naming the fields and what would fit.
+        """
+        net = self.network
+        if not getattr(net, "stateful", False):
+            if self.burn_in:
+                raise ConfigError(
+                    f"'agent.burn_in' = {self.burn_in} warms up a recurrent state before each replayed sequence, "
+                    f"but 'agent.network.type' = '{net.type}' carries no state; set burn_in: 0, or use "
+                    f"network: {{type: lstm}} (or gru) to train on sequences."
+                )
+            return
+        seq_len = int(getattr(net, "seq_len"))
+        problem = None
+        if self.burn_in >= seq_len:
+            problem = (
+                f"'agent.burn_in' = {self.burn_in} is not shorter than 'agent.network.seq_len' = {seq_len}: the "
+                f"first burn_in steps of each replayed sequence only warm up the state, so no step would be "
+                f"trained on; use a burn_in below seq_len (R2D2: 40 of 80), e.g. {seq_len // 2}"
+            )
+        elif self.n_step > seq_len - self.burn_in:
+            problem = (
+                f"'agent.n_step' = {self.n_step} is longer than the {seq_len - self.burn_in} trained steps of a "
+                f"replayed sequence ('agent.network.seq_len' = {seq_len} minus 'agent.burn_in' = {self.burn_in}): "
+                f"n-step returns are summed inside a sequence; lower n_step or raise seq_len"
+            )
+        elif self.preprocessor is not None:
+            problem = (
+                f"'agent.preprocessor' = '{self.preprocessor.type}' is not taken by a recurrent network "
+                f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
+            )
+        if problem is not None:
+            raise ConfigError(problem + ".")
 
 
 class DQNGraph(Component):

@@ -1,0 +1,336 @@
+"""R2D2-style recurrent DQN (``type: dqn`` with ``network: {type: lstm | gru}``), trained on replayed sequences.
+
+The assembly makes this agent for ``type: dqn`` when the network slot holds a stateful network
+(:data:`rlgraph_core.assemble.RECURRENT_AGENTS`); the config and the algorithm are DQN's
+(:mod:`rlgraph_core.agents.dqn`: double Q, dueling, n-step, target syncs, prioritized replay),
+what changes is what replay holds and how the loss reads it (Kapturowski et al. 2019, R2D2)::
+
+    acting:   act(obs, state, episode_start) -> (actions, state)     one step; the state is zeroed
+              where an episode starts (the env runner keeps it per env)
+    replay:   records are windows of network.seq_len steps of one env, with the state its first
+              step acted from (memories/sequences.py); windows overlap by burn_in steps
+    learning: unroll the online network over a window's first burn_in steps from the stored state
+              without gradient, then over the rest; the target network over the whole window;
+              n-step double-Q targets of the trained steps inside the window, DQN's loss
+    priority: per sequence, eta * max |TD| + (1 - eta) * mean |TD| over its trained steps
+
+``batch_size`` and ``memory.capacity`` count sequences (records), as R2D2's batch of 64 sequences.
+Sequences run across episode ends with the state reset there (as this library's recurrent PPO),
+so no padding; a step whose n-step window meets a truncation is left out of the loss (its
+bootstrap would need the final observation). Not supported (refused when the config is validated
+or the agent is built): a preprocessor, a legal-action mask, observations other than float
+vectors and fused rounds (rounds run step by step). ONNX export writes one greedy step with the
+state as extra inputs and outputs, as for recurrent PPO.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from rlgraph_core.agents.dqn import DQNAgent
+from rlgraph_core.agents.observations import check_observation_space, to_obs_array
+from rlgraph_core.agents.off_policy import OffPolicyAgent
+from rlgraph_core.agents.slots import make_exploration
+from rlgraph_core.agents.support import action_space_hint
+from rlgraph_core.components.dqn_loss import DQNLoss
+from rlgraph_core.components.masks import mask_layout
+from rlgraph_core.components.recurrent_q import RecurrentQNetwork
+from rlgraph_core.components.target_sync import TargetSync
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.graph import Component, api, build
+from rlgraph_core.memories.obs import batch_len
+from rlgraph_core.memories.sequences import SequenceAssembler, sequence_batch, sequence_priorities
+from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
+
+__all__ = ["RecurrentDQNAgent", "RecurrentDQNGraph"]
+
+
+class RecurrentDQNGraph(Component):
+    """The root component of recurrent DQN: online and target :class:`RecurrentQNetwork`,
+    DQN's loss over sequences with burn-in, exploration and target sync.
+
+    Policy methods take time-major sequences ``[T, B, ...]`` (acting: ``T = 1``) with the state at
+    their start and the episode-start mask ``reset [T, B]``.
+    """
+
+    def __init__(self, config, obs_space, num_actions: int, seed: int, components=None):
+        super().__init__("dqn")
+        net = config.network
+        self.num_actions = num_actions
+        self.burn_in = int(config.burn_in)
+        self.policy = RecurrentQNetwork(net, num_actions, config.dueling, seed, name="policy")
+        self.target = RecurrentQNetwork(net, num_actions, config.dueling, seed, name="target").freeze()
+        self.dqn_loss = DQNLoss(config.loss_type, config.double_q)
+        self.exploration = make_exploration(
+            config.exploration, components, field="agent.exploration", num_actions=num_actions
+        )
+        self.target_sync = TargetSync(self.policy, self.target, config.tau)
+        self.add_components(self.policy, self.target, self.dqn_loss, self.exploration, self.target_sync)
+
+    @api
+    def act(self, obs, state, reset, noise, value):
+        """``(exploring actions [T * B], state)`` (acting: one step, ``obs [1, B, ...]``, ``noise [1, B, ...]``)."""
+        q, out = self.policy.call(obs, state, reset)
+        shape = list(self.input_spaces["act"]["noise"].shape)
+        return self.exploration.explore(q, self.ops.reshape(noise, [-1, *shape]), value), out
+
+    @api
+    def greedy(self, obs, state, reset):
+        """``(argmax_a Q [T * B], state)``."""
+        q, out = self.policy.call(obs, state, reset)
+        return self.ops.argmax(q, axis=-1), out
+
+    @api
+    def q_values(self, obs, state, reset):
+        """Q-values ``[T * B, num_actions]`` of the online network along sequences."""
+        return self.policy.call(obs, state, reset)[0]
+
+    @api
+    def loss(self, burn_obs, burn_reset, obs, reset, state, rows, boot_rows, actions, returns, discounts, weights):
+        """``(loss, |TD| per trained step)`` of a batch of windows, DQN's loss on the trained steps.
+
+        ``burn_obs`` / ``burn_reset`` ``[burn_in, B, ...]``: the burn-in steps (ignored when
+        ``burn_in`` is 0); ``obs`` / ``reset`` ``[S + 1, B, ...]``: the trained steps and the last
+        observation; ``state``: the state at the window start. The Q-values of the unrolled ``obs``
+        are rows ``t * B + b``: ``rows`` are the trained steps', ``boot_rows`` those each one
+        bootstraps from; ``actions``, n-step ``returns``, bootstrap ``discounts`` and ``weights``
+        (importance weight times the loss mask) are per row of ``rows``.
+        """
+        ops = self.ops
+        online_state = target_state = state
+        if self.burn_in:  # warm the state up from the stored one; no gradient through the burn-in
+            _, warm = self.policy.call(burn_obs, state, burn_reset)
+            online_state = {k: ops.stop_gradient(v) for k, v in warm.items()}
+            _, target_state = self.target.call(burn_obs, state, burn_reset)
+        q_online, _ = self.policy.call(obs, online_state, reset)
+        q_target, _ = self.target.call(obs, target_state, reset)
+        return self.dqn_loss.loss(
+            ops.take(q_online, rows),
+            actions,
+            returns,
+            ops.zeros_like(returns),
+            discounts,
+            ops.take(q_target, boot_rows),
+            ops.take(q_online, boot_rows),
+            weights,
+        )
+
+    @api
+    def sync_target(self):
+        """Synchronise the target network (hard or Polyak, as configured)."""
+        return self.target_sync.sync()
+
+
+class RecurrentDQNAgent(DQNAgent):
+    """DQN on replayed sequences with an LSTM or GRU Q-network (module docstring)."""
+
+    supports_fused_rounds = False
+    graph_class = RecurrentDQNGraph  # type: ignore[assignment]
+
+    def _setup_model(self) -> None:
+        config, observation_space, action_space, backend, seed, components = self._setup_arguments()
+        net = config.network
+        if not isinstance(action_space, Discrete):
+            raise ConfigError(
+                f"DQN supports only a single Discrete action space (n actions, like CartPole's); this "
+                f"environment's is {action_space!r}. {action_space_hint(action_space)}"
+            )
+        if mask_layout(observation_space, action_space, "DQN") is not None:
+            raise ConfigError(
+                f"The observation holds a legal-action mask, which a recurrent DQN ('agent.network.type' = "
+                f"'{net.type}') does not take yet; use network: {{type: mlp}} with the mask, or an env without one."
+            )
+        if config.preprocessor is not None:
+            raise ConfigError(
+                f"'agent.preprocessor' = '{config.preprocessor.type}': a recurrent DQN ('agent.network.type' = "
+                f"'{net.type}') takes no preprocessor yet; remove it, or normalise observations with an env wrapper."
+            )
+        check_observation_space(observation_space, net, "DQN")
+        OffPolicyAgent._setup_model(self)
+        self.mask = None
+        self.num_actions = int(action_space.n)
+        self.action_start = int(action_space.start)
+        self.burn_in = int(config.burn_in)
+        self.seq_len = int(net.seq_len)
+        self.graph = RecurrentDQNGraph(config, observation_space, self.num_actions, seed, components)
+        self.exploration = self.graph.exploration
+        self.state_space = self.graph.policy.state_space
+        self.assembler = SequenceAssembler(self.num_envs, self.burn_in, self.seq_len)
+
+        seq = dict(flag=True, time_major=True)
+        obs_t = observation_space.with_batch_rank().with_time_rank(**seq)
+        reset_t = BoolBox().with_batch_rank().with_time_rank(**seq)
+        state = self.state_space
+        float_b = FloatBox(shape=()).with_batch_rank()
+        rows_b = IntBox(0, 2**31 - 1, shape=()).with_batch_rank()
+        self.build_report = build(
+            self.graph,
+            {
+                "act": {
+                    "obs": obs_t,
+                    "state": state,
+                    "reset": reset_t,
+                    "noise": FloatBox(shape=self.exploration.noise_shape).with_batch_rank().with_time_rank(**seq),
+                    "value": FloatBox(shape=()),
+                },
+                "greedy": {"obs": obs_t, "state": state, "reset": reset_t},
+                "q_values": {"obs": obs_t, "state": state, "reset": reset_t},
+                "loss": {
+                    "burn_obs": obs_t,
+                    "burn_reset": reset_t,
+                    "obs": obs_t,
+                    "reset": reset_t,
+                    "state": state,
+                    "rows": rows_b,
+                    "boot_rows": rows_b,
+                    "actions": IntBox(0, self.num_actions - 1, shape=()).with_batch_rank(),
+                    "returns": float_b,
+                    "discounts": float_b,
+                    "weights": float_b,
+                },
+                "sync_target": {},
+            },
+            backend,
+            compile_apis=("act", "greedy", "q_values"),
+        )
+        self.graph.sync_target()
+        self._params = list(self.graph.policy.variables(trainable_only=True).values())
+        self.train_step = backend.train_step(
+            self.graph.loss, self._params, config.optimizer.backend_spec(self.lr_schedule(0))
+        )
+        self._eval_loss = None
+        self._pending: tuple | None = None
+
+    # --- acting ----------------------------------------------------------------------------
+    def initial_state(self, batch: int) -> dict[str, np.ndarray]:
+        """Zero state of ``batch`` envs (``{h, c}`` for an LSTM, ``{h}`` for a GRU)."""
+        return self.graph.policy.initial_state(batch)
+
+    def act(self, obs, explore=True, *, state=None, episode_start=None):  # type: ignore[override]
+        """``(env actions, next state)`` for a batch of observations, acting from ``state`` (reset
+        where ``episode_start``); with ``explore`` (epsilon-greedy ...) it notes what :meth:`observe`
+        stores."""
+        obs = to_obs_array(obs, self.observation_space)
+        n = batch_len(obs)
+        if state is None:
+            raise ValueError(
+                f"A recurrent DQN ('{self.config.network.type}') acts from a state: call "
+                f"act(obs, explore, state=agent.initial_state({n}), episode_start=<[{n}] bool>) and pass the "
+                f"state it returns to the next call (predict(obs, state, episode_start) does this for you)."
+            )
+        starts = np.ones(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
+        to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
+        obs_t, state_t, reset_t = to_t(obs[None]), {k: to_t(v) for k, v in state.items()}, to_t(starts[None])
+        if not explore:
+            actions, out = self.graph.greedy(obs_t, state_t, reset_t)
+        else:
+            noise = np.asarray(self.exploration.draw_noise(self.rng, n), np.float32)
+            value = np.float32(self.exploration.value(self.timesteps))
+            actions, out = self.graph.act(obs_t, state_t, reset_t, to_t(noise[None]), to_t(value))
+            self._pending = (obs, state, starts)
+        next_state = {k: to_np(v) for k, v in out.items()}
+        return to_np(actions) + self.action_start, next_state
+
+    # --- replay ----------------------------------------------------------------------------
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
+        """Add one vector step to the sequences in progress; insert the windows it completes.
+
+        A recurrent step is known only with the state it acted from, so ``observe`` must follow
+        ``act(obs, explore=True, state=..., episode_start=...)`` of the same step.
+        """
+        obs = to_obs_array(obs, self.observation_space)
+        pending, self._pending = self._pending, None
+        if pending is None or not (pending[0] is obs or np.array_equal(pending[0], obs)):
+            raise ValueError(
+                "A recurrent DQN agent observes only the step it just acted on: call act(obs, explore=True, "
+                "state=..., episode_start=...) and then observe(obs, actions, ...) with the same obs (the step's "
+                "state is known only from that call)."
+            )
+        _, state, starts = pending
+        self.timesteps += len(rewards)
+        record = self.assembler.add(obs, starts, state, self._stored_actions(actions), rewards, terminated, truncated)
+        if record is not None:
+            self.memory.insert(record)
+
+    def postprocess(self, trajectory):
+        """Not yet: the Ray actors do not ship sequences with their states."""
+        raise NotImplementedError(
+            f"A recurrent DQN ('{self.config.network.type}') cannot postprocess trajectories for a distributed "
+            f"executor yet: its workers would have to ship sequences with their initial states. Train it with "
+            f"the local executor."
+        )
+
+    def replay_record_spaces(self):
+        """One sequence record as :class:`~rlgraph_core.memories.sequences.SequenceAssembler` makes it."""
+        obs = self.observation_space
+        length = self.seq_len
+        spaces = {
+            "obs": FloatBox(shape=(length + 1, *obs.shape)),
+            "starts": BoolBox(shape=(length + 1,)),
+            "actions": IntBox(0, self.num_actions - 1, shape=(length,), dtype=self.action_space.dtype),
+            "rewards": FloatBox(shape=(length,)),
+            "terminated": BoolBox(shape=(length,)),
+            "truncated": BoolBox(shape=(length,)),
+        }
+        spaces.update({f"state/{k}": FloatBox(shape=s.shape) for k, s in self.state_space.items()})
+        return spaces
+
+    # --- learning --------------------------------------------------------------------------
+    def _loss_inputs(self, sample):
+        """The loss's inputs of a sample of windows (see :meth:`RecurrentDQNGraph.loss`)."""
+        return self._sequence_inputs(sample)[0]
+
+    def _sequence_inputs(self, sample) -> tuple[tuple, np.ndarray]:
+        """``(loss inputs as tensors, loss mask [S, B])`` of a sample of windows."""
+        cfg = self.config
+        inputs, mask = sequence_batch(sample, self.burn_in, cfg.n_step, cfg.gamma)
+        to_t = self.backend.to_tensor
+        return tuple({k: to_t(v) for k, v in x.items()} if isinstance(x, dict) else to_t(x) for x in inputs), mask
+
+    def _gradient_step(self, sample):
+        inputs, mask = self._sequence_inputs(sample)
+        loss, td = self.train_step(*inputs)
+        if not self.prioritized:
+            return {"loss": loss}, td
+        td = np.asarray(self.backend.to_numpy(td)).reshape(mask.shape)
+        return {"loss": loss}, sequence_priorities(td, mask, self.config.priority_eta)
+
+    def _td_errors(self, batch):
+        inputs, mask = self._sequence_inputs(batch)
+        td = np.asarray(self.backend.to_numpy(self._evaluate_loss_inputs(inputs)[1])).reshape(mask.shape)
+        return sequence_priorities(td, mask, self.config.priority_eta)
+
+    def _evaluate_loss_inputs(self, inputs):
+        if self._eval_loss is None:
+            self._eval_loss = self.backend.function(self.graph.loss)
+        return self._eval_loss(*inputs)
+
+    def set_state(self, arrays, counters):
+        """DQN's; the sequences in progress are dropped (a resumed run starts fresh episodes)."""
+        super().set_state(arrays, counters)
+        self.assembler.reset()
+        self._pending = None
+
+    def partial_rollout(self):
+        """None: the sequences in progress and the envs' policy state are not carried across a checkpoint."""
+        return None
+
+    def policy_outputs(self, obs, state=None, episode_start=None):
+        """One greedy step from ``state`` (zeroed where ``episode_start``): ``action`` (argmax Q, plus
+        the action space's start), ``q_values`` and ``next_state.<key>`` for every key of
+        :attr:`state_space` (see :meth:`rlgraph_core.agents.base.Agent.policy_outputs`; ``obs [B, ...]``,
+        each state ``[B, units]``, ``episode_start [B]`` bool, all backend tensors)."""
+        ops = self.backend.ops
+        if state is None or episode_start is None:
+            raise ValueError(
+                "A recurrent policy's outputs are those of one step from a state: pass policy_outputs(obs, state, "
+                "episode_start) (state as agent.initial_state(B) gives it, episode_start a [B] bool tensor)."
+            )
+        q, next_state = self.graph.policy.call(ops.expand_dims(obs, 0), state, ops.expand_dims(episode_start, 0))
+        action = ops.argmax(q, axis=-1)
+        return {
+            "action": action + self.action_start if self.action_start else action,
+            "q_values": q,
+            **{f"next_state.{k}": v for k, v in next_state.items()},
+        }

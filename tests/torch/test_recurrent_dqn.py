@@ -1,0 +1,119 @@
+"""R2D2-style recurrent DQN (``type: dqn`` with ``network: {type: lstm | gru}``) on torch: the
+memory env is learned only with memory, replayed windows give the Q-values acting saw, and the
+state goes through ``predict`` and checkpoints (with the sequence replay)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlgraph_core as rl
+from rlgraph_core.agents.recurrent_dqn import RecurrentDQNAgent
+from rlgraph_core.config.run import load_config_file, validate_config
+from rlgraph_core.testing.memory_env import RecallCue
+
+ENV = "rlgraph_core.testing.memory_env:RecallCue"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def small(cell: str, seed: int = 0, steps: int = 1600, **overrides):
+    """DQN on RecallCue (delay 2: 4 steps an episode), R2D2 with a small ``cell`` or an MLP."""
+    recurrent = cell != "mlp"
+    settings = dict(
+        network={"type": cell, "units": 16, "encoder": {"hidden": []}, "seq_len": 8}
+        if recurrent
+        else {"type": "mlp", "hidden": [16]},
+        burn_in=2 if recurrent else 0,
+        batch_size=16,
+        learning_starts=200,
+        train_freq=16,
+        gradient_steps=2,
+        target_update_interval=20,
+        gamma=0.9,
+        exploration={
+            "type": "epsilon_greedy",
+            "epsilon": {"type": "linear", "start": 1.0, "end": 0.05, "steps": steps // 2},
+        },
+        memory={"type": "prioritized_replay", "capacity": 1000, "alpha": 0.9, "beta": 0.6},
+        optimizer={"learning_rate": 3e-3},
+        eval_interval=10**9,
+    )
+    settings.update(overrides)
+    return rl.make("dqn", env={"id": ENV, "num_envs": 8}, backend="torch", seed=seed, **settings)
+
+
+def test_r2d2_learns_the_memory_task_where_dqn_without_memory_cannot():
+    """RecallCue pays 1 for naming at the last step the cue of the first; a feed-forward Q-network
+    can only guess (0.5). 1,600 env steps (176 updates of 16 sequences), seed 0."""
+    r2d2 = small("lstm")
+    assert isinstance(r2d2.agent, RecurrentDQNAgent)
+    r2d2.learn(1600)
+    remembered = r2d2.evaluate(50)["eval_return_mean"]
+    dqn = small("mlp")
+    dqn.learn(1600)
+    guessed = dqn.evaluate(50)["eval_return_mean"]
+    assert remembered >= 0.9, f"R2D2 (LSTM) reached {remembered} on RecallCue after 1,600 env steps"
+    assert guessed <= 0.7, f"DQN with an MLP reached {guessed}: the task no longer needs memory"
+
+
+def test_replayed_windows_give_the_q_values_acting_saw_and_priorities_come_back(tmp_path):
+    """Before any update, unrolling a replayed window from its stored state (reset at the episode
+    starts inside) reproduces the greedy actions acting took step by step; an update writes
+    sequence priorities back; predict, a checkpoint round trip and the refusals."""
+    algo = small("gru", seed=1, learning_starts=10**9)
+    agent = algo.agent
+    algo.learn(200)
+    memory = agent.memory
+    assert len(memory) > 0
+    sample = memory.sample(4)
+    assert sample["obs"].shape == (4, 9, 3) and set(sample["state"]) == {"h"}
+    starts = sample["starts"]
+    assert starts.any() and not starts.all()  # episodes (4 steps) start inside the windows
+    to_t, to_np = agent.backend.to_tensor, agent.backend.to_numpy
+    obs = np.ascontiguousarray(np.swapaxes(sample["obs"], 0, 1))
+    reset = np.ascontiguousarray(np.swapaxes(starts, 0, 1))
+    greedy, _ = agent.graph.greedy(to_t(obs), {"h": to_t(sample["state"]["h"])}, to_t(reset))
+    # the same steps acted one at a time from the stored state
+    state = {"h": sample["state"]["h"]}
+    stepwise = []
+    for t in range(obs.shape[0]):
+        actions, state = agent.act(obs[t], explore=False, state=state, episode_start=reset[t])
+        stepwise.append(actions)
+    np.testing.assert_array_equal(to_np(greedy).reshape(9, 4), np.stack(stepwise))
+    # an update samples sequences and writes R2D2's sequence priorities back
+    before = memory.priorities(np.arange(len(memory))).copy()
+    agent.update(memory.sample(16))
+    agent.config.learning_starts = 0
+    agent._last_train = 0
+    agent.update()
+    assert agent.updates == 1 + agent.config.gradient_steps
+    assert not np.allclose(memory.priorities(np.arange(len(memory))), before)
+    # predict carries the state; a checkpoint (weights and the sequence replay) round-trips
+    env = RecallCue()
+    obs0, _ = env.reset(seed=0)
+    action, state = algo.predict(obs0)
+    assert set(state) == {"h"} and state["h"].shape == (1, 16)
+    loaded = rl.load(algo.save(tmp_path / "ckpt"))
+    assert isinstance(loaded.agent, RecurrentDQNAgent) and len(loaded.agent.memory) == len(memory)
+    again, state2 = loaded.predict(obs0)
+    np.testing.assert_allclose(state2["h"], state["h"], rtol=1e-6)
+    assert int(again) == int(action)
+    loaded.learn(64)
+    with pytest.raises(ValueError, match="acts from a state"):
+        agent.act(obs0[None])
+    with pytest.raises(ValueError, match="observes only the step it just acted on"):
+        agent.observe(obs0[None], np.zeros(1, np.int64), np.zeros(1), obs0[None], np.zeros(1, bool), np.zeros(1, bool))
+    with pytest.raises(ValueError, match="one step from a state"):
+        agent.policy_outputs(None)
+    with pytest.raises(NotImplementedError, match="ship sequences with their initial states"):
+        agent.postprocess({})
+
+
+def test_r2d2_cartpole_nov_config_builds_a_recurrent_dqn_on_two_observations(tmp_path):
+    raw = load_config_file(CONFIGS / "r2d2_cartpole_nov.yaml")
+    algo = rl.make(validate_config(raw).to_dict(), eval_interval=10**9)
+    assert isinstance(algo.agent, RecurrentDQNAgent) and algo.observation_space.shape == (2,)
+    assert algo.config.agent.network.type == "gru" and algo.config.agent.burn_in == 8
+    assert algo.agent.memory.prioritized
