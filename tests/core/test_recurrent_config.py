@@ -8,7 +8,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlgraph_core.agents.impala import ImpalaAgent
 from rlgraph_core.agents.ppo import PPOAgent
+from rlgraph_core.agents.recurrent_impala import RecurrentImpalaAgent
 from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
 from rlgraph_core.assemble import agent_class_for
 from rlgraph_core.components.recurrent import RecurrentSettings
@@ -45,6 +47,8 @@ def test_lstm_and_gru_fill_the_network_slot_of_ppo_and_pick_the_recurrent_agent(
         assert isinstance(agent.network, RecurrentSettings) and agent.network.type == cell
         assert agent.network.seq_len == 8 and agent.network.stateful
         assert agent_class_for(PPOAgent, agent) is RecurrentPPOAgent
+        impala = validate(f"agent={{type: impala, n_steps: 16, network: {{type: {cell}, seq_len: 8}}}}").agent
+        assert agent_class_for(ImpalaAgent, impala) is RecurrentImpalaAgent
     plain = validate("agent.network={type: mlp}").agent
     assert agent_class_for(PPOAgent, plain) is PPOAgent
 
@@ -53,11 +57,11 @@ def test_lstm_and_gru_fill_the_network_slot_of_ppo_and_pick_the_recurrent_agent(
     "overrides, expected",
     [
         (
-            ["agent={type: impala, network: {type: lstm}}"],
+            ["agent={type: sac, actor_network: {type: lstm}}"],
             [
-                "'agent.network.type' = 'lstm' is a recurrent network",
-                "'impala' does not",
-                "recurrent networks: dqn, ppo",
+                "'agent.actor_network.type' = 'lstm' is a recurrent network",
+                "'sac' does not",
+                "recurrent networks: dqn, impala, ppo",
             ],
         ),
         (
@@ -69,6 +73,10 @@ def test_lstm_and_gru_fill_the_network_slot_of_ppo_and_pick_the_recurrent_agent(
         (["agent.batch_size=60"], ["'agent.batch_size' = 60 is not a whole number of sequences", "multiple of 8"]),
         (["agent.preprocessor=running_mean_std"], ["'agent.preprocessor' = 'running_mean_std'", "env wrapper"]),
         (["agent.network.units=0"], ["'agent.network.units' = 0"]),
+        (
+            ["agent={type: impala, n_steps: 20, network: {type: lstm}}"],
+            ["'agent.network.seq_len' = 16 does not divide 'agent.n_steps' = 20", "(e.g. 10)"],
+        ),
     ],
 )
 def test_bad_recurrent_settings_fail_validation_in_one_paragraph(overrides, expected):

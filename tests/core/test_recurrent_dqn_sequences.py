@@ -123,11 +123,11 @@ def test_dqn_with_a_recurrent_network_is_r2d2():
         (["agent.network={type: mlp}"], ["'agent.burn_in' = 4 warms up a recurrent state", "'mlp' carries no state"]),
         (["agent.preprocessor=running_mean_std"], ["'agent.preprocessor' = 'running_mean_std'", "env wrapper"]),
         (
-            ["agent={type: impala, network: {type: gru}}"],
+            ["agent={type: sac, actor_network: {type: gru}}"],
             [
-                "'agent.network.type' = 'gru' is a recurrent network",
-                "'impala' does not",
-                "recurrent networks: dqn, ppo",
+                "'agent.actor_network.type' = 'gru' is a recurrent network",
+                "'sac' does not",
+                "recurrent networks: dqn, impala, ppo",
             ],
         ),
         (["agent.priority_eta=1.5"], ["priority_eta"]),

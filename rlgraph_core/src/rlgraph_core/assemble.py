@@ -26,10 +26,12 @@ import gymnasium as gym
 import numpy as np
 
 from rlgraph_core.agents.base import Agent, check_agent_class
+from rlgraph_core.agents.impala import ImpalaAgent
 from rlgraph_core.agents.policy_set import PolicySet
 from rlgraph_core.agents.dqn import DQNAgent
 from rlgraph_core.agents.ppo import PPOAgent
 from rlgraph_core.agents.recurrent_dqn import RecurrentDQNAgent
+from rlgraph_core.agents.recurrent_impala import RecurrentImpalaAgent
 from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
 from rlgraph_core.agents.self_play import SelfPlayOpponents
 from rlgraph_core.backend.contract import Backend
@@ -402,7 +404,11 @@ def _get(pm: PluginManager, kind: str, name: str, field: str):
 #: the network's state is chosen here, so the feed-forward agent's code and cost stay its own.
 #: Validation refuses a stateful network for an algorithm whose config does not declare
 #: ``recurrent_networks`` (:mod:`rlgraph_core.config.slots`).
-RECURRENT_AGENTS: dict[type, type] = {PPOAgent: RecurrentPPOAgent, DQNAgent: RecurrentDQNAgent}
+RECURRENT_AGENTS: dict[type, type] = {
+    PPOAgent: RecurrentPPOAgent,
+    DQNAgent: RecurrentDQNAgent,
+    ImpalaAgent: RecurrentImpalaAgent,
+}
 
 
 def agent_class_for(agent_class: type, agent_config: Any) -> type:

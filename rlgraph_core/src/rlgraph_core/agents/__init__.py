@@ -24,6 +24,7 @@ _EXPORTS = {
     "SACConfig": "sac",
     "ImpalaAgent": "impala",
     "ImpalaConfig": "impala",
+    "RecurrentImpalaAgent": "recurrent_impala",
     "OffPolicyAgent": "off_policy",
     "OffPolicyConfig": "off_policy",
     "OnPolicyAgent": "on_policy",

@@ -37,6 +37,7 @@ from pydantic import Field
 
 from rlgraph_core.agents.base import LearnResult
 from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph, OnPolicyOptimizerConfig
+from rlgraph_core.agents.ppo import validate_sequences
 from rlgraph_core.components.pg_losses import ImpalaLoss
 from rlgraph_core.components.vtrace import VTrace
 from rlgraph_core.config.common import ScheduleOrFloat
@@ -60,6 +61,9 @@ class ImpalaConfig(OnPolicyConfig):
     """Hyperparameters of IMPALA (defaults follow the paper where it applies)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"rollouts", "vtrace"})
+    #: A stateful network (``network: {type: lstm | gru}``) makes the assembly build
+    #: :class:`~rlgraph_core.agents.recurrent_impala.RecurrentImpalaAgent`, which learns on sequences.
+    recurrent_networks: ClassVar[bool] = True
 
     type: Literal["impala"] = "impala"
     n_steps: int = Field(20, gt=0, description="env steps per env in each rollout fragment (the unroll length)")
@@ -76,6 +80,15 @@ class ImpalaConfig(OnPolicyConfig):
     vf_coef: float = Field(0.5, ge=0, description="weight of the value loss 0.5 * mean((vs - V)^2)")
     normalize_advantage: bool = Field(False, description="normalise the policy-gradient advantages per batch")
     optimizer: ImpalaOptimizerConfig = Field(default_factory=ImpalaOptimizerConfig)
+
+    def validate_run(self, env, train) -> None:
+        """A recurrent network's ``seq_len`` divides ``n_steps`` (a fragment is cut into sequences).
+
+        Raises:
+            ConfigError: in one paragraph (:func:`rlgraph_core.agents.ppo.validate_sequences`).
+        """
+        if getattr(self.network, "stateful", False):
+            validate_sequences(self, self.n_steps * env.num_envs)
 
 
 class ImpalaGraph(OnPolicyGraph):

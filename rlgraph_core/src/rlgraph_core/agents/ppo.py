@@ -92,29 +92,40 @@ class PPOConfig(OnPolicyConfig):
     def _validate_sequences(self, rollout: int) -> None:
         """A recurrent network trains on whole sequences of ``network.seq_len`` steps: they tile a
         rollout's ``n_steps`` and a minibatch (``batch_size`` samples) holds whole ones."""
-        net = self.network
-        seq_len = int(getattr(net, "seq_len"))
-        problem = None
-        if self.n_steps % seq_len:
-            problem = (
-                f"'agent.network.seq_len' = {seq_len} does not divide 'agent.n_steps' = {self.n_steps}: each env's "
-                f"rollout is cut into sequences of seq_len steps"
-                + (", so seq_len cannot be longer than the rollout" if seq_len > self.n_steps else "")
-                + f"; use a seq_len that divides n_steps (e.g. {_largest_divisor(self.n_steps, seq_len)})"
-            )
-        elif self.batch_size % seq_len or self.batch_size > rollout:
-            problem = (
-                f"'agent.batch_size' = {self.batch_size} is not a whole number of sequences of "
-                f"'agent.network.seq_len' = {seq_len} steps within a rollout of {rollout} samples; a recurrent "
-                f"minibatch is batch_size / seq_len whole sequences: use a multiple of {seq_len} up to {rollout}"
-            )
-        elif self.preprocessor is not None:
-            problem = (
-                f"'agent.preprocessor' = '{self.preprocessor.type}' is not taken by a recurrent network "
-                f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
-            )
-        if problem is not None:
-            raise ConfigError(problem + ".")
+        validate_sequences(self, rollout, self.batch_size)
+
+
+def validate_sequences(config, rollout: int, batch_size: int | None = None) -> None:
+    """A recurrent network (``config.network``) trains on whole sequences of ``network.seq_len``
+    steps: they tile a rollout's ``n_steps``, a minibatch of ``batch_size`` samples (PPO's; None for
+    an algorithm that learns from the whole rollout) holds whole ones, and no preprocessor is set.
+
+    Raises:
+        ConfigError: one paragraph naming the field, its value and what would be right.
+    """
+    net = config.network
+    seq_len = int(getattr(net, "seq_len"))
+    problem = None
+    if config.n_steps % seq_len:
+        problem = (
+            f"'agent.network.seq_len' = {seq_len} does not divide 'agent.n_steps' = {config.n_steps}: each env's "
+            f"rollout is cut into sequences of seq_len steps"
+            + (", so seq_len cannot be longer than the rollout" if seq_len > config.n_steps else "")
+            + f"; use a seq_len that divides n_steps (e.g. {_largest_divisor(config.n_steps, seq_len)})"
+        )
+    elif batch_size is not None and (batch_size % seq_len or batch_size > rollout):
+        problem = (
+            f"'agent.batch_size' = {batch_size} is not a whole number of sequences of "
+            f"'agent.network.seq_len' = {seq_len} steps within a rollout of {rollout} samples; a recurrent "
+            f"minibatch is batch_size / seq_len whole sequences: use a multiple of {seq_len} up to {rollout}"
+        )
+    elif config.preprocessor is not None:
+        problem = (
+            f"'agent.preprocessor' = '{config.preprocessor.type}' is not taken by a recurrent network "
+            f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
+        )
+    if problem is not None:
+        raise ConfigError(problem + ".")
 
 
 def _largest_divisor(n: int, at_most: int) -> int:
