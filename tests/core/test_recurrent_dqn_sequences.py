@@ -9,12 +9,14 @@ import pytest
 
 from rlgraph_core.agents.dqn import DQNAgent
 from rlgraph_core.agents.recurrent_dqn import RecurrentDQNAgent
-from rlgraph_core.assemble import agent_class_for
+from rlgraph_core.assemble import agent_class_for, assemble
 from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.memories import PrioritizedReplay
+from rlgraph_core.memories.sizing import estimate_replay_bytes
 from rlgraph_core.memories.sequences import SequenceAssembler, sequence_targets, trained_rows
 from rlgraph_core.plugins import PluginManager, hookimpl
+from rlgraph_core.spaces import Discrete, FloatBox
 from rlgraph_core.testing import NumpyBackend
 
 
@@ -102,6 +104,10 @@ def test_dqn_with_a_recurrent_network_is_r2d2():
     assert agent.network.stateful and agent.burn_in == 4 and agent.priority_eta == 0.9
     assert agent_class_for(DQNAgent, agent) is RecurrentDQNAgent
     assert agent_class_for(DQNAgent, validate("agent.network={type: mlp}", "agent.burn_in=0").agent) is DQNAgent
+    # a record is a window of 12 steps and 13 observations: the memory estimate counts 7 transitions each
+    obs, actions = FloatBox(shape=(3,)), Discrete(2)
+    capacity = validate().agent.memory.capacity
+    assert assemble(validate(), PM).memory_bytes(obs, actions) == estimate_replay_bytes(7 * capacity, obs, actions)
 
 
 @pytest.mark.parametrize(

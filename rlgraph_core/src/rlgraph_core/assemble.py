@@ -272,7 +272,7 @@ class Assembly:
         if settings is None or self.memory_class is None:
             return None
         return estimate_replay_bytes(
-            settings.capacity,
+            self._transition_capacity(settings),
             _as_space(observation_space),
             _as_space(action_space),
             self._memory_prioritized(),
@@ -286,12 +286,22 @@ class Assembly:
         if settings is None or self.memory_class is None:
             return None
         return check_replay_fits(
-            settings.capacity,
+            self._transition_capacity(settings),
             _as_space(observation_space),
             _as_space(action_space),
             prioritized=self._memory_prioritized(),
             **self._frame_storage(settings),
         )
+
+    def _transition_capacity(self, settings) -> int:
+        """The memory's capacity in transition-sized records: a recurrent DQN's record is a window of
+        ``seq_len`` steps and ``seq_len + 1`` observations (memories/sequences.py), about
+        ``(seq_len + 1) / 2`` transitions of two observations each."""
+        agent = self.config.agent
+        network = getattr(agent, "network", None)
+        if getattr(network, "stateful", False) and hasattr(agent, "burn_in"):
+            return int(settings.capacity) * -(-(int(network.seq_len) + 1) // 2)
+        return int(settings.capacity)
 
     def _frame_storage(self, settings) -> dict:
         """How the memory stores uint8 observations (its ``frames`` setting; "off" for a memory
