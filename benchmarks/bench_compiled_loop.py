@@ -12,7 +12,7 @@ One process, meant to run on one core (``taskset -c 0``); every row is measured 
   copied from PureJaxRL.
 * **(b) compiled**: ``rlgraph train`` of that config (``train.executor: compiled``), the real
   executor with its recorder (evaluation, checkpoints).
-* **(c) rlgraph local static**: the best of ``--local`` (default torch-static, tf-static) on
+* **(c) rlgraph local static**: the best of ``--local`` (default torch-static, tf-static, jax-static) on
   gymnasium's CartPole-v1 with ``configs/ppo_cartpole.yaml`` through ``compare.run_one`` (the
   real LocalExecutor; evaluations excluded from its time).
 * **(d) Stable-Baselines3** with the same config, through ``compare.run_one`` (skipped with a
@@ -23,8 +23,10 @@ config's 4096) and stops at the first mean return >= 475 or at ``--budget``. Rep
 env steps/s over the training time (program time for (a) and (b): evaluations, host work between
 chunks and compilation excluded), env steps and training seconds to 475, and compilation
 separately: (b) is run twice with one fresh compilation cache, the second run loading its
-programs. Then the compiled executor with ``executor.num_seeds`` 16 vs 1 over ``--seeds-budget``
-env steps per seed, no evaluation: total env steps/s.
+programs. Then, interleaved ``--repeats`` times, the compiled executor with ``executor.num_seeds``
+16 vs 1 and the reference vmapped over 16 seeds vs 1, ``--seeds-budget`` env steps per seed in
+one call, no evaluation: total env steps/s (medians), so the 16-seed target stands beside what
+the same machine gives the reference.
 
     taskset -c 0 python benchmarks/bench_compiled_loop.py
     taskset -c 0 python benchmarks/bench_compiled_loop.py --skip-local --skip-sb3 --budget 60000
@@ -33,8 +35,12 @@ env steps per seed, no evaluation: total env steps/s.
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.metadata
 import os
+import platform
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -86,20 +92,24 @@ class ReferencePPO:
 
     def __init__(self, seed: int):
         self.env = PureEnv("CartPole-v1")
-        n_obs, n_act = self.env.observation_space.shape[0], int(self.env.action_space.n)
-        key = jax.random.PRNGKey(seed)
-        key, pi_key, v_key, reset_key = jax.random.split(key, 4)
-        self.params = {
-            "pi": _mlp_init(pi_key, [n_obs, 64, 64, n_act], 0.01),
-            "v": _mlp_init(v_key, [n_obs, 64, 64, 1], 1.0),
-        }
         self.tx = optax.chain(
             optax.clip_by_global_norm(HP["max_grad_norm"]),
             optax.inject_hyperparams(optax.adam)(learning_rate=HP["lr"], eps=1e-5),
         )
-        obs, state = jax.vmap(self.env.reset)(jax.random.split(reset_key, HP["num_envs"]))
-        self.carry = (self.params, self.tx.init(self.params), state, obs, key)
         self.rollout = HP["num_envs"] * HP["n_steps"]
+        self.carry = self.init(jax.random.PRNGKey(seed))
+
+    def init(self, key):
+        """The training state (params, optimizer state, env states, observations, key) of one seed's
+        key: a pure function, so ``jax.vmap`` of it starts K seeds at once."""
+        n_obs, n_act = self.env.observation_space.shape[0], int(self.env.action_space.n)
+        key, pi_key, v_key, reset_key = jax.random.split(key, 4)
+        params = {
+            "pi": _mlp_init(pi_key, [n_obs, 64, 64, n_act], 0.01),
+            "v": _mlp_init(v_key, [n_obs, 64, 64, 1], 1.0),
+        }
+        obs, state = jax.vmap(self.env.reset)(jax.random.split(reset_key, HP["num_envs"]))
+        return (params, self.tx.init(params), state, obs, key)
 
     def _loss(self, params, mb, clip):
         obs, act, old_logp, adv, ret = mb
@@ -195,9 +205,7 @@ def run_reference(seed: int, budget: int) -> dict:
     evaluate = jax.jit(ref.greedy_return)
     carry, steps, train_s, solved = ref.carry, 0, 0.0, None
     while steps < budget and solved is None:
-        t = steps + ref.rollout * np.arange(1, rollouts + 1)
-        frac = np.maximum(0.0, 1.0 - t / HP["decay_steps"])
-        lrs, clips = jnp.asarray(HP["lr"] * frac, jnp.float32), jnp.asarray(HP["clip"] * frac, jnp.float32)
+        lrs, clips = _schedules(steps, rollouts, ref.rollout)
         start = time.perf_counter()
         carry = jax.block_until_ready(chunk(carry, lrs, clips))
         train_s += time.perf_counter() - start
@@ -205,6 +213,39 @@ def run_reference(seed: int, budget: int) -> dict:
         if evaluate(carry[0]) >= THRESHOLD:  # outside the timed window
             solved = (steps, train_s)
     return {"steps": steps, "steps_per_s": steps / train_s, "solved": solved, "compile_s": compile_s}
+
+
+def _schedules(start: int, rollouts: int, rollout: int):
+    """The learning rates and clip ranges of ``rollouts`` rollouts after ``start`` env steps (linear to 0)."""
+    t = start + rollout * np.arange(1, rollouts + 1)
+    frac = np.maximum(0.0, 1.0 - t / HP["decay_steps"])
+    return jnp.asarray(HP["lr"] * frac, jnp.float32), jnp.asarray(HP["clip"] * frac, jnp.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_program(seed: int, num_seeds: int, budget: int):
+    """The reference's program over ``budget`` env steps for ``num_seeds`` seeds ``seed + k`` (vmapped;
+    plain for one seed), compiled once per shape; with its inputs and compile seconds."""
+    ref = ReferencePPO(seed)
+    rollouts = budget // ref.rollout
+    lrs, clips = _schedules(0, rollouts, ref.rollout)
+    if num_seeds == 1:
+        carry, program = ref.carry, ref.chunk
+    else:
+        keys = jnp.stack([jax.random.PRNGKey(seed + k) for k in range(num_seeds)])
+        carry, program = jax.vmap(ref.init)(keys), jax.vmap(ref.chunk, in_axes=(0, None, None))
+    start = time.perf_counter()
+    chunk = jax.jit(program).lower(carry, lrs, clips).compile()
+    return chunk, (carry, lrs, clips), num_seeds * rollouts * ref.rollout, time.perf_counter() - start
+
+
+def run_reference_seeds(seed: int, num_seeds: int, budget: int) -> dict:
+    """The reference with ``num_seeds`` seeds in one program, ``budget`` env steps per seed in one call,
+    no evaluation: total env steps/s (compile seconds: its first compilation)."""
+    chunk, inputs, steps, compile_s = _reference_program(seed, num_seeds, budget)
+    start = time.perf_counter()
+    jax.block_until_ready(chunk(*inputs))
+    return {"steps_per_s": steps / (time.perf_counter() - start), "compile_s": compile_s}
 
 
 # ---------------------------------------------------------------------------- (b) the executor
@@ -269,17 +310,52 @@ def _row(name: str, r: dict, ref_rate: float | None) -> str:
     return f"{name:<34} {r.get('steps_per_s') or float('nan'):>11,.0f} {ratio} {to} {comp}"
 
 
+def _cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or platform.machine()
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "cpu")
+
+
+def _versions() -> str:
+    names = (
+        "jax",
+        "jaxlib",
+        "optax",
+        "gymnax",
+        "torch",
+        "tensorflow-cpu",
+        "tensorflow",
+        "stable_baselines3",
+        "gymnasium",
+    )
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return f"python {platform.python_version()}, " + ", ".join(found)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=int, default=100_000, help="env-step cap of the solve runs")
     parser.add_argument("--seeds-budget", type=int, default=32_768, help="env steps per seed of the 16-seed run")
-    parser.add_argument("--local", default="torch-static,tf-static", help="rlgraph local executor impls for (c)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the 1 vs 16 seeds runs")
+    parser.add_argument(
+        "--local", default="torch-static,tf-static,jax-static", help="rlgraph local executor impls for (c)"
+    )
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--skip-sb3", action="store_true")
     args = parser.parse_args()
     affinity = sorted(os.sched_getaffinity(0))
-    print(f"cores {affinity}, jax {jax.__version__}, XLA_FLAGS={os.environ.get('XLA_FLAGS')!r}")
+    print(
+        f"{_cpu_model()}; cores {affinity}; load (1 min) {os.getloadavg()[0]:.1f}; {_versions()}; "
+        f"XLA_FLAGS={os.environ.get('XLA_FLAGS')!r}"
+    )
     rows: dict[str, dict] = {}
 
     def done(name: str, result: dict) -> None:  # each row as it is measured (a long run can be cut)
@@ -305,18 +381,38 @@ def main() -> None:
             solved = (r.steps_to_solve, r.s_to_solve) if r.solved else None
             name = "(d) Stable-Baselines3" if impl == "sb3" else f"(c) rlgraph {impl} (gymnasium)"
             done(name, {"steps": r.steps, "steps_per_s": r.steps_per_s, "solved": solved, "compile_s": None})
-    one = run_seeds(1, args.seeds_budget, cache)
-    many = run_seeds(16, args.seeds_budget, cache)
+    seeds: dict[str, dict[int, list[dict]]] = {
+        "(a) reference": {1: [], 16: []},
+        "(b) compiled executor": {1: [], 16: []},
+    }
+    for _ in range(args.repeats):  # interleaved, so both see the same moments of the machine
+        for k in (1, 16):
+            seeds["(a) reference"][k].append(run_reference_seeds(args.seed, k, args.seeds_budget))
+            seeds["(b) compiled executor"][k].append(run_seeds(k, args.seeds_budget, cache))
+            print(f"{k} seed(s): (a) {seeds['(a) reference'][k][-1]}, (b) {seeds['(b) compiled executor'][k][-1]}")
     ref_rate = rows["(a) reference PPO (PureJaxRL-style)"]["steps_per_s"]
     print(f"\nPPO CartPole-v1, seed {args.seed}, threshold {THRESHOLD} (eval every {EVAL_EVERY} steps for (a), (b))")
     print(f"{'implementation':<34} {'env steps/s':>11} {'vs (a)':>7} {'to 475':>7} {'s to 475':>8} {'compile':>8}")
     for name, r in rows.items():
         print(_row(name, r, ref_rate))
     print(
-        f"\ncompiled executor, {args.seeds_budget:,} env steps per seed: 1 seed {one['steps_per_s']:,.0f} env steps/s "
-        f"(compile {one['compile_s']:.1f} s); 16 seeds vmapped {many['steps_per_s']:,.0f} env steps/s in total "
-        f"(compile {many['compile_s']:.1f} s): {many['steps_per_s'] / one['steps_per_s']:.1f}x"
+        f"\n{args.seeds_budget:,} env steps per seed, one program, no evaluation: total env steps/s, median of "
+        f"{args.repeats} (each run's in brackets)"
     )
+    median = {
+        name: {k: statistics.median(r["steps_per_s"] for r in rs) for k, rs in by_k.items()}
+        for name, by_k in seeds.items()
+    }
+    for name, by_k in seeds.items():
+        each = {k: "/".join(f"{r['steps_per_s']:,.0f}" for r in rs) for k, rs in by_k.items()}
+        print(
+            f"{name:<34} 1 seed {median[name][1]:>8,.0f} [{each[1]}] (compile {by_k[1][0]['compile_s']:.1f} s); "
+            f"16 seeds vmapped {median[name][16]:>8,.0f} [{each[16]}] (compile {by_k[16][0]['compile_s']:.1f} s): "
+            f"{median[name][16] / median[name][1]:.2f}x"
+        )
+    b, a = median["(b) compiled executor"], median["(a) reference"]
+    print(f"(b) / (a): 1 seed {b[1] / a[1]:.2f}x, 16 seeds {b[16] / a[16]:.2f}x")
+    print(f"load (1 min) at the end {os.getloadavg()[0]:.1f}")
     shutil.rmtree(cache, ignore_errors=True)
 
 

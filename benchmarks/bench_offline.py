@@ -196,6 +196,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=3000)
     parser.add_argument("--seeds", type=int, default=3, help="seeds per row (returns vary a lot between seeds)")
     parser.add_argument("--datasets", default="expert,mixed,pendulum", help="comma-separated subset")
+    parser.add_argument("--algos", default="bc,cql,iql", help="comma-separated subset (CQL: CartPole, IQL: Pendulum)")
     args = parser.parse_args()
 
     import torch
@@ -224,7 +225,7 @@ def main() -> None:
             env_id = "Pendulum-v1" if kind == "pendulum" else "CartPole-v1"
             arrays = root / f"{name}.npz"
             export_arrays(root / name, arrays, continuous=kind == "pendulum")
-            for algo in ("bc", "iql" if kind == "pendulum" else "cql"):
+            for algo in [a for a in ("bc", "iql" if kind == "pendulum" else "cql") if a in args.algos.split(",")]:
                 runs = {
                     f"rlgraph {mode}": [run_rlgraph(root / name, kind, algo, mode, args.updates, s) for s in seeds]
                     for mode in ("eager", "static")
