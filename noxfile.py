@@ -201,7 +201,7 @@ def torch(session: nox.Session) -> None:
 @nox.session(python=PYTHONS)
 def tf(session: nox.Session) -> None:
     """Core + the TensorFlow backend + the offline extra (Minari: CQL against BC on TensorFlow)."""
-    _install(session, "./rlgraph_core[offline]", "./rlgraph_tf")
+    _install(session, "./rlgraph_core[offline,pettingzoo]", "./rlgraph_tf")
     _pytest(session, "tests/core", "tests/tf", parallel=True)
 
 
@@ -221,7 +221,12 @@ def jax(session: nox.Session) -> None:
     (serial: the module starts its own Ray session; the ray session, which has no jax, skips that
     module)."""
     _install(
-        session, "./rlgraph_core[offline]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray", "./plugins/rlgraph-jax"
+        session,
+        "./rlgraph_core[offline,pettingzoo]",
+        "./rlgraph_torch",
+        "./rlgraph_tf",
+        "./rlgraph_ray",
+        "./plugins/rlgraph-jax",
     )
     # gymnax for the compiled executor's tests (its gymnasium cap overridden, see OVERRIDES)
     session.install("-c", LOCK, "--override", OVERRIDES, "-e", "./plugins/rlgraph-jax[gymnax]")
@@ -257,7 +262,9 @@ def extras(session: nox.Session) -> None:
     """The optional tools: rlgraph-core's extras tensorboard, wandb (offline), onnx and render, with
     both backends (checkpoints of each are exported) and atari (image policies export and evaluate
     on the real ALE); pydot parses the drawn component graph."""
-    _install(session, "./rlgraph_core[tensorboard,wandb,onnx,render,atari]", "./rlgraph_torch", "./rlgraph_tf")
+    _install(
+        session, "./rlgraph_core[tensorboard,wandb,onnx,render,atari,pettingzoo]", "./rlgraph_torch", "./rlgraph_tf"
+    )
     session.install("-c", LOCK, "pydot")
     _pytest(session, "tests/extras", env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"}, parallel=True)
 
@@ -276,7 +283,7 @@ def stats(session: nox.Session) -> None:
 def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
     # rlgraph_ray[tune] (ray[tune], optuna) for tests/ray/test_tune.py (rlgraph tune)
-    _install(session, "./rlgraph_core[atari]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray[tune]")
+    _install(session, "./rlgraph_core[atari,pettingzoo]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray[tune]")
     # Two xdist workers, a whole module each (--dist loadfile: one private Ray session per module,
     # started by the module's fixture): a Ray test spends much of its wall time waiting (ray.init,
     # actor start-up, restarts after injected faults), so two modules at a time fill CI's two cores
@@ -324,7 +331,7 @@ def heavy(session: nox.Session) -> None:
     One venv with every backend, Ray, the jax plugin and Horovod; run by hand (``nox -s heavy``)."""
     _install(
         session,
-        "./rlgraph_core[atari,minigrid,mujoco,box2d,offline]",
+        "./rlgraph_core[atari,minigrid,mujoco,box2d,offline,pettingzoo]",
         "./rlgraph_torch",
         "./rlgraph_tf",
         "./rlgraph_ray[tune]",

@@ -281,7 +281,7 @@ def test_every_shipped_configs_policy_exports_and_matches_torch(name, tmp_path):
 
     shipped = load_shipped_config(name)
     if shipped.get("multi_agent") is not None:
-        pytest.skip("a multi-agent config's policies are not exported to ONNX yet (docs/multi_agent.md)")
+        pytest.skip("a multi-agent config exports per policy: test_a_multi_agent_run_exports_one_file_per_policy_...")
     module = next((m for prefix, m in _FAMILY.items() if shipped["env"]["id"].startswith(prefix)), None)
     if module is not None:
         pytest.importorskip(module)
@@ -363,3 +363,89 @@ def test_an_atari_policy_is_evaluated_on_its_runs_evaluation_env(tmp_path, monke
     assert env.spec.kwargs["frameskip"] == 1 and made[0].observation_space.shape == (42, 42, 4)
     assert gym.wrappers.AtariPreprocessing in chain and FireOnServe in chain  # whole games, the ball served
     assert EpisodicLife not in chain and gym.wrappers.ClipReward not in chain  # ... with the unclipped score
+
+
+#: Multi-agent runs (issue 32): a masked self-play game with one shared policy (torch), and MPE
+#: simple_adversary with a policy per team, the agents told their id (tf; heavy: 24 s under load ~8):
+#: agents of different observation lengths, so each policy's file takes its own length.
+MULTI_AGENT_CASES = [
+    (
+        "torch",
+        {"id": "pettingzoo:pettingzoo.classic.tictactoe_v3", "num_envs": 1},
+        {"policies": {"shared": {}}, "policy_mapping": {"*": "shared"}, "self_play": {"opponent": "pool"}},
+        {"type": "cnn", "preset": "custom", "conv": [{"filters": 8, "kernel": 3}], "hidden": [16], "scale": 1.0},
+    ),
+    pytest.param(
+        "tf",
+        {"id": "pettingzoo:mpe2.simple_adversary_v3", "num_envs": 1, "kwargs": {"continuous_actions": False}},
+        {
+            "policies": {"adversary": {}, "team": {}},
+            "policy_mapping": {"adversary_*": "adversary", "agent_*": "team"},
+            "agent_id": True,
+        },
+        {"type": "mlp", "hidden": [16]},
+        marks=pytest.mark.heavy,
+    ),
+]
+
+
+@pytest.mark.parametrize(("backend", "env", "multi_agent", "network"), MULTI_AGENT_CASES, ids=["tictactoe", "mpe"])
+def test_a_multi_agent_run_exports_one_file_per_policy_equal_to_the_framework(
+    backend, env, multi_agent, network, tmp_path
+):
+    """``rlgraph export`` of a multi-agent checkpoint writes NAME.POLICY.onnx per policy; each file's
+    outputs equal its policy's on that policy's agents' observations from the env (the mask an input
+    of the game's policy, its actions legal); ``rlgraph evaluate`` of such a file is refused in one paragraph."""
+    pytest.importorskip("pettingzoo")
+    if not has_backend(backend):
+        pytest.skip(f"backend {backend} is not installed")
+    import json
+
+    from rlgraph_core.export.onnx_policy import OnnxPolicy
+
+    if network["type"] == "cnn":
+        network = {**network, "channels": "last"}
+    agent_raw = {"type": "ppo", "network": network, "n_steps": 8, "batch_size": 8}
+    raw = {"agent": agent_raw, "env": env, "multi_agent": multi_agent}
+    raw["train"] = {"backend": backend, "mode": "eager", "seed": 0, "loggers": []}
+    config = validate_config(raw)
+    assembly = assemble(config, get_plugin_manager())
+    env = assembly.make_eval_env()
+    agent = assembly.make_agent(env.single_observation_space, env.single_action_space, with_memory=False)
+    rng = np.random.default_rng(0)
+    agent.set_weights({k: (v + rng.normal(0, 0.3, v.shape)).astype(v.dtype) for k, v in agent.get_weights().items()})
+    agent.save(str(tmp_path / "ck"), {"config": config.to_dict()})
+    # the rows of a few steps of the env (one copy: a row per agent or seat), random legal actions
+    rows, obs = [], env.reset(seed=0)[0]
+    for _ in range(6):
+        rows.append(obs)
+        mask = obs["action_mask"] if isinstance(obs, dict) else np.ones((env.num_envs, 5), np.int8)
+        obs = env.step(np.array([rng.choice(np.flatnonzero(m)) for m in mask]))[0]
+    names = env.row_agents()
+    env.close()
+    code, stdout, stderr = run_cli("export", str(tmp_path / "ck"), "--out", str(tmp_path / "p.onnx"))
+    assert code == 0, stderr
+    assert "one ONNX file per policy" in stdout
+    assert sorted(p.name for p in tmp_path.glob("*.onnx")) == sorted(f"p.{name}.onnx" for name in agent.policies)
+    for name, policy in agent.policies.items():
+        exported = OnnxPolicy(tmp_path / f"p.{name}.onnx")
+        assert exported.metadata["rlgraph.policy"] == name
+        own_agents = json.loads(exported.metadata["rlgraph.policy_agents"])
+        index = [i for i, a in enumerate(names) if a in own_agents]
+        assert index and own_agents == [names[i] for i in index]
+        batch = [agent._own_obs(name, r, index) for r in rows]
+        obs = (
+            {k: np.concatenate([b[k] for b in batch]) for k in batch[0]}
+            if isinstance(batch[0], dict)
+            else np.concatenate(batch)
+        )
+        got = exported.outputs(obs)
+        own = {k: policy.backend.to_numpy(v) for k, v in policy.policy_outputs(policy.backend.to_tensor(obs)).items()}
+        assert set(got) == set(own) and "action" in got
+        for key, value in own.items():
+            np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5, err_msg=f"{name}: {key}")
+        np.testing.assert_array_equal(exported(obs), policy.act(obs, explore=False))
+        if isinstance(obs, dict):  # the game's mask is an input, and its actions are legal
+            assert obs["action_mask"][np.arange(len(got["action"])), got["action"]].all()
+    code, _, stderr = run_cli("evaluate", str(tmp_path / f"p.{next(iter(agent.policies))}.onnx"))
+    assert code != 0 and "multi-agent run" in stderr and "Traceback" not in stderr

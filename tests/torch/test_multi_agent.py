@@ -394,3 +394,14 @@ def test_each_policy_acts_in_its_own_agents_action_space(tmp_path):
     with pytest.raises(ConfigError, match="policy 'shared' acts for agents with different action spaces"):
         shared = assemble(_config(env_id=SPEAKER, env_kwargs=kwargs), get_plugin_manager())
         shared.make_agent(envs.single_observation_space, envs.single_action_space)
+
+
+def test_facade_save_load_and_train_on_of_independent_policies_and_of_self_play(tmp_path):
+    """rlgraph_core.testing.multi_agent's checks on torch eager (the tf and jax suites run the same):
+    rl.load of a Parallel run's save (its stored config lists self_play's defaults, which were taken
+    as 'self_play set' for a Parallel env and refused) and of a self-play run with its pool."""
+    import rlgraph_core as rl
+    from rlgraph_core.testing.multi_agent import check_parallel_run, check_self_play_run
+
+    check_parallel_run(rl.make, rl.load, "torch", "eager", tmp_path / "parallel")
+    check_self_play_run(rl.make, rl.load, "torch", "eager", tmp_path / "self_play")

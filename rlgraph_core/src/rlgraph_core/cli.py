@@ -21,7 +21,7 @@ from rlgraph_core.execution.dry_run import dry_run
 from rlgraph_core.execution.out_dir import check_out_dir, check_out_file
 from rlgraph_core.execution.run_dir import resume_checkpoint, run_dir_of
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, final_phase_held
-from rlgraph_core.export.onnx_policy import OnnxPolicy, export_onnx
+from rlgraph_core.export.onnx_policy import OnnxPolicy, export_checkpoint
 from rlgraph_core.graph.drawing import write_graph
 from rlgraph_core.integrations.video import VideoWriter, check_video_path
 from rlgraph_core.plugins import KINDS, get_plugin_manager
@@ -240,6 +240,13 @@ def _evaluate_onnx(args, video: str | None) -> int:
                 f"choose the environment with --env ID."
             )
     policy = OnnxPolicy(args.checkpoint)
+    if "rlgraph.policy" in policy.metadata:
+        raise RLGraphError(
+            f"'{args.checkpoint}' is the policy '{policy.metadata['rlgraph.policy']}' of a multi-agent run on "
+            f"{policy.env_id} (its agents: {policy.metadata.get('rlgraph.policy_agents')}); 'rlgraph evaluate' plays "
+            f"an exported policy on a single-agent env. Evaluate the run's checkpoint instead ('rlgraph evaluate "
+            f"CHECKPOINT'), or run the file with rlgraph_core.export.OnnxPolicy on its agents' observations."
+        )
     env_id = args.env or policy.env_id
     if not env_id:
         raise RLGraphError(f"'{args.checkpoint}' does not name its environment; pass --env ID (e.g. CartPole-v1).")
@@ -272,8 +279,13 @@ def cmd_export(args) -> int:
 
     stored = read_meta(args.checkpoint)[1]
     _check_stored_env(stored, stored, args, f"the checkpoint '{args.checkpoint}'", "--trust-env-module")
-    path = export_onnx(args.checkpoint, out)
-    print(f"exported the greedy policy of {args.checkpoint} to {path} (ONNX; run it with: rlgraph evaluate {path})")
+    paths = export_checkpoint(args.checkpoint, out)
+    if len(paths) == 1 and paths[0] == out:
+        print(f"exported the greedy policy of {args.checkpoint} to {out} (ONNX; run it with: rlgraph evaluate {out})")
+        return 0
+    print(f"exported the greedy policies of the multi-agent run {args.checkpoint}, one ONNX file per policy:")
+    for path in paths:
+        print(f"  {path}")
     return 0
 
 

@@ -18,7 +18,7 @@ from rlgraph_core.callbacks import validate_callbacks
 from rlgraph_core.config.errors import format_validation_error
 from rlgraph_core.config.limits import MAX_CONFIG_BYTES, MAX_KEY_DEPTH, check_document, parse_json, parse_yaml, shorten
 from rlgraph_core.config.memory import validate_memory_settings
-from rlgraph_core.config.sections import EnvConfig, MultiAgentConfig, TrainConfig
+from rlgraph_core.config.sections import EnvConfig, MultiAgentConfig, SelfPlayConfig, TrainConfig
 from rlgraph_core.config.slots import validate_agent_slots
 from rlgraph_core.config.wrappers import validate_wrappers
 from rlgraph_core.envs import resolve_env_id
@@ -254,7 +254,8 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             f"single-agent gymnasium env. Name a PettingZoo env (e.g. env.id: pettingzoo:mpe2.simple_spread_v3) "
             f"or remove the multi_agent section."
         )
-    if multi_agent is not None and "self_play" in multi_agent.model_fields_set and not is_turn_based(env.id):
+    # compared with the defaults, not by fields set: a stored config (save/load, --resume) has them all
+    if multi_agent is not None and multi_agent.self_play != SelfPlayConfig() and not is_turn_based(env.id):
         raise ConfigError(
             f"multi_agent.self_play sets who plays the other seats of a turn-based game, but 'env.id' = '{env.id}' "
             f"is a Parallel env whose agents all act every step (each one by its own policy). Remove "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +48,9 @@ def _need(module: str, what: str):
         raise missing_extra(what, module, "onnx", exc) from None
 
 
-def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
-    """Trace ``agent`` (built on :class:`~rlgraph_core.export.tracing.ExportBackend`) into ``out``."""
+def export_agent(agent, config_dict: dict, out: str | Path, metadata: dict[str, str] | None = None) -> Path:
+    """Trace ``agent`` (built on :class:`~rlgraph_core.export.tracing.ExportBackend`) into ``out``;
+    ``metadata``: more ``rlgraph.*`` entries (a multi-agent run's policy name and agents)."""
 
     onnx = _need("onnx", "ONNX export")
     names = {id(v): k for k, v in agent.variables().items()}
@@ -61,6 +63,7 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
         raise ExportError(str(exc)) from None
     env = config_dict.get("env", {})
     metadata = {
+        **(metadata or {}),
         "rlgraph.format": "1",
         "rlgraph.agent": str(config_dict.get("agent", {}).get("type", type(agent).__name__)),
         "rlgraph.env_id": str(env.get("id", "")),
@@ -72,7 +75,10 @@ def export_agent(agent, config_dict: dict, out: str | Path) -> Path:
         metadata["rlgraph.observation_key"] = observation_key
     if state is not None:
         metadata["rlgraph.state"] = ",".join(state[0])
-    model = graph.model(outputs, metadata, doc=f"greedy policy of a {metadata['rlgraph.agent']} agent (rlgraph)")
+    doc = f"greedy policy of a {metadata['rlgraph.agent']} agent (rlgraph)"
+    if "rlgraph.policy" in metadata:
+        doc = f"greedy policy '{metadata['rlgraph.policy']}' of a multi-agent {metadata['rlgraph.agent']} run (rlgraph)"
+    model = graph.model(outputs, metadata, doc=doc)
     onnx.checker.check_model(model, full_check=True)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -122,22 +128,66 @@ class _ExportBackendPlugin:
         return {"export": ExportBackend}
 
 
+def policy_file(out: str | Path, policy: str) -> Path:
+    """Where :func:`export_checkpoint` writes policy ``policy`` of a multi-agent run exported to ``out``:
+    the policy's name before the suffix (``model.onnx`` -> ``model.shared.onnx``)."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.{policy}{out.suffix or '.onnx'}")
+
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path) -> list[Path]:
+    """Export the greedy policies of ``checkpoint``: a single-agent run's to ``out``
+    (:func:`export_onnx`), a multi-agent run's one file per policy (:func:`policy_file`)."""
+    _, stored = read_meta(checkpoint)
+    if is_pettingzoo_id((stored.get("env") or {}).get("id")):
+        return list(export_policies(checkpoint, out).values())
+    return [export_onnx(checkpoint, out)]
+
+
 def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
     """Export the greedy policy of the agent in ``checkpoint`` (written by any backend) to ``out``.
 
     The agent is rebuilt from the checkpoint's agent and env sections on the tracing backend (so
     neither the backend that trained it nor its executor or loggers need be installed), its
     weights loaded, and its ``policy_outputs`` traced (see :mod:`rlgraph_core.export.tracing`).
+    A multi-agent run's checkpoint is exported per policy by :func:`export_policies`.
     """
 
     _, stored = read_meta(checkpoint)
     env_id = (stored.get("env") or {}).get("id")
     if is_pettingzoo_id(env_id):
         raise RLGraphError(
-            f"'{checkpoint}' is a checkpoint of a multi-agent run ({env_id}), whose policies are not exported to "
-            f"ONNX yet: export takes the checkpoint of a single-agent run. Evaluate this one with 'rlgraph evaluate "
-            f"{checkpoint}' (docs/multi_agent.md)."
+            f"'{checkpoint}' is a checkpoint of a multi-agent run ({env_id}): its policies are exported one file "
+            f"each by export_policies(checkpoint, out) ('rlgraph export' does so), not into one file."
         )
+    agent, _ = _export_build(checkpoint, stored, out)
+    return export_agent(agent, stored, out)
+
+
+def export_policies(checkpoint: str | Path, out: str | Path) -> dict[str, Path]:
+    """Export every policy of a multi-agent run's ``checkpoint``, one ONNX file each (:func:`policy_file`).
+
+    Each file is the policy's own graph, as :func:`export_onnx` writes a single agent's: it takes
+    the observation of one of its agents (its own length where its agents observe shorter vectors;
+    with ``multi_agent.agent_id``, the one-hot of the agent first) and, for masked games, the
+    ``action_mask``. Its metadata names the policy (``rlgraph.policy``) and the env agents mapped to
+    it (``rlgraph.policy_agents``, JSON). ``{policy: path}``.
+    """
+    _, stored = read_meta(checkpoint)
+    agent, names = _export_build(checkpoint, stored, out)
+    for name in agent.policies:
+        check_out_file(policy_file(out, name))
+    paths: dict[str, Path] = {}
+    for name, policy in agent.policies.items():
+        agents = [a for a, p in zip(names, agent.agent_policy) if p == name]
+        metadata = {"rlgraph.policy": name, "rlgraph.policy_agents": json.dumps(agents)}
+        paths[name] = export_agent(policy, stored, policy_file(out, name), metadata)
+    return paths
+
+
+def _export_build(checkpoint: str | Path, stored: dict, out: str | Path) -> tuple[Any, list[str]]:
+    """The checkpoint's agent (a multi-agent run's PolicySet) rebuilt on the tracing backend, its
+    weights loaded, and the env's agents in row order (a multi-agent run's; else none)."""
     _need("onnx", "ONNX export")
     check_out_file(out)
     pm = PluginManager()
@@ -150,17 +200,25 @@ def export_onnx(checkpoint: str | Path, out: str | Path) -> Path:
         "env": stored.get("env") or {},
         "train": {"backend": "export", "seed": train.get("seed", 0), "loggers": [], "num_threads": None},
     }
+    if stored.get("multi_agent") is not None:
+        raw["multi_agent"] = stored["multi_agent"]
     config = validate_config(raw, pm)
     assembly = assemble(config, pm)
     env = assembly.make_eval_env()
     try:
         # The build runs the graph on zeros in numpy (e.g. log(0) of zero sampling noise): harmless here.
         with np.errstate(all="ignore"):
-            agent = assembly.make_agent(env.observation_space, env.action_space, with_memory=False)
+            # a multi-agent run's evaluation env is a vector env of one copy: its rows' spaces
+            spaces = [
+                getattr(env, f"single_{k}", None) or getattr(env, k) for k in ("observation_space", "action_space")
+            ]
+            agent = assembly.make_agent(*spaces, with_memory=False)
+        # a multi-agent env's agents in row order (one copy), as the policy set maps them
+        names = env.row_agents()[: len(agent.agent_policy)] if hasattr(env, "row_agents") else []
     finally:
         env.close()
     agent.load(checkpoint, for_training=False)
-    return export_agent(agent, stored, out)
+    return agent, names
 
 
 class OnnxPolicy:
