@@ -8,8 +8,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlgraph_core.agents.a2c import A2CAgent
 from rlgraph_core.agents.impala import ImpalaAgent
 from rlgraph_core.agents.ppo import PPOAgent
+from rlgraph_core.agents.recurrent_a2c import RecurrentA2CAgent
 from rlgraph_core.agents.recurrent_impala import RecurrentImpalaAgent
 from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
 from rlgraph_core.assemble import agent_class_for
@@ -49,6 +51,8 @@ def test_lstm_and_gru_fill_the_network_slot_of_ppo_and_pick_the_recurrent_agent(
         assert agent_class_for(PPOAgent, agent) is RecurrentPPOAgent
         impala = validate(f"agent={{type: impala, n_steps: 16, network: {{type: {cell}, seq_len: 8}}}}").agent
         assert agent_class_for(ImpalaAgent, impala) is RecurrentImpalaAgent
+        a2c = validate(f"agent={{type: a2c, n_steps: 8, network: {{type: {cell}, seq_len: 8}}}}").agent
+        assert agent_class_for(A2CAgent, a2c) is RecurrentA2CAgent
     plain = validate("agent.network={type: mlp}").agent
     assert agent_class_for(PPOAgent, plain) is PPOAgent
 
@@ -61,12 +65,12 @@ def test_lstm_and_gru_fill_the_network_slot_of_ppo_and_pick_the_recurrent_agent(
             [
                 "'agent.actor_network.type' = 'lstm' is a recurrent network",
                 "'sac' does not",
-                "recurrent networks: dqn, impala, ppo",
+                "recurrent networks: a2c, dqn, impala, ppo",
             ],
         ),
         (
             ["agent={type: a2c, network: {type: gru}}"],
-            ["'agent.network.type' = 'gru'", "'a2c' does not", "feed-forward network (mlp"],
+            ["'agent.network.seq_len' = 16 does not divide 'agent.n_steps' = 5", "longer than the rollout", "(e.g. 5)"],
         ),
         (["agent.network.seq_len=12"], ["'agent.network.seq_len' = 12 does not divide 'agent.n_steps' = 32", "e.g. 8"]),
         (["agent.network.seq_len=64"], ["seq_len cannot be longer than the rollout"]),

@@ -133,7 +133,7 @@ def test_dqn_with_a_recurrent_network_is_r2d2():
             [
                 "'agent.actor_network.type' = 'gru' is a recurrent network",
                 "'sac' does not",
-                "recurrent networks: dqn, impala, ppo",
+                "recurrent networks: a2c, dqn, impala, ppo",
             ],
         ),
         (["agent.priority_eta=1.5"], ["priority_eta"]),

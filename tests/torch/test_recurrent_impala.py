@@ -77,6 +77,33 @@ def test_learner_sequences_give_what_acting_gave(cell):
     assert metrics["rho_truncated"] == 0.0 and metrics["c_truncated"] == 0.0 and np.isfinite(metrics["loss"])
 
 
+def test_fragments_of_two_actors_concatenated_as_ray_impala_does_are_one_learner_batch():
+    """ray_impala's learner concatenates its workers' fragments along the env axis (sequence states
+    and bootstrap observations too): with the actors' weights, the learner's unroll of that batch
+    gives every step's behaviour log-probability (no importance ratio truncated), and a learner with
+    other weights sees the lag (some truncated)."""
+    from rlgraph_core.envs import make_vector_env
+    from rlgraph_core.execution.env_runner import EnvRunner
+    from rlgraph_core.memories.obs import concat
+
+    fragments = []
+    for seed in (1, 2):  # two actors with the learner's weights, their own envs and sampling
+        actor = small("gru", seed=0, n_steps=8, network={"type": "gru", "units": 8, "seq_len": 4}).agent
+        envs = make_vector_env(small("gru").config.env, seed, wrappers=[])
+        runner = EnvRunner(actor, envs, seed=seed)
+        runner.step()  # actors out of step with each other: the second fragment starts mid-episode
+        while (batch := actor.take_rollout()) is None:
+            runner.step()
+        envs.close()
+        fragments.append(batch)
+    merged = {k: concat([f[k] for f in fragments], axis=1) for k in fragments[0]}
+    assert merged["sequence_states"]["pi_h"].shape == (2, 16, 8) and merged["bootstrap_obs"].shape == (1, 16, 3)
+    learner = small("gru", seed=0, n_steps=8, network={"type": "gru", "units": 8, "seq_len": 4}).agent
+    assert learner.learn(merged).metrics["rho_truncated"] == 0.0
+    other = small("gru", seed=3, n_steps=8, network={"type": "gru", "units": 8, "seq_len": 4}).agent
+    assert other.learn(merged).metrics["rho_truncated"] > 0.0
+
+
 def test_lstm_impala_learns_the_memory_task_where_an_mlp_cannot():
     """RecallCue pays 1 for naming at the last step the cue of the first; a feed-forward policy
     can only guess (0.5). 1,536 env steps, seed 0, RMSprop (IMPALA's default) at lr 2e-3."""

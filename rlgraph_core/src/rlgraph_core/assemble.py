@@ -25,11 +25,13 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from rlgraph_core.agents.a2c import A2CAgent
 from rlgraph_core.agents.base import Agent, check_agent_class
 from rlgraph_core.agents.impala import ImpalaAgent
 from rlgraph_core.agents.policy_set import PolicySet
 from rlgraph_core.agents.dqn import DQNAgent
 from rlgraph_core.agents.ppo import PPOAgent
+from rlgraph_core.agents.recurrent_a2c import RecurrentA2CAgent
 from rlgraph_core.agents.recurrent_dqn import RecurrentDQNAgent
 from rlgraph_core.agents.recurrent_impala import RecurrentImpalaAgent
 from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
@@ -418,6 +420,7 @@ RECURRENT_AGENTS: dict[type, type] = {
     PPOAgent: RecurrentPPOAgent,
     DQNAgent: RecurrentDQNAgent,
     ImpalaAgent: RecurrentImpalaAgent,
+    A2CAgent: RecurrentA2CAgent,
 }
 
 

@@ -237,6 +237,16 @@ class RayImpalaSettings(RaySettings):
                 f"'executor.queue_size' = {self.queue_size}: the queue could never hold one learner batch; "
                 f"raise queue_size or lower learner_batch_fragments."
             )
+        network = getattr(agent, "network", None)
+        steps = self.fragment_steps(agent)
+        if getattr(network, "stateful", False) and steps % int(network.seq_len):
+            raise ConfigError(
+                f"'executor.fragment_length' = {steps} is not a whole number of sequences of "
+                f"'agent.network.seq_len' = {network.seq_len} steps: each worker ships the state at the start of "
+                f"every sequence of its fragment and the learner unrolls whole sequences; use a fragment_length "
+                f"that is a multiple of seq_len (e.g. {network.seq_len * max(1, steps // int(network.seq_len))}), "
+                f"or leave it null (agent.n_steps)."
+            )
 
     def fragment_steps(self, agent) -> int:
         """Env steps per env in one fragment: ``fragment_length``, by default ``agent.n_steps``."""

@@ -20,6 +20,7 @@ _EXPORTS = {
     "RecurrentPPOAgent": "recurrent_ppo",
     "A2CAgent": "a2c",
     "A2CConfig": "a2c",
+    "RecurrentA2CAgent": "recurrent_a2c",
     "SACAgent": "sac",
     "SACConfig": "sac",
     "ImpalaAgent": "impala",

@@ -18,11 +18,12 @@ to fuse (PPO's ``fuse_rounds`` has no counterpart here).
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from pydantic import Field
 
 from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph, OnPolicyOptimizerConfig
+from rlgraph_core.agents.ppo import validate_sequences
 from rlgraph_core.components.pg_losses import A2CLoss
 from rlgraph_core.config.common import ScheduleOrFloat
 from rlgraph_core.graph import api
@@ -40,11 +41,24 @@ class A2COptimizerConfig(OnPolicyOptimizerConfig):
 class A2CConfig(OnPolicyConfig):
     """Hyperparameters of A2C (defaults follow Stable-Baselines3)."""
 
+    #: A stateful network (``network: {type: lstm | gru}``) makes the assembly build
+    #: :class:`~rlgraph_core.agents.recurrent_a2c.RecurrentA2CAgent`, which learns on sequences.
+    recurrent_networks: ClassVar[bool] = True
+
     type: Literal["a2c"] = "a2c"
     n_steps: int = Field(5, gt=0, description="env steps per env in each rollout")
     gae_lambda: float = Field(1.0, ge=0, le=1, description="1 = plain n-step returns")
     normalize_advantage: bool = Field(False, description="normalise advantages over each rollout")
     optimizer: A2COptimizerConfig = Field(default_factory=A2COptimizerConfig)
+
+    def validate_run(self, env, train) -> None:
+        """A recurrent network's ``seq_len`` divides ``n_steps`` (a rollout is cut into sequences).
+
+        Raises:
+            ConfigError: in one paragraph (:func:`rlgraph_core.agents.ppo.validate_sequences`).
+        """
+        if getattr(self.network, "stateful", False):
+            validate_sequences(self, self.n_steps * env.num_envs)
 
 
 class A2CGraph(OnPolicyGraph):
