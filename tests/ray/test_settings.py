@@ -131,14 +131,6 @@ def test_only_the_worker_entry_point_looks_names_up():
     assert not offenders
 
 
-def test_ray_apex_refuses_a_recurrent_dqn_in_one_paragraph():
-    config = validate_config(load_shipped_config("r2d2_cartpole_nov"))
-    with pytest.raises(ConfigError) as exc:
-        RayApexSettings().validate_run(config.agent, config.env, config.train)
-    msg = str(exc.value)
-    assert "\n" not in msg and "'agent.network.type' = 'gru' is a recurrent network (R2D2" in msg and "local" in msg
-
-
 def test_ray_sync_refuses_a_recurrent_network_in_one_paragraph():
     config = validate_config(load_shipped_config("ppo_lstm_cartpole_nov"))
     with pytest.raises(ConfigError) as exc:

@@ -107,8 +107,37 @@ def test_replayed_windows_give_the_q_values_acting_saw_and_priorities_come_back(
         agent.observe(obs0[None], np.zeros(1, np.int64), np.zeros(1), obs0[None], np.zeros(1, bool), np.zeros(1, bool))
     with pytest.raises(ValueError, match="one step from a state"):
         agent.policy_outputs(None)
-    with pytest.raises(NotImplementedError, match="ship sequences with their initial states"):
-        agent.postprocess({})
+    with pytest.raises(ValueError, match="missing episode_starts, states"):
+        agent.postprocess({k: None for k in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")})
+
+
+def test_a_worker_ships_sequences_with_the_state_of_their_first_step():
+    """The actor role (ray_apex workers): postprocess of the env runner's trajectories cuts the same
+    windows as observe, carried over from one trajectory to the next, each with the state its first
+    step acted from and a sequence priority under the worker's weights."""
+    from rlgraph_core.envs import make_vector_env
+    from rlgraph_core.execution.env_runner import EnvRunner
+
+    algo = small("gru", seed=2)  # 8 envs; windows of 8 steps (+1 observation) every 8 - 2 = 6 steps
+    agent = algo.agent
+    envs = make_vector_env(algo.config.env, 0, wrappers=[])
+    runner = EnvRunner(agent, envs, seed=0)
+    first, second = runner.trajectory(5), runner.trajectory(10)
+    envs.close()
+    assert agent.postprocess(first) == {}  # 5 steps: no window of 9 observations yet
+    batch = agent.postprocess(second)
+    assert agent.timesteps == 15 * 8 and len(batch["rewards"]) == 2 * 8  # windows close at steps 8 and 14
+    assert batch["priorities"].shape == (16,) and (batch["priorities"] > 0).all()
+    assert (batch["policy_version"] == agent.weights_version).all()
+    obs = np.concatenate([first["obs"], second["obs"]])
+    starts = np.concatenate([first["episode_starts"], second["episode_starts"]])
+    states = np.concatenate([first["states"]["h"], second["states"]["h"]])
+    assert starts[1:].any() and np.abs(states[6]).max() > 1e-3
+    for window, start in enumerate((0, 6)):
+        rows = slice(8 * window, 8 * (window + 1))
+        np.testing.assert_array_equal(batch["obs"][rows], np.swapaxes(obs[start : start + 9], 0, 1))
+        np.testing.assert_array_equal(batch["starts"][rows], starts[start : start + 9].T)
+        np.testing.assert_array_equal(batch["state"]["h"][rows], states[start])
 
 
 def test_r2d2_cartpole_nov_config_builds_a_recurrent_dqn_on_two_observations(tmp_path):

@@ -165,13 +165,6 @@ class RayApexSettings(RaySettings):
                 f"replay memory); agent.type '{agent.type}' is not one: use ray_sync for ppo or a2c, or the "
                 f"local executor."
             )
-        network = getattr(agent, "network", None)
-        if getattr(network, "stateful", False):
-            raise ConfigError(
-                f"'agent.network.type' = '{network.type}' is a recurrent network (R2D2-style DQN), which ray_apex "
-                f"does not run yet (its workers would have to ship replay sequences with their initial states); "
-                f"train recurrent DQN with the local executor, or use a feed-forward network (mlp) with ray_apex."
-            )
         exploration_type = getattr(agent.exploration, "type", None)
         if exploration_type != "epsilon_greedy":
             raise ConfigError(

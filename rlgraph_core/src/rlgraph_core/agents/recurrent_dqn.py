@@ -30,7 +30,7 @@ import numpy as np
 
 from rlgraph_core.agents.dqn import DQNAgent
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
-from rlgraph_core.agents.off_policy import OffPolicyAgent
+from rlgraph_core.agents.off_policy import TRAJECTORY_KEYS, OffPolicyAgent
 from rlgraph_core.agents.slots import make_exploration
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.components.dqn_loss import DQNLoss
@@ -39,7 +39,7 @@ from rlgraph_core.components.recurrent_q import RecurrentQNetwork
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
-from rlgraph_core.memories.obs import batch_len
+from rlgraph_core.memories.obs import batch_len, concat
 from rlgraph_core.memories.sequences import SequenceAssembler, sequence_batch, sequence_priorities
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 
@@ -254,12 +254,46 @@ class RecurrentDQNAgent(DQNAgent):
             self.memory.insert(record)
 
     def postprocess(self, trajectory):
-        """Not yet: the Ray actors do not ship sequences with their states."""
-        raise NotImplementedError(
-            f"A recurrent DQN ('{self.config.network.type}') cannot postprocess trajectories for a distributed "
-            f"executor yet: its workers would have to ship sequences with their initial states. Train it with "
-            f"the local executor."
-        )
+        """Actor role (``ray_apex`` workers): the sequence records a time-major trajectory completes.
+
+        ``trajectory`` is what :meth:`~rlgraph_core.execution.env_runner.EnvRunner.trajectory` gives
+        for a stateful agent: the :data:`~rlgraph_core.agents.off_policy.TRAJECTORY_KEYS`, each
+        ``[T, N, ...]``, plus ``episode_starts`` ``[T, N]`` and ``states`` (``{key: [T, N, units]}``,
+        the state each step acted from). Steps are cut into windows as :meth:`observe` cuts them;
+        windows still open at the end carry over to the next call (the worker's envs continue), so
+        each record ships with the state its first step acted from. The result has the records
+        plus ``policy_version`` and, for a prioritized memory, ``priorities`` (R2D2's sequence
+        priority under this worker's weights). Counts the ``T * N`` env steps into :attr:`timesteps`.
+        """
+        keys = (*TRAJECTORY_KEYS, "episode_starts", "states")
+        missing = [k for k in keys if k not in trajectory]
+        if missing:
+            raise ValueError(
+                f"A recurrent DQN's trajectory needs the keys {', '.join(keys)} (time-major [T, N, ...]; "
+                f"EnvRunner.trajectory gives them for a stateful agent); missing {', '.join(missing)}."
+            )
+        parts = []
+        for t in range(len(trajectory["rewards"])):
+            rewards = trajectory["rewards"][t]
+            self.timesteps += len(rewards)
+            record = self.assembler.add(
+                to_obs_array(trajectory["obs"][t], self.observation_space),
+                trajectory["episode_starts"][t],
+                {k: v[t] for k, v in trajectory["states"].items()},
+                self._stored_actions(trajectory["actions"][t]),
+                rewards,
+                trajectory["terminated"][t],
+                trajectory["truncated"][t],
+            )
+            if record is not None:
+                parts.append(record)
+        if not parts:
+            return {}
+        batch = {k: concat([p[k] for p in parts]) for k in parts[0]}
+        batch["policy_version"] = np.full(len(batch["rewards"]), self.weights_version, np.int64)
+        if self.prioritized:
+            batch["priorities"] = self._td_errors(batch)
+        return batch
 
     def replay_record_spaces(self):
         """One sequence record as :class:`~rlgraph_core.memories.sequences.SequenceAssembler` makes it."""
