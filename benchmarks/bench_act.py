@@ -272,12 +272,17 @@ class _Timers:
 
 def measure_breakdown(algo: str, variant: str, steps: int, block: int, seed: int, clock) -> dict:
     """µs per env step of each part of the real env loop (updates included), and the bare env step."""
-    import rlgraph_core.env_checks as checks
+    try:
+        import rlgraph_core.env_checks as checks
+    except ImportError:  # a tree from before the observation/reward checks: nothing to time there
+        checks = types.SimpleNamespace()
 
     backend, mode = variant.split("-")
     parts, envs, agent, recorder = make_parts(algo, backend, mode, seed)
     timers = _Timers(clock)
-    saved = {name: getattr(checks, name) for name in ("observation_problem", "reward_problem")}
+    timers.acc.update({"checks": 0.0, "callbacks": 0.0})  # parts an older tree may not have
+    names = ("observation_problem", "reward_problem", "nonfinite_rows")
+    saved = {name: getattr(checks, name) for name in names if hasattr(checks, name)}
     try:
         for name, fn in saved.items():  # CheckedEnv looks them up at call time: time them in place
             setattr(checks, name, timers.wrap(fn, "checks"))
@@ -286,9 +291,11 @@ def measure_breakdown(algo: str, variant: str, steps: int, block: int, seed: int
         agent.update = timers.wrap(agent.update, "update")
         env_step = envs.step
         envs.step = timers.wrap(env_step, "envs.step")
-        recorder._notify = timers.wrap(recorder._notify, "callbacks")
-        for name in ("step", "add_env_steps", "add_episodes"):
-            setattr(recorder, name, timers.wrap(getattr(recorder, name), "recorder"))
+        if hasattr(recorder, "_notify"):
+            recorder._notify = timers.wrap(recorder._notify, "callbacks")
+        for name in ("step", "add_env_steps", "add_episodes", "add_episode_returns"):
+            if hasattr(recorder, name):
+                setattr(recorder, name, timers.wrap(getattr(recorder, name), "recorder"))
         loop = _loop_body(agent, envs, recorder, seed)
         n = envs.num_envs
         rng = np.random.default_rng(seed)
@@ -302,7 +309,8 @@ def measure_breakdown(algo: str, variant: str, steps: int, block: int, seed: int
         done_steps = 0
         while done_steps < steps:
             k = min(block, steps - done_steps)
-            checks.observation_problem, checks.reward_problem = saved["observation_problem"], saved["reward_problem"]
+            for name, fn in saved.items():
+                setattr(checks, name, fn)
             t0 = clock()
             for i in range(k):
                 env_step(sample_actions[i % len(sample_actions)])

@@ -41,11 +41,15 @@ confidence interval (rliable, extra ``stats``: :mod:`rlgraph_core.stats`). Run f
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
+import json
 import os
 import platform
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import traceback
@@ -67,7 +71,6 @@ from rlgraph_core.errors import RLGraphError
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_core.execution.stopping import RunFailed
 from rlgraph_core.plugins import get_plugin_manager, hookimpl
-from rlgraph_core.stats import MIN_SEEDS, format_interval, iqm_interval
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -133,7 +136,8 @@ def run_rlgraph(spec: AlgoSpec, backend: str, mode: str, seed: int, budget: int,
         "train.num_threads=1",
         f"train.seed={seed}",
         f"train.total_timesteps={budget}",
-        f"train.target_return={spec.threshold}",
+        # the clock notes the solving evaluation; the executor stops there unless --full-budget
+        f"train.target_return={'null' if clock.full_budget else spec.threshold}",
         # rows at every evaluation and 3 in between: the time cap is checked at each row
         f"train.log_interval={max(1, base.train.eval_interval // 4)}",
         f"train.checkpoint_interval={10**12}",
@@ -364,14 +368,14 @@ def run_sb3(algo: str, spec: AlgoSpec, seed: int, budget: int, clock: RunClock) 
         def _maybe_eval(self) -> None:
             steps = self.model.num_timesteps
             clock.note(steps, self.model._n_updates * per_update)
-            if clock.solved_at is None and clock.due(steps):
+            if (clock.solved_at is None or clock.full_budget) and clock.due(steps):
                 clock.evaluate(steps, self.model._n_updates * per_update, policy, eval_env)
 
         def _on_training_start(self) -> None:
             clock.start()
 
         def _on_training_end(self) -> None:
-            if clock.solved_at is None:  # the end point, after SB3's last train() call
+            if clock.solved_at is None or clock.full_budget:  # the end point, after SB3's last train() call
                 clock.note(self.model.num_timesteps, self.model._n_updates * per_update)
 
         def _on_rollout_start(self) -> None:
@@ -383,7 +387,7 @@ def run_sb3(algo: str, spec: AlgoSpec, seed: int, budget: int, clock: RunClock) 
                 self._maybe_eval()
             else:
                 clock.note(self.model.num_timesteps, self.model._n_updates * per_update)
-            return clock.solved_at is None and not clock.over_time()
+            return not (clock.over_time() or clock.stops())
 
     try:
         model.learn(total_timesteps=budget, callback=Clock())
@@ -398,6 +402,8 @@ def run_sb3(algo: str, spec: AlgoSpec, seed: int, budget: int, clock: RunClock) 
 
 def label(impl: str) -> str:
     """Display name of an implementation key."""
+    if impl.endswith(BASE):
+        return f"{label(impl[: -len(BASE)])} (baseline tree)"
     if impl == "sb3":
         return "Stable-Baselines3"
     if impl == "hand":
@@ -413,11 +419,40 @@ def available_impls() -> list[str]:
     return out
 
 
-def run_one(algo: str, impl: str, seed: int, budget: int, time_cap: float) -> RunResult:
+#: ``--baseline-tree``: the suffix of an implementation run with that checkout's rlgraph packages
+BASE = "@base"
+#: ``--baseline-tree DIR`` (set by main)
+BASELINE_TREE: str | None = None
+
+
+def run_in_tree(tree: str, algo: str, impl: str, seed: int, budget: int, time_cap: float, full: bool) -> RunResult:
+    """One run of ``impl`` in a child process with ``tree``'s rlgraph packages first on the path
+    (this script's runner and clock, that checkout's library)."""
+    env = dict(os.environ)
+    paths = [str(Path(tree) / d / "src") for d in ("rlgraph_core", "rlgraph_torch", "rlgraph_tf")]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    job = json.dumps([algo, impl, seed, budget, time_cap, full])
+    done = subprocess.run(
+        [sys.executable, __file__, "--child-run", job], env=env, capture_output=True, text=True, check=False
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if not lines:
+        raise RuntimeError(f"the {tree} child run printed no result: {done.stderr[-800:]}")
+    return RunResult(**json.loads(lines[-1][len("RESULT ") :]))
+
+
+def run_one(algo: str, impl: str, seed: int, budget: int, time_cap: float, full_budget: bool = False) -> RunResult:
     """One training run; an exception becomes a result with ``error`` set (the table goes on)."""
+    if impl.endswith(BASE):
+        assert BASELINE_TREE is not None
+        try:
+            return run_in_tree(BASELINE_TREE, algo, impl[: -len(BASE)], seed, budget, time_cap, full_budget)
+        except Exception as exc:
+            nan = float("nan")
+            return RunResult(0, 0, nan, nan, nan, nan, False, None, None, error=f"{type(exc).__name__}: {exc}")
     spec = ALGOS[algo]
     tc = load(spec).train
-    clock = RunClock(tc.eval_interval, tc.eval_episodes, spec.threshold, seed, time_cap)
+    clock = RunClock(tc.eval_interval, tc.eval_episodes, spec.threshold, seed, time_cap, full_budget)
     try:
         if impl == "sb3":
             return run_sb3(algo, spec, seed, budget, clock)
@@ -533,6 +568,8 @@ def print_algo(algo: str, impls: list[str], results: dict, seeds: list[int], bud
 def print_iqm(algo: str, impls: list[str], results: dict, seeds: list[int]) -> None:
     """Per implementation, the IQM of the seeds' final evaluation returns and its 95 % stratified-
     bootstrap interval (rliable); a note instead below MIN_SEEDS seeds or without the stats extra."""
+    from rlgraph_core.stats import MIN_SEEDS, format_interval, iqm_interval  # not in a --baseline-tree child
+
     if len(seeds) < MIN_SEEDS:
         print(f"  (IQM [95% CI] of the final evaluation return: needs at least {MIN_SEEDS} seeds, got {len(seeds)})")
         return
@@ -582,10 +619,12 @@ def set_threads() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
-def timed_run(algo: str, impl: str, seed: int, budget: int, time_cap: float) -> tuple[RunResult, float]:
+def timed_run(
+    algo: str, impl: str, seed: int, budget: int, time_cap: float, full_budget: bool = False
+) -> tuple[RunResult, float]:
     """:func:`run_one` and its wall-clock seconds (the unit of work of a ``--jobs`` worker)."""
     t0 = time.perf_counter()
-    return run_one(algo, impl, seed, budget, time_cap), time.perf_counter() - t0
+    return run_one(algo, impl, seed, budget, time_cap, full_budget), time.perf_counter() - t0
 
 
 def report(job: tuple[str, str, int], r: RunResult, wall: float) -> None:
@@ -625,7 +664,25 @@ def main() -> None:
         help="runs at a time, each in its own 1-thread process (default 1; 2 halves the wall time on 2 idle cores)",
     )
     parser.add_argument("--quick", action="store_true", help="short budgets, one seed: a smoke test of every path")
+    parser.add_argument(
+        "--full-budget",
+        action="store_true",
+        help="train every run to its budget (steps/s to solve still noted): throughput over the same window for all",
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        default=None,
+        help="another checkout (e.g. git worktree of a release): its rlgraph runs too, as IMPL@base, same run",
+    )
+    parser.add_argument("--child-run", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_run:  # one run for --baseline-tree, in this (older) tree's packages
+        set_threads()
+        result = run_one(*json.loads(args.child_run))
+        print("RESULT " + json.dumps(dataclasses.asdict(result)), flush=True)
+        return
+    global BASELINE_TREE
+    BASELINE_TREE = args.baseline_tree
     algos = [a for a in args.algos.split(",") if a]
     unknown = sorted(set(algos) - set(ALGOS))
     if unknown:
@@ -639,6 +696,9 @@ def main() -> None:
     impls = args.impls.split(",") if args.impls else available
     if "sb3" in impls and not sb3_available():
         impls.remove("sb3")
+    if args.baseline_tree:
+        impls += [f"{i}{BASE}" for i in impls if i not in ("sb3", "hand")]
+        available += [i for i in impls if i.endswith(BASE)]
     bad = sorted(set(impls) - set(available))
     if bad:
         parser.error(f"unknown or uninstalled implementations {bad}; available: {available}")
@@ -691,7 +751,7 @@ def main() -> None:
     if args.jobs == 1:
         for job in jobs:
             t0 = time.perf_counter()
-            results[job] = run_one(*job, budgets[job[0]], time_cap)
+            results[job] = run_one(*job, budgets[job[0]], time_cap, args.full_budget)
             report(job, results[job], time.perf_counter() - t0)
     else:
         import multiprocessing
@@ -699,7 +759,7 @@ def main() -> None:
 
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx, initializer=set_threads) as pool:
-            futures = {pool.submit(timed_run, *job, budgets[job[0]], time_cap): job for job in jobs}
+            futures = {pool.submit(timed_run, *job, budgets[job[0]], time_cap, args.full_budget): job for job in jobs}
             for future in as_completed(futures):
                 results[futures[future]], wall = future.result()
                 report(futures[future], results[futures[future]], wall)

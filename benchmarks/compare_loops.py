@@ -70,8 +70,18 @@ class RunResult:
 class RunClock:
     """Evaluation cadence, evaluation timing, solve detection and the wall-clock cap of one run."""
 
-    def __init__(self, eval_interval: int, eval_episodes: int, threshold: float, seed: int, time_cap: float):
+    def __init__(
+        self,
+        eval_interval: int,
+        eval_episodes: int,
+        threshold: float,
+        seed: int,
+        time_cap: float,
+        full_budget: bool = False,
+    ):
         self.eval_interval, self.eval_episodes, self.threshold = eval_interval, eval_episodes, threshold
+        #: train on past the solving evaluation to the budget (throughput over the whole run)
+        self.full_budget = full_budget
         self.eval_seed = 10_000 + seed  # the seeds rlgraph's RunRecorder evaluates with
         self.time_cap = time_cap
         self.next_eval = eval_interval
@@ -121,14 +131,19 @@ class RunClock:
         self._eval_started, self._eval_cpu_started = time.perf_counter(), time.process_time()
 
     def end_eval(self, mean_return: float) -> bool:
-        """The evaluation begun last returned ``mean_return``; True when the threshold is reached."""
+        """The evaluation begun last returned ``mean_return``; True when the run should stop here
+        (the threshold is reached, unless ``full_budget``)."""
         self.eval_wall += time.perf_counter() - self._eval_started
         self.eval_cpu += time.process_time() - self._eval_cpu_started
-        if self.solved_at is None:
+        if self.solved_at is None or self.full_budget:
             self.last_return = float(mean_return)
         if self.solved_at is None and mean_return >= self.threshold:
             self.solved_at = (self.last[0], self.last[2])
-        return self.solved_at is not None
+        return self.stops()
+
+    def stops(self) -> bool:
+        """Whether the run ends now: solved (unless ``full_budget``) or past the time cap."""
+        return (self.solved_at is not None and not self.full_budget) or self.cut
 
     def evaluate(self, steps: int, updates: int, policy: Policy, env) -> bool:
         """Evaluate ``policy`` (batch in, batch out) greedily on ``env``; True when solved."""
@@ -143,7 +158,7 @@ class RunClock:
     def result(self) -> RunResult:
         """The run's numbers (call when it has ended)."""
         steps, updates, train_s, cpu_s = self.last
-        if self.solved_at is not None:  # the run ends at the solving evaluation
+        if self.solved_at is not None and not self.full_budget:  # the run ends at the solving evaluation
             steps, updates, train_s, cpu_s = next(m for m in self.marks if m[0] == self.solved_at[0])
         s0, u0, t0, c0 = self.marks[0] if self.marks and self.marks[0][0] < steps else (0, 0, 0.0, 0.0)
         span = max(train_s - t0, 1e-9)

@@ -21,7 +21,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from rlgraph_core.execution.env_runner import true_next_obs
+try:
+    from rlgraph_core.execution.env_runner import true_next_obs
+except ImportError:  # an older checkout (compare.py --baseline-tree): the executor module had it
+    from rlgraph_core.execution.local import true_next_obs  # type: ignore[no-redef]
 
 __all__ = [
     "Actor",
