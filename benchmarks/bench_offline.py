@@ -20,12 +20,15 @@ transitions (an ``MDPDataset`` from the same arrays), in a separate virtual envi
 ``--d3rlpy-python`` (d3rlpy pins its own gymnasium), in the same run, one after the other, with
 ``--seeds`` seeds each (rlgraph ``seed=``, ``d3rlpy.seed``).
 
-updates/s is the training call's wall time (no evaluation inside it; d3rlpy's logging is a no-op
-adapter, its progress bar off), averaged over the seeds; the return is the mean of 10 greedy
-episodes afterwards (seeds 10000..10009), shown as the mean over seeds and each seed's. One
-thread for torch on both sides. Run::
+Both sides train ``--updates`` updates in all; rlgraph's first 100 (building, compiling and reading
+the dataset) are not timed. updates/s is the training calls' wall time (no evaluation inside them;
+d3rlpy's logging is a no-op adapter, its progress bar off), averaged over the seeds; the return is
+the mean of 10 greedy episodes afterwards (seeds 10000..10009), shown as the mean over seeds and
+each seed's; ``--eval-every N`` also evaluates every N updates (outside the timing; d3rlpy through
+its ``fitter``, one epoch per N) and prints the curve. One thread for torch on both sides. Run::
 
     python benchmarks/bench_offline.py --d3rlpy-python /path/to/d3rlpy-venv/bin/python [--updates 3000] [--seeds 3]
+    python benchmarks/bench_offline.py --d3rlpy-python ... --datasets pendulum --algos iql --updates 5000 --eval-every 1000
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import gymnasium as gym
 import torch
 import d3rlpy
 torch.set_num_threads(1)
-path, algo, updates, seed, env_id = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+path, algo, updates, seed, env_id, every = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 d3rlpy.seed(seed)
 data = np.load(path)
 env = gym.make(env_id)
@@ -74,21 +77,27 @@ else:
         )
 learner = config.create("cpu:0")
 learner.build_with_dataset(dataset)
+def evaluate():
+    returns = []
+    for i in range(10):
+        obs, _ = env.reset(seed=10_000 + i)
+        done, total = False, 0.0
+        while not done:
+            action = learner.predict(obs[None].astype(np.float32))[0]
+            obs, r, term, trunc, _ = env.step(int(action) if discrete else action)
+            total += r
+            done = term or trunc
+        returns.append(total)
+    return float(np.mean(returns))
+seconds, curve = 0.0, []
 start = time.perf_counter()
-learner.fit(dataset, n_steps=updates, n_steps_per_epoch=updates, show_progress=False,
-            logger_adapter=d3rlpy.logging.NoopAdapterFactory(), save_interval=10**9)
-seconds = time.perf_counter() - start
-returns = []
-for i in range(10):
-    obs, _ = env.reset(seed=10_000 + i)
-    done, total = False, 0.0
-    while not done:
-        action = learner.predict(obs[None].astype(np.float32))[0]
-        obs, r, term, trunc, _ = env.step(int(action) if discrete else action)
-        total += r
-        done = term or trunc
-    returns.append(total)
-print(json.dumps({"seconds": seconds, "return": float(np.mean(returns))}))
+for epoch, _ in learner.fitter(dataset, n_steps=updates, n_steps_per_epoch=every, show_progress=False,
+                               logger_adapter=d3rlpy.logging.NoopAdapterFactory(), save_interval=10**9):
+    seconds += time.perf_counter() - start
+    if epoch * every < updates:
+        curve.append(evaluate())
+    start = time.perf_counter()
+print(json.dumps({"seconds": seconds, "return": evaluate(), "curve": curve}))
 """
 
 #: hyperparameters of each (dataset kind, algorithm) on the rlgraph side (the d3rlpy script sets the same)
@@ -157,7 +166,7 @@ def export_arrays(dataset_path: Path, out: Path, continuous: bool = False) -> No
     )
 
 
-def run_rlgraph(dataset: Path, kind: str, algo: str, mode: str, updates: int, seed: int) -> dict:
+def run_rlgraph(dataset: Path, kind: str, algo: str, mode: str, updates: int, seed: int, every: int) -> dict:
     import rlgraph_core as rl
 
     learner = rl.make(
@@ -171,15 +180,22 @@ def run_rlgraph(dataset: Path, kind: str, algo: str, mode: str, updates: int, se
         **RLGRAPH_SETTINGS[(kind, algo)],
     )
     learner.learn(updates=100)  # builds, compiles (static) and reads the dataset: not timed
-    start = time.perf_counter()
-    learner.learn(updates=updates)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "return": learner.evaluate(episodes=10, seed=10_000)["eval_return_mean"]}
+    seconds, curve, done = 0.0, [], 100
+    while done < updates:
+        n = min(every, updates) - done if done < every else min(every, updates - done)
+        start = time.perf_counter()
+        learner.learn(updates=n)
+        seconds += time.perf_counter() - start
+        done += n
+        if done < updates:  # outside the timed window
+            curve.append(learner.evaluate(episodes=10, seed=10_000)["eval_return_mean"])
+    final = learner.evaluate(episodes=10, seed=10_000)["eval_return_mean"]
+    return {"seconds": seconds, "timed_updates": updates - 100, "return": final, "curve": curve}
 
 
-def run_d3rlpy(python: str, arrays: Path, algo: str, updates: int, seed: int, env_id: str) -> dict:
+def run_d3rlpy(python: str, arrays: Path, algo: str, updates: int, seed: int, env_id: str, every: int) -> dict:
     proc = subprocess.run(
-        [python, "-c", D3RLPY_SCRIPT, str(arrays), algo, str(updates), str(seed), env_id],
+        [python, "-c", D3RLPY_SCRIPT, str(arrays), algo, str(updates), str(seed), env_id, str(every)],
         capture_output=True,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
@@ -196,6 +212,9 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=3000)
     parser.add_argument("--seeds", type=int, default=3, help="seeds per row (returns vary a lot between seeds)")
     parser.add_argument("--datasets", default="expert,mixed,pendulum", help="comma-separated subset")
+    parser.add_argument(
+        "--eval-every", type=int, default=0, help="also evaluate every N updates (outside the timing): a curve"
+    )
     parser.add_argument("--algos", default="bc,cql,iql", help="comma-separated subset (CQL: CartPole, IQL: Pendulum)")
     args = parser.parse_args()
 
@@ -205,6 +224,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     seeds = range(args.seeds)
+    every = args.eval_every or args.updates
     with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:
         root = Path(tmp)
         recorders = {
@@ -227,20 +247,29 @@ def main() -> None:
             export_arrays(root / name, arrays, continuous=kind == "pendulum")
             for algo in [a for a in ("bc", "iql" if kind == "pendulum" else "cql") if a in args.algos.split(",")]:
                 runs = {
-                    f"rlgraph {mode}": [run_rlgraph(root / name, kind, algo, mode, args.updates, s) for s in seeds]
+                    f"rlgraph {mode}": [
+                        run_rlgraph(root / name, kind, algo, mode, args.updates, s, every) for s in seeds
+                    ]
                     for mode in ("eager", "static")
                 }
                 runs["d3rlpy 2.8.1"] = [
-                    run_d3rlpy(args.d3rlpy_python, arrays, algo, args.updates, s, env_id) for s in seeds
+                    run_d3rlpy(args.d3rlpy_python, arrays, algo, args.updates, s, env_id, every) for s in seeds
                 ]
                 for library, rs in runs.items():
-                    rate = float(np.mean([args.updates / r["seconds"] for r in rs]))
+                    rate = float(np.mean([r.get("timed_updates", args.updates) / r["seconds"] for r in rs]))
                     returns = [r["return"] for r in rs]
                     print(
                         f"{name:8} {algo:4} {library:16} {rate:10.0f} {np.mean(returns):8.1f}  "
                         f"{' / '.join(f'{x:.0f}' for x in returns)}  ({data_return:.1f}) load {os.getloadavg()[0]:.1f}",
                         flush=True,
                     )
+                    if rs[0]["curve"]:
+                        points = zip(*(r["curve"] for r in rs))
+                        print(
+                            f"{'':31} returns every {every} updates (mean over seeds): "
+                            + ", ".join(f"{np.mean(p):.0f}" for p in points),
+                            flush=True,
+                        )
 
 
 if __name__ == "__main__":
