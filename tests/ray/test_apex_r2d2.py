@@ -14,7 +14,7 @@ from rlgraph_core.config.run import validate_config  # noqa: E402
 ENV = "rlgraph_core.testing.memory_env:RecallCue"
 
 
-@pytest.mark.heavy  # 168 s wall (14 CPU-s in the test process) at load 13; the worker side is in CI (torch)
+@pytest.mark.heavy  # 168 s wall at load 13, 78 s at load ~7 (14 CPU-s in the test process); worker side in CI (torch)
 def test_apex_r2d2_learns_the_memory_task_with_two_workers(ray_session, tmp_path):
     """Two workers (epsilon 0.4 and 0.4^8) and one prioritized shard: RecallCue (1.0 only with memory)
     evaluates at >= 0.95 within 3,000 env steps."""

@@ -18,7 +18,7 @@ ENV = "rlgraph_core.testing.memory_env:RecallCue"
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-def small(cell: str, seed: int = 0, steps: int = 1600, **overrides):
+def small(cell: str, seed: int = 0, steps: int = 1000, **overrides):
     """DQN on RecallCue (delay 2: 4 steps an episode), R2D2 with a small ``cell`` or an MLP."""
     recurrent = cell != "mlp"
     settings = dict(
@@ -46,15 +46,16 @@ def small(cell: str, seed: int = 0, steps: int = 1600, **overrides):
 
 def test_r2d2_learns_the_memory_task_where_dqn_without_memory_cannot():
     """RecallCue pays 1 for naming at the last step the cue of the first; a feed-forward Q-network
-    can only guess (0.5). 1,600 env steps (176 updates of 16 sequences), seed 0."""
+    can only guess (0.5). 1,000 env steps (102 updates of 16 sequences), seed 0 (seeds 1 and 2 reach
+    1.0 too; the MLP 0.56; 1,600 steps, 176 updates: the same)."""
     r2d2 = small("lstm")
     assert isinstance(r2d2.agent, RecurrentDQNAgent)
-    r2d2.learn(1600)
+    r2d2.learn(1000)
     remembered = r2d2.evaluate(50)["eval_return_mean"]
     dqn = small("mlp")
-    dqn.learn(1600)
+    dqn.learn(1000)
     guessed = dqn.evaluate(50)["eval_return_mean"]
-    assert remembered >= 0.9, f"R2D2 (LSTM) reached {remembered} on RecallCue after 1,600 env steps"
+    assert remembered >= 0.9, f"R2D2 (LSTM) reached {remembered} on RecallCue after 1,000 env steps"
     assert guessed <= 0.7, f"DQN with an MLP reached {guessed}: the task no longer needs memory"
 
 
