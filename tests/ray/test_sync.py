@@ -141,3 +141,40 @@ def test_ray_sync_with_one_worker_learns_exactly_as_the_local_executor(ray_sessi
     assert sorted(ours.files) == sorted(theirs.files)
     for name in ours.files:
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+
+
+def _self_play_config(executor: dict | None):
+    """Masked PPO self-play on tic-tac-toe with a pool of copies (one taken every update), tiny."""
+    board = {"type": "cnn", "preset": "custom", "conv": [{"filters": 8, "kernel": 3}], "hidden": [16]}
+    raw = {
+        "agent": {"type": "ppo", "network": {**board, "scale": 1.0, "channels": "last"}, "n_steps": 8},
+        "env": {"id": "pettingzoo:pettingzoo.classic.tictactoe_v3", "num_envs": 2},
+        "multi_agent": {"self_play": {"opponent": "pool", "snapshot_every": 1, "pool_size": 2, "latest_prob": 0.2}},
+        "train": {"total_timesteps": 128, "eval_interval": 128, "eval_episodes": 4, "progress_bar": False},
+    }
+    raw["agent"].update(batch_size=16, n_epochs=2)
+    raw["train"]["loggers"] = ["jsonl"]
+    if executor is not None:
+        raw["executor"] = executor
+        raw["train"]["executor"] = "ray_sync"
+    return validate_config(raw)
+
+
+def test_a_self_play_run_on_one_ray_sync_worker_learns_exactly_as_the_local_executor(ray_session, tmp_path):
+    """Issue 32 §2 (ray_sync for several policies): the worker's policy set collects every policy's
+    rollout, the driver's learns, the weights carry each policy's version and update count so the
+    worker's players and self-play pool follow the learner's. One worker (2 copies, as local): the
+    same weights, pool and evaluation, bit for bit."""
+    pytest.importorskip("pettingzoo")
+    import numpy as np
+
+    local = train(_self_play_config(None), tmp_path / "local")
+    sync = train(_self_play_config({"num_workers": 1, "placement_timeout_s": 600}), tmp_path / "sync")
+    assert sync["updates"] == local["updates"] > 0 and sync["timesteps"] == local["timesteps"] == 128
+    assert sync["eval_return_mean"] == local["eval_return_mean"]
+    ours, theirs = (np.load(tmp_path / run / "checkpoint" / "weights.npz") for run in ("local", "sync"))
+    assert sorted(ours.files) == sorted(theirs.files)
+    for name in ours.files:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+    pool = np.load(tmp_path / "sync" / "checkpoint" / "state.npz")
+    assert any(k.startswith("~pool/shared/1/") for k in pool.files)  # two frozen copies stored

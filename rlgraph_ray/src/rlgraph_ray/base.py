@@ -37,6 +37,8 @@ from rlgraph_ray.cluster import (
 #: raised (RayTaskError), or it did not answer in time (GetTimeoutError).
 WORKER_FAULTS = (RayActorError, RayTaskError, GetTimeoutError)
 
+SPACES = ("observation_space", "action_space")
+
 
 class WorkerRestartsExceeded(RuntimeError):
     """More workers (or replay shards) died than ``executor.max_worker_restarts`` allows; the run stops."""
@@ -110,9 +112,9 @@ class RayExecutor(Executor):
         self._refuse_agent_replay()
         eval_env = parts.make_eval_env()
         try:
-            self.learner = parts.make_agent(
-                eval_env.observation_space, eval_env.action_space, num_envs=self._learner_envs(), with_memory=False
-            )
+            # a multi-agent run's evaluation env is a vector env of one copy: its rows' spaces
+            spaces = [getattr(eval_env, f"single_{k}", None) or getattr(eval_env, k) for k in SPACES]
+            self.learner = parts.make_agent(*spaces, num_envs=self._learner_envs(), with_memory=False)
             recorder = RunRecorder(
                 cfg, self.out_dir, assembly=parts, agent=self.learner, resume_dir=self.resume_dir, eval_env=eval_env
             )

@@ -6,7 +6,7 @@ Only pydantic is imported here, so validating a config never imports ray.
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from pydantic import Field, field_validator
 
@@ -70,8 +70,13 @@ class RaySyncSettings(RaySettings):
 
     Each round every worker collects ``fragment_length`` (= ``agent.n_steps``) steps on each of
     its envs with the newest weights and returns the rollout with GAE computed on the worker;
-    the learner concatenates the fragments along the env axis and learns once.
+    the learner concatenates the fragments along the env axis and learns once. A PettingZoo env's
+    policies (docs/multi_agent.md) run too: each worker's policy set returns every policy's rollout,
+    each policy learns on its part, and the weights carry each policy's version and update count.
     """
+
+    #: a multi-agent run's PolicySet plays the worker's rows and learns on the driver
+    runs_several_policies: ClassVar[bool] = True
 
     sample_timeout_s: Optional[float] = Field(
         None, gt=0, description="a worker that returns no fragment within this many seconds is restarted"

@@ -55,9 +55,15 @@ class RaySyncExecutor(RayExecutor):
                 batches.append(batch)
                 self._note_worker(stats, recorder)
             merged = {k: concat([b[k] for b in batches], axis=1) for k in batches[0]}
-            steps = sum(int(np.prod(b["rewards"].shape)) for b in batches)
+            steps = sum(_steps(b) for b in batches)
             recorder.add_env_steps(steps)  # before learning: the learner's schedules read the count
             result = learner.learn(merged)
             last["staleness"] = float(result.metrics.get("staleness", 0.0))
             rounds += 1
             recorder.step(0, self._distributed_metrics(lambda: dict(last)))
+
+
+def _steps(batch) -> int:
+    """Env steps (rows x steps) of a worker's rollout: its ``rewards``, or a multi-agent one's
+    policies' ``NAME/rewards`` together."""
+    return sum(int(np.prod(np.shape(v))) for k, v in batch.items() if k == "rewards" or k.endswith("/rewards"))

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rlgraph_core.agents.base import Agent
+from rlgraph_core.agents.base import Agent, LearnResult, VersionedWeights
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.memories.obs import batch_len, map_obs
 
@@ -29,6 +29,9 @@ __all__ = ["PolicySet"]
 #: Where a checkpoint keeps a self-play opponent pool (``~pool/NAME/K/VARIABLE``): not a policy
 #: name (those start with a letter or '_'), so it never meets a policy's own entries.
 POOL = "~pool"
+#: Where the weights a learner publishes carry each policy's ``[weights_version, updates]``
+#: (``~meta/NAME``), so a worker's policies and its self-play pool follow the learner's.
+META = "~meta"
 
 
 class _BuildReports:
@@ -187,6 +190,63 @@ class PolicySet(Agent):
             self.opponents.after_update()
         return out or None
 
+    # --- the actor and learner roles of a distributed executor (ray_sync) ---------------------
+    def take_rollout(self) -> dict[str, Any] | None:
+        """Actor role: every policy's postprocessed rollout (``NAME/field``) once all are collected, else None."""
+        batches = {name: agent.take_rollout() for name, agent in self.policies.items()}
+        ready = sorted(name for name, batch in batches.items() if batch is not None)
+        if not ready:
+            return None
+        if len(ready) != len(batches):
+            raise ValueError(
+                f"The policies {ready} finished their rollouts at a step where {sorted(set(batches) - set(ready))} did "
+                f"not: a distributed executor collects one round for all policies, so every policy needs the same "
+                f"n_steps (remove n_steps from multi_agent.policies' changes)."
+            )
+        return {f"{name}/{k}": v for name, batch in batches.items() for k, v in batch.items()}  # type: ignore[union-attr]
+
+    def learn(self, batch: Mapping[str, Any]) -> LearnResult:
+        """Learner role: each policy learns from its part of ``batch`` (``NAME/field``, e.g. from
+        :meth:`take_rollout` of several workers concatenated along the env axis) and counts its
+        steps; metrics under ``NAME/`` (``staleness``: the largest); a self-play pool takes its copies."""
+        split = self._split(batch)
+        metrics: dict[str, float] = {}
+        for name, agent in self.policies.items():
+            own = split[name]
+            agent.timesteps += int(np.prod(np.shape(own["rewards"])))
+            result = agent.learn(own)
+            metrics.update({f"{name}/{k}": v for k, v in result.metrics.items()})
+            if "staleness" in result.metrics:
+                metrics["staleness"] = max(metrics.get("staleness", 0.0), float(result.metrics["staleness"]))
+        if self.opponents is not None:
+            self.opponents.after_update()
+        return LearnResult(metrics)
+
+    def get_versioned_weights(self) -> VersionedWeights:
+        """Every policy's weights (``NAME/...``) and its ``[weights_version, updates]`` (``~meta/NAME``)."""
+        arrays = self.get_weights()
+        for name, agent in self.policies.items():
+            arrays[f"{META}/{name}"] = np.array([int(agent.weights_version), int(agent.updates)], np.int64)
+        return VersionedWeights(self.weights_version, arrays)
+
+    def set_weights(self, weights: Mapping[str, np.ndarray] | VersionedWeights, version: int | None = None) -> None:
+        """Every policy's weights (checked, all of them, before any is assigned); with the ``~meta``
+        entries of :meth:`get_versioned_weights` each policy takes its version and update count,
+        and a self-play pool takes the copies the learner's took at those counts."""
+        if isinstance(weights, VersionedWeights):
+            weights = weights.arrays
+        split = self._split(weights)
+        for name, agent in self.policies.items():
+            agent.check_weights(split[name])
+        meta = split.get(META, {})
+        for name, agent in self.policies.items():
+            counts = meta.get(name)
+            agent.set_weights(split[name], None if counts is None else int(counts[0]))
+            if counts is not None:
+                agent.updates = int(counts[1])
+        if meta and self.opponents is not None:
+            self.opponents.after_update()
+
     def metrics(self) -> dict[str, float]:
         """``updates`` (all policies) and each policy's metrics under ``NAME/``."""
         out: dict[str, float] = {"updates": self.updates}
@@ -236,7 +296,7 @@ class PolicySet(Agent):
         out: dict[str, dict[str, Any]] = {name: {} for name in [*self.policies, POOL]}
         for key, value in arrays.items():
             name, _, rest = key.partition("/")
-            out[name][rest] = value
+            out.setdefault(name, {})[rest] = value
         return out
 
     def state_array_problem(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> str | None:
