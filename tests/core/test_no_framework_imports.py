@@ -113,7 +113,7 @@ from rlgraph_core.cli import main
 from rlgraph_core.components.actor_critic import ActorCritic
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.network import NetworkSpec
-from rlgraph_core.components.pg_losses import PPOLoss
+from rlgraph_core.agents.ppo import PPOLoss
 from rlgraph_core.components.q_head import QNetwork
 from rlgraph_core.memories import NStepAssembler, PrioritizedReplay, ReplayMemory, RolloutBuffer
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox, from_gym

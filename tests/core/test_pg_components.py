@@ -18,7 +18,8 @@ import pytest
 from rlgraph_core.components.actor_critic import ActorCritic, RunningObsNormalizer
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.network import NetworkSpec
-from rlgraph_core.components.pg_losses import A2CLoss, PPOLoss
+from rlgraph_core.agents.ppo import PPOLoss
+from rlgraph_core.components.pg_losses import A2CLoss
 from rlgraph_core.memories import RolloutBuffer, iterate_minibatches
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 from rlgraph_core.testing import ComponentTest, backend_params

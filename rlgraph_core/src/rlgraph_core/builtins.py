@@ -3,7 +3,7 @@
 from rlgraph_core.agents.a2c import A2CAgent, A2CConfig
 from rlgraph_core.agents.dqn import DQNAgent, DQNConfig
 from rlgraph_core.agents.impala import ImpalaAgent, ImpalaConfig
-from rlgraph_core.agents.ppo import PPOAgent, PPOConfig
+from rlgraph_core.agents.ppo import PPOAgent, PPOConfig, PPOLoss
 from rlgraph_core.agents.sac import SACAgent, SACConfig
 from rlgraph_core.agents.slots import BUILTIN_SLOT_COMPONENTS
 from rlgraph_core.callbacks import BUILTIN_CALLBACKS
@@ -14,7 +14,7 @@ from rlgraph_core.components.dqn_loss import DQNLoss
 from rlgraph_core.components.exploration import EpsilonGreedy, EpsilonGreedySettings
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.network import MLP, DenseLayer, NetworkSpec
-from rlgraph_core.components.pg_losses import A2CLoss, ImpalaLoss, PPOLoss
+from rlgraph_core.components.pg_losses import A2CLoss, ImpalaLoss
 from rlgraph_core.components.preprocessors import BoxNormalizer
 from rlgraph_core.components.q_head import QNetwork, QValueHead
 from rlgraph_core.components.recurrent import RecurrentCore, RecurrentSettings

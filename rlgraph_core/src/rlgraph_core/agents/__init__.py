@@ -16,6 +16,7 @@ _EXPORTS = {
     "DQNConfig": "dqn",
     "PPOAgent": "ppo",
     "PPOConfig": "ppo",
+    "PPOLoss": "ppo",
     "RecurrentDQNAgent": "recurrent_dqn",
     "RecurrentPPOAgent": "recurrent_ppo",
     "A2CAgent": "a2c",

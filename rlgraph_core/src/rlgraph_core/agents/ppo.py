@@ -1,16 +1,20 @@
 """Proximal Policy Optimization (Schulman et al. 2017), clipped-surrogate variant.
 
-The whole algorithm, top to bottom::
+The whole algorithm, top to bottom. Every step that is PPO's own is in this file (the config, the
+loss, its wiring and the epoch/minibatch loop, in that order); the rest is the on-policy family's,
+shared with A2C and written once in :mod:`rlgraph_core.agents.on_policy`::
 
     repeat:
-        collect n_steps steps of N envs with pi_old             (act / observe)
-        V(s_{t+1}) from the true next observation; 0 after termination
-        A, R = GAE(r, V, V_next, terminated, truncated)         (components/gae.py)
-        for epoch in 1..n_epochs:
+        collect n_steps steps of N envs with pi_old                  OnPolicyAgent.act / observe
+        V(s_{t+1}) from the true next observation; 0 after termination     OnPolicyAgent.rollout
+        A, R = GAE(r, V, V_next, terminated, truncated)              OnPolicyAgent.postprocess
+                                                                     (components/gae.py)
+        for epoch in 1..n_epochs:                                    PPOAgent._learn
             for each shuffled minibatch of batch_size samples:
-                one Adam step on PPOLoss                        (components/pg_losses.py)
-                stop early if approx KL > 1.5 * target_kl       (optional)
-        update the observation normaliser (optional)
+                log pi(a|s), H, V(s) of the current weights          PPOGraph.loss
+                one Adam step on the clipped loss                    PPOLoss.loss
+                stop early if approx KL > 1.5 * target_kl            (optional)
+        update the observation normaliser (optional)                 OnPolicyAgent.learn
 
 The learning rate and the clip range may be schedules over env steps (RL-Zoo's ``lin_`` values
 are ``{type: linear, start: x, end: 0, steps: total_timesteps}``).
@@ -34,11 +38,11 @@ from pydantic import Field, field_validator
 
 from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph
 from rlgraph_core.backend import FusedLoop
-from rlgraph_core.components.pg_losses import PPOLoss
+from rlgraph_core.components.pg_losses import normalize_advantages
 from rlgraph_core.components.schedules import as_schedule, check_schedule_range
 from rlgraph_core.config.common import ScheduleOrFloat
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.graph import api
+from rlgraph_core.graph import Component, api
 from rlgraph_core.memories.rollout_buffer import iterate_minibatches, minibatch_indices
 from rlgraph_core.spaces import Dict, FloatBox
 
@@ -133,12 +137,85 @@ def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
+class PPOLoss(Component):
+    """PPO-clip loss with optional value clipping and an entropy bonus.
+
+    The math, top to bottom (B = minibatch; every mean is over B)::
+
+        A        = normalize(A)  if normalize_advantage          # per minibatch
+        ratio    = exp(log pi(a|s) - log pi_old(a|s))
+        pg_loss  = mean(max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)))
+        v_clip   = V_old + clip(V - V_old, -eps_v, eps_v)        # if clip_range_vf is set
+        vf_loss  = mean(max((V - R)^2, (v_clip - R)^2))          # else mean((V - R)^2)
+        entropy  = mean(H(pi(.|s)))
+        loss     = pg_loss + vf_coef * vf_loss - ent_coef * entropy
+        approx_kl     = mean((ratio - 1) - log ratio)            # KL(pi_old || pi) estimate, >= 0
+        clip_fraction = mean(|ratio - 1| > eps)
+
+    ``vf_loss`` is the plain mean squared error (as in Stable-Baselines3, so RL-Zoo ``vf_coef``
+    values carry over); value clipping takes the pessimistic maximum of the clipped and unclipped
+    errors (as in OpenAI baselines). ``eps`` (``clip_range``) is an input so that a schedule can
+    change it without rebuilding or recompiling.
+
+    Args:
+        vf_coef: weight of the value loss.
+        ent_coef: weight of the entropy bonus.
+        clip_range_vf: value clipping range ``eps_v`` (None: no value clipping).
+        normalize_advantage: normalise advantages per minibatch.
+        name: component name.
+
+    Returns (from :meth:`loss`): ``(loss, pg_loss, vf_loss, entropy, approx_kl, clip_fraction)``.
+    """
+
+    def __init__(
+        self,
+        vf_coef: float = 0.5,
+        ent_coef: float = 0.0,
+        clip_range_vf: float | None = None,
+        normalize_advantage: bool = True,
+        name: str = "ppo_loss",
+    ):
+        super().__init__(name)
+        if clip_range_vf is not None and clip_range_vf <= 0:
+            raise ValueError(f"clip_range_vf must be positive or None, got {clip_range_vf}.")
+        self.vf_coef = float(vf_coef)
+        self.ent_coef = float(ent_coef)
+        self.clip_range_vf = None if clip_range_vf is None else float(clip_range_vf)
+        self.normalize_advantage = normalize_advantage
+
+    @api
+    def loss(self, log_probs, old_log_probs, entropy, values, old_values, advantages, returns, clip_range):
+        """The PPO loss and its diagnostics for one minibatch (see the class docstring)."""
+        ops = self.ops
+        if self.normalize_advantage:
+            advantages = normalize_advantages(ops, advantages)
+        log_ratio = log_probs - old_log_probs
+        ratio = ops.exp(log_ratio)
+        surrogate = -advantages * ratio
+        surrogate_clipped = -advantages * ops.clip(ratio, 1.0 - clip_range, 1.0 + clip_range)
+        pg_loss = ops.reduce_mean(ops.maximum(surrogate, surrogate_clipped))
+
+        vf_error = ops.square(values - returns)
+        if self.clip_range_vf is not None:
+            values_clipped = old_values + ops.clip(values - old_values, -self.clip_range_vf, self.clip_range_vf)
+            vf_error = ops.maximum(vf_error, ops.square(values_clipped - returns))
+        vf_loss = ops.reduce_mean(vf_error)
+
+        entropy_mean = ops.reduce_mean(entropy)
+        loss = pg_loss + self.vf_coef * vf_loss - self.ent_coef * entropy_mean
+
+        approx_kl = ops.reduce_mean((ratio - 1.0) - log_ratio)
+        clip_fraction = ops.reduce_mean(ops.cast(ops.abs(ratio - 1.0) > clip_range, "float32"))
+        sg = ops.stop_gradient
+        return loss, sg(pg_loss), sg(vf_loss), sg(entropy_mean), sg(approx_kl), sg(clip_fraction)
+
+
 class PPOGraph(OnPolicyGraph):
     """The PPO root component: actor-critic, GAE and :class:`PPOLoss`."""
 
     @api
     def loss(self, obs, actions, old_log_probs, old_values, advantages, returns, clip_range):
-        """PPO loss of a minibatch (see :class:`~rlgraph_core.components.pg_losses.PPOLoss`)."""
+        """PPO loss of a minibatch: the current policy's view of it, then :class:`PPOLoss`."""
         log_probs, entropy, values = self.policy.evaluate(obs, actions)
         return self.pg_loss.loss(log_probs, old_log_probs, entropy, values, old_values, advantages, returns, clip_range)
 
@@ -159,7 +236,6 @@ class PPOAgent(OnPolicyAgent):
         return PPOLoss(config.vf_coef, config.ent_coef, config.clip_range_vf, config.normalize_advantage)
 
     def _loss_spaces(self, obs_b, action_b, float_b):
-
         return {
             "obs": obs_b,
             "actions": action_b,

@@ -23,7 +23,6 @@ _EXPORTS = {
     "NetworkSpec": "network",
     "DenseLayer": "network",
     "MLP": "network",
-    "PPOLoss": "pg_losses",
     "A2CLoss": "pg_losses",
     "ImpalaLoss": "pg_losses",
     "BoxNormalizer": "preprocessors",

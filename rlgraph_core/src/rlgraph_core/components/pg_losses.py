@@ -1,5 +1,7 @@
-"""Policy-gradient losses: PPO's clipped surrogate (Schulman et al. 2017), A2C (Mnih et al. 2016)
-and IMPALA's V-trace actor-critic loss (Espeholt et al. 2018).
+"""Policy-gradient losses: A2C (Mnih et al. 2016) and IMPALA's V-trace actor-critic loss
+(Espeholt et al. 2018), and the advantage normalisation they share with PPO. PPO's clipped
+surrogate (:class:`~rlgraph_core.agents.ppo.PPOLoss`) stands beside the rest of PPO in
+:mod:`rlgraph_core.agents.ppo`, so that the algorithm reads top to bottom in one file.
 
 Each takes what the actor-critic computes for a minibatch (log-probabilities, entropies and
 values of the *current* parameters) plus the rollout's targets, and return the scalar loss
@@ -15,79 +17,6 @@ def normalize_advantages(ops, advantages, eps: float = 1e-8):
     """``(A - mean(A)) / (std(A) + eps)`` over the batch (population standard deviation)."""
     centred = advantages - ops.reduce_mean(advantages)
     return centred / (ops.sqrt(ops.reduce_mean(ops.square(centred))) + eps)
-
-
-class PPOLoss(Component):
-    """PPO-clip loss with optional value clipping and an entropy bonus.
-
-    The math, top to bottom (B = minibatch; every mean is over B)::
-
-        A        = normalize(A)  if normalize_advantage          # per minibatch
-        ratio    = exp(log pi(a|s) - log pi_old(a|s))
-        pg_loss  = mean(max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)))
-        v_clip   = V_old + clip(V - V_old, -eps_v, eps_v)        # if clip_range_vf is set
-        vf_loss  = mean(max((V - R)^2, (v_clip - R)^2))          # else mean((V - R)^2)
-        entropy  = mean(H(pi(.|s)))
-        loss     = pg_loss + vf_coef * vf_loss - ent_coef * entropy
-        approx_kl     = mean((ratio - 1) - log ratio)            # KL(pi_old || pi) estimate, >= 0
-        clip_fraction = mean(|ratio - 1| > eps)
-
-    ``vf_loss`` is the plain mean squared error (as in Stable-Baselines3, so RL-Zoo ``vf_coef``
-    values carry over); value clipping takes the pessimistic maximum of the clipped and unclipped
-    errors (as in OpenAI baselines). ``eps`` (``clip_range``) is an input so that a schedule can
-    change it without rebuilding or recompiling.
-
-    Args:
-        vf_coef: weight of the value loss.
-        ent_coef: weight of the entropy bonus.
-        clip_range_vf: value clipping range ``eps_v`` (None: no value clipping).
-        normalize_advantage: normalise advantages per minibatch.
-        name: component name.
-
-    Returns (from :meth:`loss`): ``(loss, pg_loss, vf_loss, entropy, approx_kl, clip_fraction)``.
-    """
-
-    def __init__(
-        self,
-        vf_coef: float = 0.5,
-        ent_coef: float = 0.0,
-        clip_range_vf: float | None = None,
-        normalize_advantage: bool = True,
-        name: str = "ppo_loss",
-    ):
-        super().__init__(name)
-        if clip_range_vf is not None and clip_range_vf <= 0:
-            raise ValueError(f"clip_range_vf must be positive or None, got {clip_range_vf}.")
-        self.vf_coef = float(vf_coef)
-        self.ent_coef = float(ent_coef)
-        self.clip_range_vf = None if clip_range_vf is None else float(clip_range_vf)
-        self.normalize_advantage = normalize_advantage
-
-    @api
-    def loss(self, log_probs, old_log_probs, entropy, values, old_values, advantages, returns, clip_range):
-        """The PPO loss and its diagnostics for one minibatch (see the class docstring)."""
-        ops = self.ops
-        if self.normalize_advantage:
-            advantages = normalize_advantages(ops, advantages)
-        log_ratio = log_probs - old_log_probs
-        ratio = ops.exp(log_ratio)
-        surrogate = -advantages * ratio
-        surrogate_clipped = -advantages * ops.clip(ratio, 1.0 - clip_range, 1.0 + clip_range)
-        pg_loss = ops.reduce_mean(ops.maximum(surrogate, surrogate_clipped))
-
-        vf_error = ops.square(values - returns)
-        if self.clip_range_vf is not None:
-            values_clipped = old_values + ops.clip(values - old_values, -self.clip_range_vf, self.clip_range_vf)
-            vf_error = ops.maximum(vf_error, ops.square(values_clipped - returns))
-        vf_loss = ops.reduce_mean(vf_error)
-
-        entropy_mean = ops.reduce_mean(entropy)
-        loss = pg_loss + self.vf_coef * vf_loss - self.ent_coef * entropy_mean
-
-        approx_kl = ops.reduce_mean((ratio - 1.0) - log_ratio)
-        clip_fraction = ops.reduce_mean(ops.cast(ops.abs(ratio - 1.0) > clip_range, "float32"))
-        sg = ops.stop_gradient
-        return loss, sg(pg_loss), sg(vf_loss), sg(entropy_mean), sg(approx_kl), sg(clip_fraction)
 
 
 class A2CLoss(Component):
