@@ -31,6 +31,7 @@ import yaml
 from rlgraph_core.checkpoint import latest_checkpoint
 from rlgraph_core.config.run import apply_overrides, resolve_config, validate_config
 from rlgraph_core.errors import RLGraphError
+from rlgraph_core.execution.stopping import RunFailed
 from rlgraph_core.plugins import hookimpl
 from rlgraph_core.plugins.manager import PluginManager
 from rlgraph_core.training import run_training
@@ -63,7 +64,7 @@ def load_space(path: str | Path) -> dict[str, tuple[str, list]]:
 
 
 def _tune_space(space):
-    from ray import tune
+    from ray import tune  # deferred: Ray Tune (the optional tune extra: pandas, pyarrow) costs seconds to import
 
     fns = {
         "loguniform": tune.loguniform,
@@ -108,7 +109,7 @@ def _short_name(trial) -> str:
 
 def _make_trainable(raw_config: dict, trials_dir: str):
     def trainable(params):
-        from ray import tune
+        from ray import tune  # deferred: Ray Tune (the optional tune extra: pandas, pyarrow) costs seconds to import
 
         pm = PluginManager()
         config = validate_config(apply_overrides(raw_config, _overrides(params)), pm)
@@ -148,7 +149,7 @@ def run_tune(args) -> int:
         except RLGraphError as exc:
             raise RLGraphError(f"--space: '{key}' is not a valid config path or value: {exc}") from None
 
-    from rlgraph_ray.cluster import ray_session
+    from rlgraph_ray.cluster import ray_session  # deferred: imports ray (seconds); a bad --space fails before
 
     out = Path(args.out or f"runs/tune_{Path(str(args.config)).stem}").resolve()
     experiment = out / "tune"
@@ -170,8 +171,6 @@ def run_tune(args) -> int:
 def _error_text(error: BaseException | None) -> str:
     """A failed trial's cause in one line: the run's own error (e.g. ``NonFiniteError: ...``) where
     the trial raised :class:`~rlgraph_core.execution.stopping.RunFailed`, else the error's type."""
-    from rlgraph_core.execution.stopping import RunFailed
-
     if error is None:
         return ""
     cause = error
@@ -193,7 +192,7 @@ def _finished(result) -> bool:
 
 
 def _can_restore(experiment: Path) -> bool:
-    from ray import tune
+    from ray import tune  # deferred: Ray Tune (the optional tune extra: pandas, pyarrow) costs seconds to import
 
     return experiment.is_dir() and tune.Tuner.can_restore(str(experiment))
 
@@ -220,14 +219,14 @@ def _without_ray_resume_hint():
 
 def _search(args, base, raw: dict, space: dict, out: Path) -> int:
     """Run or resume the search on the connected Ray; write the trial table and the best config."""
-    from ray import tune
+    from ray import tune  # deferred: Ray Tune (the optional tune extra: pandas, pyarrow) costs seconds to import
 
     trials_dir = str(out / "trials")
     trainable = tune.with_resources(_make_trainable(raw, trials_dir), {"cpu": args.cpus_per_trial})
     tc = base.train
     scheduler = None
     if args.scheduler == "asha":
-        from ray.tune.schedulers import ASHAScheduler
+        from ray.tune.schedulers import ASHAScheduler  # deferred: as ray.tune above
 
         # max_t is the budget: the trial's report at the budget is its last, made after its final
         # checkpoint, summary and plot are written (see _Reporter), so stopping it there loses
@@ -241,7 +240,7 @@ def _search(args, base, raw: dict, space: dict, out: Path) -> int:
     searcher = None
     if args.searcher == "optuna":
         try:
-            from ray.tune.search.optuna import OptunaSearch
+            from ray.tune.search.optuna import OptunaSearch  # deferred: Optuna is optional (--searcher optuna)
         except ImportError as exc:
             raise RLGraphError(f"--searcher optuna needs Optuna: pip install optuna ({exc}).") from None
         searcher = OptunaSearch()
@@ -274,8 +273,6 @@ def _search(args, base, raw: dict, space: dict, out: Path) -> int:
 def _write_results(args, grid, raw: dict, out: Path) -> int:
     """``trials.csv`` from Tune's result grid; for a completed search ``best_config.yaml`` and the
     table (exit 0); for one interrupted by Ctrl-C the command that continues it (exit 130)."""
-    from rlgraph_core.config.run import apply_overrides, validate_config
-
     trials_dir = str(out / "trials")
     rows = []
     for result in grid:
