@@ -10,7 +10,7 @@ from typing import Optional
 from pydantic import Field
 
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.execution.settings import ExecutorSettings
+from rlgraph_core.execution.settings import ExecutorSettings, refuse_recurrent_network
 from rlgraph_horovod.ranks import launched_size, require_elastic_launch, under_launcher
 
 
@@ -70,13 +70,7 @@ class HorovodSettings(ExecutorSettings):
                 f"localhost:{self.num_ranks} --gloo rlgraph train CONFIG --executor horovod (Horovod installed by "
                 f"python -m rlgraph_horovod.install), or set executor.num_ranks: null to take any number."
             )
-        network = getattr(agent, "network", None)
-        if getattr(network, "stateful", False):
-            raise ConfigError(
-                f"'agent.network.type' = '{network.type}' is a recurrent network, which the horovod executor does "
-                f"not run yet (data-parallel sequence minibatches are untested); train recurrent PPO with the "
-                f"local executor, or use a feed-forward network (mlp) with horovod."
-            )
+        refuse_recurrent_network(agent, "the horovod executor", "data-parallel sequence minibatches are untested")
         target_kl = getattr(agent, "target_kl", None)
         if target_kl is not None:
             raise ConfigError(

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from rlgraph_core.agents.support import agent_capabilities
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.execution.settings import ExecutorSettings
+from rlgraph_core.execution.settings import ExecutorSettings, refuse_recurrent_network
 
 #: What ``executor.address`` may hold (besides null: a private local Ray).
 ADDRESS_PATTERN = re.compile(r"auto|local|(?:ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}")
@@ -90,14 +90,12 @@ class RaySyncSettings(RaySettings):
                 f"(ppo, a2c); agent.type '{agent.type}' does not declare the 'rollouts' capability: use ray_apex "
                 f"for DQN-family agents or the local executor."
             )
-        network = getattr(agent, "network", None)
-        if getattr(network, "stateful", False):
-            raise ConfigError(
-                f"'agent.network.type' = '{network.type}' is a recurrent network, which ray_sync does not run yet "
-                f"(its workers' rollouts would carry per-sequence states that the learner's concatenation of "
-                f"fragments does not handle, untested); train recurrent PPO with the local executor, or use a "
-                f"feed-forward network (mlp) with ray_sync."
-            )
+        refuse_recurrent_network(
+            agent,
+            "ray_sync",
+            "its workers' rollouts would carry per-sequence states that the learner's concatenation of "
+            "fragments does not handle, untested",
+        )
         n_steps = agent.n_steps
         if self.fragment_length is not None and self.fragment_length != n_steps:
             raise ConfigError(

@@ -23,6 +23,7 @@ from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
+from rlgraph_core.agents.support import discrete_or_bounded_box
 from rlgraph_core.agents.slots import ComponentResolver, make_slot_component, network_maker
 from rlgraph_core.components.distributions import scale_action, unscale_action
 from rlgraph_core.components.network import DenseLayer, NetworkSpec
@@ -143,21 +144,8 @@ class BCAgent(OffPolicyAgent):
 
     def _setup_model(self) -> None:
         config, observation_space, action_space, backend, seed, components = self._setup_arguments()
-        discrete = isinstance(action_space, Discrete)
+        discrete, low, high = discrete_or_bounded_box(action_space, "Behaviour cloning (agent.type bc)")
         if not discrete:
-            low = np.asarray(getattr(action_space, "low", np.nan), np.float64)
-            high = np.asarray(getattr(action_space, "high", np.nan), np.float64)
-            if not (
-                isinstance(action_space, FloatBox)
-                and len(action_space.shape) == 1
-                and np.all(np.isfinite(low))
-                and np.all(np.isfinite(high))
-            ):
-                raise ConfigError(
-                    f"Behaviour cloning takes a single Discrete action space or a rank-1 float Box with finite "
-                    f"bounds; this environment's is {action_space!r}. Wrap the environment with gymnasium's "
-                    f"RescaleAction or ClipAction to give a Box finite bounds."
-                )
             self.low, self.high = low, high
         check_observation_space(observation_space, config.network, "BC")
         super()._setup_model()

@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, SerializeAsAny
 
-from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
+from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig, transition_spaces
 from rlgraph_core.components.dqn_loss import DQNLoss
 from rlgraph_core.components.exploration import EpsilonGreedySettings, check_draws_legal
 from rlgraph_core.components.masks import MASK_KEY, check_legal, mask_layout, masked_logits, split_observation
@@ -37,7 +37,7 @@ from rlgraph_core.config.common import ComponentSlot, OptimizerConfig
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories.obs import batch_len
-from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
+from rlgraph_core.spaces import Discrete, FloatBox, IntBox
 
 
 SCHEDULE_TYPES = ("constant", "linear", "exponential")
@@ -268,7 +268,6 @@ class DQNAgent(OffPolicyAgent):
 
         obs_b = observation_space.with_batch_rank()
         act_b = IntBox(0, self.num_actions - 1, shape=()).with_batch_rank()
-        float_b = FloatBox(shape=()).with_batch_rank()
         self.build_report = build(
             self.graph,
             {
@@ -279,15 +278,7 @@ class DQNAgent(OffPolicyAgent):
                 },
                 "greedy": {"obs": obs_b},
                 "q_values": {"obs": obs_b},
-                "loss": {
-                    "obs": obs_b,
-                    "actions": act_b,
-                    "rewards": float_b,
-                    "next_obs": obs_b,
-                    "terminals": BoolBox(shape=()).with_batch_rank(),
-                    "discounts": float_b,
-                    "weights": float_b,
-                },
+                "loss": transition_spaces(obs_b, act_b),
                 "sync_target": {},
             },
             backend,

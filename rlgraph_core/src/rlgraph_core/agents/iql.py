@@ -36,8 +36,9 @@ import numpy as np
 from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
-from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
+from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig, transition_spaces
 from rlgraph_core.agents.sac import SACNetworkSlot, _sac_network
+from rlgraph_core.agents.support import discrete_or_bounded_box
 from rlgraph_core.agents.slots import ComponentResolver, network_maker
 from rlgraph_core.components.distributions import Categorical, DiagGaussian, scale_action, unscale_action
 from rlgraph_core.components.network import DenseLayer, NetworkMaker
@@ -46,11 +47,10 @@ from rlgraph_core.components.q_head import QNetwork
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.components.twin_q import TwinQNetwork
 from rlgraph_core.config.common import OptimizerConfig
-from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories.obs import batch_len
 from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
-from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
+from rlgraph_core.spaces import Discrete, FloatBox, IntBox
 
 __all__ = ["CategoricalPolicy", "DiscreteTwinQ", "IQLAgent", "IQLConfig", "IQLGraph", "TanhMeanGaussianPolicy"]
 
@@ -268,20 +268,7 @@ class IQLAgent(OffPolicyAgent):
 
     def _setup_model(self) -> None:
         config, observation_space, action_space, backend, seed, components = self._setup_arguments()
-        discrete = isinstance(action_space, Discrete)
-        low = np.asarray(getattr(action_space, "low", np.nan), np.float64)
-        high = np.asarray(getattr(action_space, "high", np.nan), np.float64)
-        if not discrete and not (
-            isinstance(action_space, FloatBox)
-            and len(action_space.shape) == 1
-            and np.all(np.isfinite(low))
-            and np.all(np.isfinite(high))
-        ):
-            raise ConfigError(
-                f"IQL (agent.type iql) takes a single Discrete action space or a rank-1 float Box with finite "
-                f"bounds; this environment's is {action_space!r}. Wrap the environment so that its actions are "
-                f"one of those (a gymnasium.ActionWrapper; RescaleAction or ClipAction give a Box finite bounds)."
-            )
+        discrete, low, high = discrete_or_bounded_box(action_space, "IQL (agent.type iql)")
         check_observation_space(observation_space, config.actor_network, "IQL", "agent.actor_network")
         check_observation_space(observation_space, config.critic_network, "IQL", "agent.critic_network")
         super()._setup_model()
@@ -308,15 +295,7 @@ class IQLAgent(OffPolicyAgent):
                 "greedy": {"obs": obs_b},
                 "value_loss": pair,
                 "actor_loss": pair,
-                "critic_loss": {
-                    "obs": obs_b,
-                    "actions": act_b,
-                    "rewards": float_b,
-                    "next_obs": obs_b,
-                    "terminals": BoolBox(shape=()).with_batch_rank(),
-                    "discounts": float_b,
-                    "weights": float_b,
-                },
+                "critic_loss": transition_spaces(obs_b, act_b),
                 "sync_target": {},
             },
             backend,

@@ -80,6 +80,22 @@ def target_due(updates: int, steps: int, interval: int) -> np.ndarray:
     return ((updates + np.arange(1, steps + 1)) % interval == 0).astype(np.float32)
 
 
+def transition_spaces(obs_b: Space, actions_b: Space) -> dict[str, Space]:
+    """Input spaces of a loss over a sampled batch of transitions, all with a batch rank:
+    ``obs``, ``actions`` (``obs_b``, ``actions_b``), ``rewards``, ``next_obs``, bool ``terminals``,
+    ``discounts`` (the n-step ``gamma^n``) and ``weights`` (prioritized replay's importance weights)."""
+    float_b = FloatBox(shape=()).with_batch_rank()
+    return {
+        "obs": obs_b,
+        "actions": actions_b,
+        "rewards": float_b,
+        "next_obs": obs_b,
+        "terminals": BoolBox(shape=()).with_batch_rank(),
+        "discounts": float_b,
+        "weights": float_b,
+    }
+
+
 class OffPolicyConfig(StrictModel):
     """Fields every replay agent has (DQN and SAC set their own defaults for several)."""
 

@@ -403,13 +403,30 @@ class OnPolicyAgent(Agent):
             raw = self._from_env(actions)
             to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
             log_probs, _, values = (to_np(x) for x in self.graph.evaluate_actions(to_t(obs), to_t(raw)))
-        terminated = np.asarray(terminated, bool)
-        truncated = np.asarray(truncated, bool)
         next_obs = to_obs_array(next_obs, self.observation_space)
+        self._store_step(
+            obs,
+            raw,
+            log_probs,
+            values,
+            rewards,
+            np.asarray(terminated, bool),
+            np.asarray(truncated, bool),
+            next_obs,
+            lambda: self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs))),
+            self._step_extras(next_obs),
+        )
+
+    def _store_step(
+        self, obs, raw, log_probs, values, rewards, terminated, truncated, next_obs, final_value, extras
+    ) -> None:
+        """Add one vector step to the rollout and count it; a cut (``truncated``) episode is
+        bootstrapped from ``final_value()``, V(true final observation) ``[N]``, asked for only then.
+        ``extras`` are the per-step fields of a subclass (IMPALA's ``next_obs``, recurrent PPO's
+        ``episode_starts``)."""
         final_values = np.zeros(len(rewards), np.float32)
-        if truncated.any():  # bootstrap a cut episode from V(true final observation)
-            v = self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs)))
-            final_values = np.where(truncated, v, 0.0).astype(np.float32)
+        if truncated.any():
+            final_values = np.where(truncated, final_value(), 0.0).astype(np.float32)
         self.buffer.add(
             obs=obs,
             actions=raw,
@@ -419,7 +436,7 @@ class OnPolicyAgent(Agent):
             terminated=terminated,
             truncated=truncated,
             final_values=final_values,
-            **self._step_extras(next_obs),
+            **extras,
         )
         self.timesteps += len(rewards)
         if self.buffer.full:

@@ -25,6 +25,7 @@ encoder is an MLP).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -195,27 +196,24 @@ class RecurrentActing:
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool)
         next_obs = self._obs(next_obs)
-        final_values = np.zeros(len(rewards), np.float32)
-        if truncated.any():  # V(true final observation) from the state the step left
-            v = self._values(next_obs, next_state, np.zeros(len(rewards), bool))
-            final_values = np.where(truncated, v, 0.0).astype(np.float32)
         t = len(self.buffer)
         if t % self.seq_len == 0:
             self._store_state(t // self.seq_len, state)
-        self.buffer.add(
-            obs=obs,
-            actions=raw,
-            log_probs=log_probs,
-            values=values,
-            rewards=np.asarray(rewards, np.float32),
-            terminated=terminated,
-            truncated=truncated,
-            final_values=final_values,
-            episode_starts=starts,
+        # V(true final observation) of a cut episode comes from the state the step left
+        final_value = functools.partial(self._values, next_obs, next_state, np.zeros(len(rewards), bool))
+        self._store_step(
+            obs,
+            raw,
+            log_probs,
+            values,
+            rewards,
+            terminated,
+            truncated,
+            next_obs,
+            final_value,
+            {"episode_starts": starts},
         )
-        self.timesteps += len(rewards)
         if self.buffer.full:
-            self._last_next_obs = map_obs(np.copy, next_obs)
             self._last_state = {k: np.copy(v) for k, v in next_state.items()}
             self._last_starts = terminated | truncated
 

@@ -43,7 +43,7 @@ from typing import Annotated, Literal, Optional, Union
 import numpy as np
 from pydantic import Field, SerializeAsAny, field_validator
 
-from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
+from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig, transition_spaces
 from rlgraph_core.agents.observations import check_observation_space, observation_kind, to_obs_array
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
@@ -58,7 +58,7 @@ from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories.obs import batch_len
-from rlgraph_core.spaces import BoolBox, FloatBox
+from rlgraph_core.spaces import FloatBox
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 
@@ -330,13 +330,7 @@ class SACAgent(OffPolicyAgent):
                 "act": {"obs": obs_b, "noise": noise_b},
                 "greedy": {"obs": obs_b},
                 "critic_loss": {
-                    "obs": obs_b,
-                    "actions": unit_b,
-                    "rewards": float_b,
-                    "next_obs": obs_b,
-                    "terminals": BoolBox(shape=()).with_batch_rank(),
-                    "discounts": float_b,
-                    "weights": float_b,
+                    **transition_spaces(obs_b, unit_b),
                     "next_noise": noise_b,
                     **self._critic_extra_spaces(),
                 },

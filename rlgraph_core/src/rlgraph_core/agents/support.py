@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlgraph_core.errors import ConfigError
 from rlgraph_core.spaces import Discrete, FloatBox, MultiBinary, MultiDiscrete
 
-__all__ = ["CAPABILITIES", "SUPPORTED_ACTIONS", "action_space_hint", "agent_capabilities"]
+__all__ = [
+    "CAPABILITIES",
+    "SUPPORTED_ACTIONS",
+    "action_space_hint",
+    "agent_capabilities",
+    "discrete_or_bounded_box",
+]
 
 #: What an agent can declare it supports, in its config model's ``capabilities`` class variable
 #: (a frozenset); executors check these instead of looking for config field names.
@@ -57,3 +64,27 @@ def action_space_hint(action_space) -> str:
         f"No built-in agent acts in this space ({supported}): {how} (a gymnasium.ActionWrapper), or use "
         f"an agent from a plugin ('rlgraph plugins' lists the agents installed)."
     )
+
+
+def discrete_or_bounded_box(action_space, who: str) -> tuple[bool, np.ndarray, np.ndarray]:
+    """``(discrete, low, high)`` of a single Discrete action space or a rank-1 float Box with finite
+    bounds (what the offline agents act in; ``low``/``high`` are float64, NaN for a Discrete).
+
+    Raises:
+        ConfigError: for any other space, naming ``who`` (e.g. ``"IQL (agent.type iql)"``) and the wrappers that fit.
+    """
+    discrete = isinstance(action_space, Discrete)
+    low = np.asarray(getattr(action_space, "low", np.nan), np.float64)
+    high = np.asarray(getattr(action_space, "high", np.nan), np.float64)
+    if not discrete and not (
+        isinstance(action_space, FloatBox)
+        and len(action_space.shape) == 1
+        and np.all(np.isfinite(low))
+        and np.all(np.isfinite(high))
+    ):
+        raise ConfigError(
+            f"{who} takes a single Discrete action space or a rank-1 float Box with finite bounds; this "
+            f"environment's is {action_space!r}. Wrap the environment so that its actions are one of those "
+            f"(a gymnasium.ActionWrapper; RescaleAction or ClipAction give a Box finite bounds)."
+        )
+    return discrete, low, high

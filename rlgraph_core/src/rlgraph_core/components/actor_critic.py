@@ -20,6 +20,23 @@ from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import FloatBox, SpaceError
 
 
+def actor_critic_heads(
+    action_space, initializer: str, rng: np.random.Generator, log_std_init: float
+) -> tuple[DistributionHead, DenseLayer]:
+    """The two heads of an actor-critic, drawn from ``rng`` in this order: the action distribution
+    (``distribution``: categorical or an unsquashed diagonal Gaussian) and the linear state value
+    (``value_head``, one unit, gain 1)."""
+    distribution = DistributionHead(
+        action_space,
+        squashed=False,
+        initializer=initializer,
+        rng=rng,
+        log_std_init=log_std_init,
+        name="distribution",
+    )
+    return distribution, DenseLayer(1, "linear", initializer, rng, gain=1.0, name="value_head")
+
+
 class ActorCritic(Component):
     """A stochastic policy and a state-value function over the same observations.
 
@@ -69,15 +86,7 @@ class ActorCritic(Component):
             self.pi_trunk = maker(name="pi_trunk", rng=rng)
             self.vf_trunk = maker(name="vf_trunk", rng=rng)
             trunks = [self.pi_trunk, self.vf_trunk]
-        self.distribution = DistributionHead(
-            action_space,
-            squashed=False,
-            initializer=maker.initializer,
-            rng=rng,
-            log_std_init=log_std_init,
-            name="distribution",
-        )
-        self.value_head = DenseLayer(1, "linear", maker.initializer, rng, gain=1.0, name="value_head")
+        self.distribution, self.value_head = actor_critic_heads(action_space, maker.initializer, rng, log_std_init)
         self.add_components(
             *([preprocessor] if preprocessor is not None else []), *trunks, self.distribution, self.value_head
         )

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlgraph_core.components.distributions import DistributionHead
-from rlgraph_core.components.network import MLP, DenseLayer
+from rlgraph_core.components.actor_critic import actor_critic_heads
+from rlgraph_core.components.network import MLP
 from rlgraph_core.components.recurrent import RecurrentCore, RecurrentSettings
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import Dict
@@ -63,15 +63,7 @@ class RecurrentActorCritic(Component):
             self.pi_core = RecurrentCore(settings, rng, name="pi_core")
             self.vf_core = RecurrentCore(settings, rng, name="vf_core")
             self._cores = {"pi_": self.pi_core, "vf_": self.vf_core}
-        self.distribution = DistributionHead(
-            action_space,
-            squashed=False,
-            initializer=settings.initializer,
-            rng=rng,
-            log_std_init=log_std_init,
-            name="distribution",
-        )
-        self.value_head = DenseLayer(1, "linear", settings.initializer, rng, gain=1.0, name="value_head")
+        self.distribution, self.value_head = actor_critic_heads(action_space, settings.initializer, rng, log_std_init)
         # an MLP between the core and each head (settings.head; none by default)
         self.pi_mlp = self.vf_mlp = None
         if settings.head.hidden:
