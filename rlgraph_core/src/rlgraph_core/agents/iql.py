@@ -37,7 +37,7 @@ from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig, transition_spaces
-from rlgraph_core.agents.sac import SACNetworkSlot, _sac_network
+from rlgraph_core.agents.sac import ActorTargetApi, SACNetworkSlot, _sac_network
 from rlgraph_core.agents.support import discrete_or_bounded_box
 from rlgraph_core.agents.slots import ComponentResolver, network_maker
 from rlgraph_core.components.distributions import Categorical, DiagGaussian, scale_action, unscale_action
@@ -179,7 +179,7 @@ class DiscreteTwinQ(Component):
         return self.ops.gather_last(self.q1.call(obs), actions), self.ops.gather_last(self.q2.call(obs), actions)
 
 
-class IQLGraph(Component):
+class IQLGraph(ActorTargetApi, Component):
     """The root component of IQL: policy, V, online and target twin critics, the expectile and
     advantage-weighted losses and the Polyak target sync (module docstring)."""
 
@@ -220,16 +220,6 @@ class IQLGraph(Component):
         return self.ops.stop_gradient(self.ops.minimum(q1, q2))
 
     @api
-    def act(self, obs, noise):
-        """Exploring actions: a clipped sample of the Gaussian (unit box), or a categorical sample."""
-        return self.actor.sample_actions(obs, noise)
-
-    @api
-    def greedy(self, obs):
-        """The policy's mean (unit box) or its most likely action."""
-        return self.actor.deterministic(obs)
-
-    @api
     def value_loss(self, obs, actions, weights):
         """``(loss, Q_targ - V)``: the expectile regression of V(s) onto the target critics."""
         return self.expectile.loss(self._q_target(obs, actions), self._v(obs), weights)
@@ -250,11 +240,6 @@ class IQLGraph(Component):
         td1, td2 = q1 - y, q2 - y
         loss = ops.reduce_mean(weights * (ops.square(td1) + ops.square(td2)))
         return loss, ops.stop_gradient(0.5 * (ops.abs(td1) + ops.abs(td2)))
-
-    @api
-    def sync_target(self):
-        """Move the target critic towards the online critic (Polyak with ``tau``)."""
-        return self.target_sync.sync()
 
 
 class IQLAgent(OffPolicyAgent):

@@ -168,7 +168,28 @@ class SquashedGaussianPolicy(Component):
         return self.head.deterministic(self.latent(obs))
 
 
-class SACGraph(Component):
+class ActorTargetApi:
+    """The API methods SAC's and IQL's root components share: acting with ``self.actor`` (SAC: a
+    squashed Gaussian, whose deterministic action is ``tanh(mean)``; IQL: a clipped Gaussian or a
+    categorical) and moving the target critic ``self.target_sync`` towards the online one."""
+
+    @api
+    def act(self, obs, noise):
+        """Exploring actions (continuous ones in the unit box): a sample of the actor's distribution."""
+        return self.actor.sample_actions(obs, noise)
+
+    @api
+    def greedy(self, obs):
+        """The actor's deterministic action (continuous ones in the unit box)."""
+        return self.actor.deterministic(obs)
+
+    @api
+    def sync_target(self):
+        """Move the target critic towards the online critic (Polyak with ``tau``)."""
+        return self.target_sync.sync()
+
+
+class SACGraph(ActorTargetApi, Component):
     """The root component of SAC: actor, online and target twin critics, losses, target sync."""
 
     def __init__(
@@ -188,16 +209,6 @@ class SACGraph(Component):
         self.sac_loss = SACLoss(action_dim, config.ent_coef, config.init_ent_coef, config.target_entropy)
         self.target_sync = TargetSync(self.critic, self.critic_target, config.tau)
         self.add_components(self.actor, self.critic, self.critic_target, self.sac_loss, self.target_sync)
-
-    @api
-    def act(self, obs, noise):
-        """Exploring unit actions: a sample of the squashed Gaussian."""
-        return self.actor.sample_actions(obs, noise)
-
-    @api
-    def greedy(self, obs):
-        """Deterministic unit actions ``tanh(mean)``."""
-        return self.actor.deterministic(obs)
 
     def _critic_terms(self, obs, actions, rewards, next_obs, terminals, discounts, weights, next_noise):
         """``(loss, |TD|, Q1(s, a), Q2(s, a))`` of loss 1 (CQL-SAC adds its regulariser to it)."""
@@ -231,11 +242,6 @@ class SACGraph(Component):
     def alpha(self):
         """The current entropy temperature."""
         return self.sac_loss.alpha()
-
-    @api
-    def sync_target(self):
-        """Move the target critic towards the online critic (Polyak with ``tau``)."""
-        return self.target_sync.sync()
 
 
 #: The encoder that handles each kind of observation, as SAC's config names it.
