@@ -247,16 +247,11 @@ class PPOAgent(OnPolicyAgent):
         }
 
     def _learn(self, rollout):
-        """``n_epochs`` of shuffled minibatch steps on a postprocessed rollout (module docstring)."""
+        """``n_epochs`` of shuffled minibatch steps on a rollout (module docstring): ``rollout`` is
+        time-major ``[T, N, ...]`` and postprocessed, i.e. it holds GAE's ``advantages`` and
+        ``returns`` (:meth:`OnPolicyAgent.postprocess`) beside what the actor saw and did."""
         cfg = self.config
-        samples = {
-            "obs": self._flat(rollout["obs"]),
-            "actions": self._flat(rollout["actions"]),
-            "log_probs": self._flat(rollout["log_probs"]),
-            "values": self._flat(rollout["values"]),
-            "advantages": self._flat(rollout["advantages"]),
-            "returns": self._flat(rollout["returns"]),
-        }
+        samples = {k: self._flat(rollout[k]) for k in MINIBATCH_FIELDS}  # [T * N, ...]
         clip_range = float(self.clip_schedule(self.timesteps))
         clip_t = self.backend.to_tensor(np.float32(clip_range))
         batch_size = min(cfg.batch_size, len(samples["returns"]))
