@@ -301,7 +301,7 @@ class Assembly:
         ``(seq_len + 1) / 2`` transitions of two observations each."""
         agent = self.config.agent
         network = getattr(agent, "network", None)
-        if getattr(network, "stateful", False) and hasattr(agent, "burn_in"):
+        if network is not None and getattr(network, "stateful", False) and hasattr(agent, "burn_in"):
             return int(settings.capacity) * -(-(int(network.seq_len) + 1) // 2)
         return int(settings.capacity)
 
