@@ -404,18 +404,12 @@ class OnPolicyAgent(Agent):
             to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
             log_probs, _, values = (to_np(x) for x in self.graph.evaluate_actions(to_t(obs), to_t(raw)))
         next_obs = to_obs_array(next_obs, self.observation_space)
-        self._store_step(
-            obs,
-            raw,
-            log_probs,
-            values,
-            rewards,
-            np.asarray(terminated, bool),
-            np.asarray(truncated, bool),
-            next_obs,
-            lambda: self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs))),
-            self._step_extras(next_obs),
-        )
+
+        def final_value():  # V(true final observation), to bootstrap a cut episode
+            return self.backend.to_numpy(self.graph.value(self.backend.to_tensor(next_obs)))
+
+        extras = self._step_extras(next_obs)
+        self._store_step(obs, raw, log_probs, values, rewards, terminated, truncated, next_obs, final_value, extras)
 
     def _store_step(
         self, obs, raw, log_probs, values, rewards, terminated, truncated, next_obs, final_value, extras
@@ -424,6 +418,7 @@ class OnPolicyAgent(Agent):
         bootstrapped from ``final_value()``, V(true final observation) ``[N]``, asked for only then.
         ``extras`` are the per-step fields of a subclass (IMPALA's ``next_obs``, recurrent PPO's
         ``episode_starts``)."""
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         final_values = np.zeros(len(rewards), np.float32)
         if truncated.any():
             final_values = np.where(truncated, final_value(), 0.0).astype(np.float32)

@@ -201,18 +201,8 @@ class RecurrentActing:
             self._store_state(t // self.seq_len, state)
         # V(true final observation) of a cut episode comes from the state the step left
         final_value = functools.partial(self._values, next_obs, next_state, np.zeros(len(rewards), bool))
-        self._store_step(
-            obs,
-            raw,
-            log_probs,
-            values,
-            rewards,
-            terminated,
-            truncated,
-            next_obs,
-            final_value,
-            {"episode_starts": starts},
-        )
+        extras = {"episode_starts": starts}
+        self._store_step(obs, raw, log_probs, values, rewards, terminated, truncated, next_obs, final_value, extras)
         if self.buffer.full:
             self._last_state = {k: np.copy(v) for k, v in next_state.items()}
             self._last_starts = terminated | truncated
