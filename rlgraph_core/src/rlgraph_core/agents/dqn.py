@@ -284,14 +284,19 @@ class DQNAgent(OffPolicyAgent):
             backend,
             compile_apis=("act", "greedy", "q_values"),
         )
-        self.graph.sync_target()
-        self._params = list(self.graph.policy.variables(trainable_only=True).values())
-        self.train_step = backend.train_step(
-            self.graph.loss, self._params, config.optimizer.backend_spec(self.lr_schedule(0))
-        )
-        self._eval_loss = None
+        self._setup_train_step()
         #: (exploration value, its tensor) of the last network act
         self._value_cache: tuple[float, Any] = (float("nan"), None)
+
+    def _setup_train_step(self) -> None:
+        """After the build: the target network starts equal to the online one, and the train step
+        minimises the graph's ``loss`` over the online network's trainable variables."""
+        self.graph.sync_target()
+        self._params = list(self.graph.policy.variables(trainable_only=True).values())
+        self.train_step = self.backend.train_step(
+            self.graph.loss, self._params, self.config.optimizer.backend_spec(self.lr_schedule(0))
+        )
+        self._eval_loss = None
 
     # --- acting ----------------------------------------------------------------------------
     def policy_outputs(self, obs):

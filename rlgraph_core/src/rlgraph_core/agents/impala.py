@@ -231,7 +231,7 @@ class ImpalaAgent(OnPolicyAgent):
                 f"Collect it with ImpalaAgent.observe / take_rollout (it records next_obs, the true next "
                 f"observation of each step, so that the learner bootstraps from its own values)."
             )
-        to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
+        to_t = self.backend.to_tensor
         inputs = [
             to_t(
                 rollout[k]
@@ -240,6 +240,11 @@ class ImpalaAgent(OnPolicyAgent):
             )
             for k in BATCH_KEYS
         ]
+        return self._train_epochs(inputs)
+
+    def _train_epochs(self, inputs) -> dict[str, float]:
+        """``n_epochs`` train steps on the same batch ``inputs`` (tensors): the means of their metrics."""
+        to_np = self.backend.to_numpy
         outputs = []
         for _ in range(self.config.n_epochs):
             outputs.append([float(to_np(x)) for x in self.train_step(*inputs)])

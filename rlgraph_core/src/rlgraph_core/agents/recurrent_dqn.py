@@ -194,12 +194,7 @@ class RecurrentDQNAgent(DQNAgent):
             backend,
             compile_apis=("act", "greedy", "q_values"),
         )
-        self.graph.sync_target()
-        self._params = list(self.graph.policy.variables(trainable_only=True).values())
-        self.train_step = backend.train_step(
-            self.graph.loss, self._params, config.optimizer.backend_spec(self.lr_schedule(0))
-        )
-        self._eval_loss = None
+        self._setup_train_step()
         self._pending: tuple | None = None
 
     # --- acting ----------------------------------------------------------------------------

@@ -162,15 +162,8 @@ class RecurrentImpalaAgent(RecurrentActing, ImpalaAgent):
 
     def _learn(self, rollout):
         """``n_epochs`` train steps on all sequences of the batch; the metrics are their means."""
-        to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
+        to_t = self.backend.to_tensor
         inputs = [
             {k: to_t(v) for k, v in x.items()} if isinstance(x, dict) else to_t(x) for x in self.sequence_batch(rollout)
         ]
-        outputs = []
-        for _ in range(self.config.n_epochs):
-            outputs.append([float(to_np(x)) for x in self.train_step(*inputs)])
-            self.updates += 1
-        names = ("loss", "pg_loss", "vf_loss", "entropy", "rho_truncated", "c_truncated")
-        metrics = {name: float(m) for name, m in zip(names, np.mean(outputs, axis=0))}
-        metrics["gradient_steps"] = len(outputs)
-        return metrics
+        return self._train_epochs(inputs)
