@@ -16,7 +16,6 @@ from rlgraph_core.agents.a2c import A2CAgent
 from rlgraph_core.agents.recurrent_on_policy import RecurrentActing, RecurrentOnPolicyGraph, sequences
 from rlgraph_core.graph import api
 from rlgraph_core.memories.obs import map_obs
-from rlgraph_core.spaces import BoolBox
 
 
 class RecurrentA2CGraph(RecurrentOnPolicyGraph):
@@ -36,15 +35,7 @@ class RecurrentA2CAgent(RecurrentActing, A2CAgent):
     graph_class = RecurrentA2CGraph
 
     def _loss_spaces(self, obs_b, action_b, float_b):
-        seq = dict(flag=True, time_major=True)
-        return {
-            "obs": obs_b.with_time_rank(**seq),
-            "state": self.graph.policy.state_space,
-            "reset": BoolBox().with_batch_rank().with_time_rank(**seq),
-            "actions": action_b.with_time_rank(**seq),
-            "advantages": float_b.with_time_rank(**seq),
-            "returns": float_b.with_time_rank(**seq),
-        }
+        return self._sequence_loss_spaces(obs_b, action_b, float_b, "advantages", "returns")
 
     def _learn(self, rollout):
         """One step over every sequence of the postprocessed rollout."""

@@ -99,17 +99,10 @@ class RecurrentImpalaAgent(RecurrentActing, ImpalaAgent):
     graph_class = RecurrentImpalaGraph
 
     def _loss_spaces(self, obs_b, action_b, float_b):
-        seq = dict(flag=True, time_major=True)
-        bool_t = BoolBox().with_batch_rank().with_time_rank(**seq)
-        float_t = float_b.with_time_rank(**seq)
+        bool_t = BoolBox().with_batch_rank().with_time_rank(flag=True, time_major=True)
+        floats = ("behaviour_log_probs", "rewards", "final_values")
         return {
-            "obs": obs_b.with_time_rank(**seq),
-            "state": self.graph.policy.state_space,
-            "reset": bool_t,
-            "actions": action_b.with_time_rank(**seq),
-            "behaviour_log_probs": float_t,
-            "rewards": float_t,
-            "final_values": float_t,
+            **self._sequence_loss_spaces(obs_b, action_b, float_b, *floats),
             "terminated": bool_t,
             "truncated": bool_t,
         }

@@ -97,6 +97,19 @@ class RecurrentActing:
         """Steps per training sequence: the network's ``seq_len``."""
         return int(self.config.network.seq_len)
 
+    def _sequence_loss_spaces(self, obs_b, action_b, float_b, *floats: str) -> dict:
+        """Input spaces of a loss over sequences, all time-major: ``obs``, the ``state`` at the
+        sequences' starts, the episode-start mask ``reset``, ``actions``, then a float per name in ``floats``."""
+        seq = dict(flag=True, time_major=True)
+        float_t = float_b.with_time_rank(**seq)
+        return {
+            "obs": obs_b.with_time_rank(**seq),
+            "state": self.graph.policy.state_space,
+            "reset": BoolBox().with_batch_rank().with_time_rank(**seq),
+            "actions": action_b.with_time_rank(**seq),
+            **{name: float_t for name in floats},
+        }
+
     def _setup_model(self) -> None:
         config = self.config
         if config.preprocessor is not None:

@@ -15,7 +15,7 @@ from rlgraph_core.agents.ppo import PPOAgent
 from rlgraph_core.agents.recurrent_on_policy import RecurrentActing, RecurrentOnPolicyGraph, sequences
 from rlgraph_core.graph import api
 from rlgraph_core.memories.obs import map_obs
-from rlgraph_core.spaces import BoolBox, FloatBox
+from rlgraph_core.spaces import FloatBox
 
 #: The per-step rollout fields a sequence minibatch takes (besides observations and states).
 _STEP_FIELDS = ("actions", "log_probs", "values", "advantages", "returns")
@@ -39,18 +39,8 @@ class RecurrentPPOAgent(RecurrentActing, PPOAgent):
     graph_class = RecurrentPPOGraph
 
     def _loss_spaces(self, obs_b, action_b, float_b):
-        seq = dict(flag=True, time_major=True)
-        return {
-            "obs": obs_b.with_time_rank(**seq),
-            "state": self.graph.policy.state_space,
-            "reset": BoolBox().with_batch_rank().with_time_rank(**seq),
-            "actions": action_b.with_time_rank(**seq),
-            "old_log_probs": float_b.with_time_rank(**seq),
-            "old_values": float_b.with_time_rank(**seq),
-            "advantages": float_b.with_time_rank(**seq),
-            "returns": float_b.with_time_rank(**seq),
-            "clip_range": FloatBox(shape=()),
-        }
+        floats = ("old_log_probs", "old_values", "advantages", "returns")
+        return {**self._sequence_loss_spaces(obs_b, action_b, float_b, *floats), "clip_range": FloatBox(shape=())}
 
     # --- learning --------------------------------------------------------------------------
     def _fuses_round(self, total: int, batch_size: int) -> bool:
