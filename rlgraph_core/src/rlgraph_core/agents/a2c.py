@@ -22,8 +22,13 @@ from typing import ClassVar, Literal, Optional
 
 from pydantic import Field
 
-from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph, OnPolicyOptimizerConfig
-from rlgraph_core.agents.ppo import validate_sequences
+from rlgraph_core.agents.on_policy import (
+    OnPolicyAgent,
+    OnPolicyConfig,
+    OnPolicyGraph,
+    OnPolicyOptimizerConfig,
+    validate_sequences,
+)
 from rlgraph_core.components.pg_losses import A2CLoss
 from rlgraph_core.config.common import ScheduleOrFloat
 from rlgraph_core.graph import api
@@ -55,7 +60,7 @@ class A2CConfig(OnPolicyConfig):
         """A recurrent network's ``seq_len`` divides ``n_steps`` (a rollout is cut into sequences).
 
         Raises:
-            ConfigError: in one paragraph (:func:`rlgraph_core.agents.ppo.validate_sequences`).
+            ConfigError: in one paragraph (:func:`rlgraph_core.agents.on_policy.validate_sequences`).
         """
         if getattr(self.network, "stateful", False):
             validate_sequences(self, self.n_steps * env.num_envs)

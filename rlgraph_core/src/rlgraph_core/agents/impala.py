@@ -36,8 +36,13 @@ import numpy as np
 from pydantic import Field
 
 from rlgraph_core.agents.base import LearnResult
-from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph, OnPolicyOptimizerConfig
-from rlgraph_core.agents.ppo import validate_sequences
+from rlgraph_core.agents.on_policy import (
+    OnPolicyAgent,
+    OnPolicyConfig,
+    OnPolicyGraph,
+    OnPolicyOptimizerConfig,
+    validate_sequences,
+)
 from rlgraph_core.components.pg_losses import ImpalaLoss
 from rlgraph_core.components.vtrace import VTrace
 from rlgraph_core.config.common import ScheduleOrFloat
@@ -85,7 +90,7 @@ class ImpalaConfig(OnPolicyConfig):
         """A recurrent network's ``seq_len`` divides ``n_steps`` (a fragment is cut into sequences).
 
         Raises:
-            ConfigError: in one paragraph (:func:`rlgraph_core.agents.ppo.validate_sequences`).
+            ConfigError: in one paragraph (:func:`rlgraph_core.agents.on_policy.validate_sequences`).
         """
         if getattr(self.network, "stateful", False):
             validate_sequences(self, self.n_steps * env.num_envs)

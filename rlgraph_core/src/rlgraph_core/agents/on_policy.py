@@ -102,6 +102,44 @@ class OnPolicyConfig(StrictModel):
     optimizer: OnPolicyOptimizerConfig = Field(default_factory=OnPolicyOptimizerConfig)
 
 
+def validate_sequences(config, rollout: int, batch_size: int | None = None) -> None:
+    """A recurrent network (``config.network``) trains on whole sequences of ``network.seq_len``
+    steps: they tile a rollout's ``n_steps``, a minibatch of ``batch_size`` samples (PPO's; None for
+    an algorithm that learns from the whole rollout) holds whole ones, and no preprocessor is set.
+
+    Raises:
+        ConfigError: one paragraph naming the field, its value and what would be right.
+    """
+    net = config.network
+    seq_len = int(getattr(net, "seq_len"))
+    problem = None
+    if config.n_steps % seq_len:
+        problem = (
+            f"'agent.network.seq_len' = {seq_len} does not divide 'agent.n_steps' = {config.n_steps}: each env's "
+            f"rollout is cut into sequences of seq_len steps"
+            + (", so seq_len cannot be longer than the rollout" if seq_len > config.n_steps else "")
+            + f"; use a seq_len that divides n_steps (e.g. {_largest_divisor(config.n_steps, seq_len)})"
+        )
+    elif batch_size is not None and (batch_size % seq_len or batch_size > rollout):
+        problem = (
+            f"'agent.batch_size' = {batch_size} is not a whole number of sequences of "
+            f"'agent.network.seq_len' = {seq_len} steps within a rollout of {rollout} samples; a recurrent "
+            f"minibatch is batch_size / seq_len whole sequences: use a multiple of {seq_len} up to {rollout}"
+        )
+    elif config.preprocessor is not None:
+        problem = (
+            f"'agent.preprocessor' = '{config.preprocessor.type}' is not taken by a recurrent network "
+            f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
+        )
+    if problem is not None:
+        raise ConfigError(problem + ".")
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    """The largest divisor of ``n`` that is at most ``at_most``."""
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
 class OnPolicyGraph(Component):
     """Root component of an on-policy agent: actor-critic, GAE and the algorithm's loss.
 

@@ -36,7 +36,7 @@ from typing import ClassVar, Literal, Optional
 import numpy as np
 from pydantic import Field, field_validator
 
-from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph
+from rlgraph_core.agents.on_policy import OnPolicyAgent, OnPolicyConfig, OnPolicyGraph, validate_sequences
 from rlgraph_core.backend import FusedLoop
 from rlgraph_core.components.pg_losses import normalize_advantages
 from rlgraph_core.components.schedules import as_schedule, check_schedule_range
@@ -83,8 +83,8 @@ class PPOConfig(OnPolicyConfig):
             ConfigError: naming ``agent.batch_size``, ``agent.n_steps`` and ``env.num_envs``.
         """
         rollout = self.n_steps * env.num_envs
-        if getattr(self.network, "stateful", False):
-            self._validate_sequences(rollout)
+        if getattr(self.network, "stateful", False):  # whole sequences of seq_len steps per minibatch
+            validate_sequences(self, rollout, self.batch_size)
         if self.batch_size > rollout:
             raise ConfigError(
                 f"'agent.batch_size' = {self.batch_size} is larger than a PPO rollout, which holds "
@@ -92,49 +92,6 @@ class PPOConfig(OnPolicyConfig):
                 f"set batch_size to at most {rollout} ({rollout} learns from the whole rollout at once) "
                 f"or raise n_steps or num_envs."
             )
-
-    def _validate_sequences(self, rollout: int) -> None:
-        """A recurrent network trains on whole sequences of ``network.seq_len`` steps: they tile a
-        rollout's ``n_steps`` and a minibatch (``batch_size`` samples) holds whole ones."""
-        validate_sequences(self, rollout, self.batch_size)
-
-
-def validate_sequences(config, rollout: int, batch_size: int | None = None) -> None:
-    """A recurrent network (``config.network``) trains on whole sequences of ``network.seq_len``
-    steps: they tile a rollout's ``n_steps``, a minibatch of ``batch_size`` samples (PPO's; None for
-    an algorithm that learns from the whole rollout) holds whole ones, and no preprocessor is set.
-
-    Raises:
-        ConfigError: one paragraph naming the field, its value and what would be right.
-    """
-    net = config.network
-    seq_len = int(getattr(net, "seq_len"))
-    problem = None
-    if config.n_steps % seq_len:
-        problem = (
-            f"'agent.network.seq_len' = {seq_len} does not divide 'agent.n_steps' = {config.n_steps}: each env's "
-            f"rollout is cut into sequences of seq_len steps"
-            + (", so seq_len cannot be longer than the rollout" if seq_len > config.n_steps else "")
-            + f"; use a seq_len that divides n_steps (e.g. {_largest_divisor(config.n_steps, seq_len)})"
-        )
-    elif batch_size is not None and (batch_size % seq_len or batch_size > rollout):
-        problem = (
-            f"'agent.batch_size' = {batch_size} is not a whole number of sequences of "
-            f"'agent.network.seq_len' = {seq_len} steps within a rollout of {rollout} samples; a recurrent "
-            f"minibatch is batch_size / seq_len whole sequences: use a multiple of {seq_len} up to {rollout}"
-        )
-    elif config.preprocessor is not None:
-        problem = (
-            f"'agent.preprocessor' = '{config.preprocessor.type}' is not taken by a recurrent network "
-            f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
-        )
-    if problem is not None:
-        raise ConfigError(problem + ".")
-
-
-def _largest_divisor(n: int, at_most: int) -> int:
-    """The largest divisor of ``n`` that is at most ``at_most``."""
-    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
 class PPOLoss(Component):
