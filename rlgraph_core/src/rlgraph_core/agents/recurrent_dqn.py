@@ -32,7 +32,7 @@ from rlgraph_core.agents.dqn import DQNAgent
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.off_policy import TRAJECTORY_KEYS, OffPolicyAgent
 from rlgraph_core.agents.slots import make_exploration
-from rlgraph_core.agents.support import action_space_hint
+from rlgraph_core.agents.support import acting_starts, action_space_hint
 from rlgraph_core.components.dqn_loss import DQNLoss
 from rlgraph_core.components.masks import mask_layout
 from rlgraph_core.components.recurrent_q import RecurrentQNetwork
@@ -208,13 +208,7 @@ class RecurrentDQNAgent(DQNAgent):
         stores."""
         obs = to_obs_array(obs, self.observation_space)
         n = batch_len(obs)
-        if state is None:
-            raise ValueError(
-                f"A recurrent DQN ('{self.config.network.type}') acts from a state: call "
-                f"act(obs, explore, state=agent.initial_state({n}), episode_start=<[{n}] bool>) and pass the "
-                f"state it returns to the next call (predict(obs, state, episode_start) does this for you)."
-            )
-        starts = np.ones(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
+        starts = acting_starts(state, episode_start, n, f"A recurrent DQN ('{self.config.network.type}')")
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
         obs_t, state_t, reset_t = to_t(obs[None]), {k: to_t(v) for k, v in state.items()}, to_t(starts[None])
         if not explore:

@@ -32,6 +32,7 @@ import numpy as np
 
 from rlgraph_core.agents.observations import to_obs_array
 from rlgraph_core.agents.on_policy import OnPolicyGraph
+from rlgraph_core.agents.support import acting_starts
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.recurrent_actor_critic import RecurrentActorCritic
 from rlgraph_core.errors import ConfigError
@@ -163,13 +164,7 @@ class RecurrentActing:
         where ``episode_start``); with ``explore`` it caches what :meth:`observe` stores."""
         obs = self._obs(obs)
         n = batch_len(obs)
-        if state is None:
-            raise ValueError(
-                f"A recurrent policy ('{self.config.network.type}') acts from a state: call "
-                f"act(obs, explore, state=agent.initial_state({n}), episode_start=<[{n}] bool>) and pass the "
-                f"state it returns to the next call (predict(obs, state, episode_start) does this for you)."
-            )
-        starts = np.ones(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
+        starts = acting_starts(state, episode_start, n, f"A recurrent policy ('{self.config.network.type}')")
         to_np = self.backend.to_numpy
         obs_t, state_t, reset_t = self._tensors(obs, state, starts)
         if not explore:

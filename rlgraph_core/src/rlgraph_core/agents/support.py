@@ -11,6 +11,7 @@ __all__ = [
     "CAPABILITIES",
     "SUPPORTED_ACTIONS",
     "action_space_hint",
+    "acting_starts",
     "agent_capabilities",
     "discrete_or_bounded_box",
 ]
@@ -88,3 +89,19 @@ def discrete_or_bounded_box(action_space, who: str) -> tuple[bool, np.ndarray, n
             f"(a gymnasium.ActionWrapper; RescaleAction or ClipAction give a Box finite bounds)."
         )
     return discrete, low, high
+
+
+def acting_starts(state, episode_start, n: int, who: str) -> np.ndarray:
+    """The ``[n]`` bool episode starts a recurrent agent acts with from ``state`` (all True when
+    ``episode_start`` is None: every env starts an episode).
+
+    Raises:
+        ValueError: without a ``state``, naming ``who`` (e.g. ``"A recurrent DQN ('lstm')"``) and how to call it.
+    """
+    if state is None:
+        raise ValueError(
+            f"{who} acts from a state: call act(obs, explore, state=agent.initial_state({n}), "
+            f"episode_start=<[{n}] bool>) and pass the state it returns to the next call "
+            f"(predict(obs, state, episode_start) does this for you)."
+        )
+    return np.ones(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
