@@ -146,3 +146,39 @@ def test_an_env_without_an_action_space_is_one_paragraph():
 
     with pytest.raises(ConfigError, match="the environment defines no action_space.*Set self.action_space"):
         make_eval_env(EnvConfig(id="NoActionSpaceTest-v0"))
+
+
+def test_the_every_step_shortcut_passes_only_what_the_full_checks_pass():
+    """``step_ok`` (CheckedEnv.step's one-expression case, issue 36) never lets through what
+    ``reward_problem`` / ``observation_problem`` / the declared shape would refuse; where it says
+    False the full checks decide (huge finite values whose squares overflow, a bool reward ...)."""
+    from rlgraph_core.env_checks import CheckedEnv, observation_problem, reward_problem, step_ok
+
+    env = CheckedEnv(gym.make("CartPole-v1"), "CartPole-v1")
+    shape = env._float_shape
+    assert shape == (4,)
+    good = np.array([0.1, -0.2, 0.3, 1e3], np.float32)
+    cases = [
+        (good, 1.0, True),
+        (good, np.float32(1.0), True),
+        (good, 1, True),
+        (good.astype(np.float64), np.int64(0), True),
+        (np.array([0.1, np.nan, 0, 0], np.float32), 1.0, False),
+        (np.array([0.1, -np.inf, 0, 0], np.float32), 1.0, False),
+        (np.array([3e38, 0, 0, 0], np.float32), 1.0, False),  # finite, but its square overflows
+        (good, float("nan"), False),
+        (good, True, False),
+        (good, "1.0", False),
+        (good, None, False),
+        (good[:3], 1.0, False),
+        (good.astype(np.int64), 1.0, False),
+        (list(good), 1.0, False),
+    ]
+    for obs, reward, expected in cases:
+        assert step_ok(obs, reward, shape) is expected, (obs, reward)
+        if expected:
+            assert reward_problem(reward) is None and observation_problem(obs) is None
+            assert env._shape_problem(obs) is None
+    assert observation_problem(cases[6][0]) is None  # the full check passes what the shortcut left to it
+    assert not step_ok(good, 1.0, None)  # no float Box declared (or allow_nonfinite_obs): always the full checks
+    env.close()

@@ -26,7 +26,7 @@ import numpy as np
 
 from rlgraph_core.errors import EnvDataError
 
-__all__ = ["CheckedEnv", "observation_problem", "reward_problem"]
+__all__ = ["CheckedEnv", "observation_problem", "reward_problem", "step_ok"]
 
 
 def _short(value: Any) -> str:
@@ -52,6 +52,21 @@ def reward_problem(reward: Any) -> str | None:
     if not np.isfinite(reward):
         return f"is {float(reward)}"
     return None
+
+
+def step_ok(obs: Any, reward: Any, float_shape: tuple | None) -> bool:
+    """Whether a step's ``obs`` and ``reward`` pass every check of :class:`CheckedEnv` in its
+    every-step case, in one expression: ``obs`` a float array of the declared ``float_shape``
+    (None: no such case) whose values are finite, ``reward`` a finite real number. False means
+    only "take the full checks" (which name the problem, if there is one)."""
+    kind = type(reward)
+    return (
+        type(obs) is np.ndarray
+        and obs.shape == float_shape
+        and obs.dtype.kind == "f"
+        and (kind in _INT_TYPES or (kind in _FLOAT_TYPES and math.isfinite(reward)))
+        and math.isfinite(np.vdot(obs, obs))
+    )
 
 
 def observation_problem(obs: Any, allow_nonfinite: bool = False, path: str = "observation") -> str | None:
@@ -107,6 +122,11 @@ class CheckedEnv(gym.Wrapper):
         self.episode_start: dict | None = None
         #: (field, key or None, declared shape, declared dtype) of each Box the observation space declares
         self._boxes = _declared_boxes(getattr(env, "observation_space", None))
+        #: the declared shape of a float Box observation that is checked for finiteness, which
+        #: :meth:`step` passes in one expression when it is met as declared (else None)
+        self._float_shape = None
+        if len(self._boxes) == 1 and self._boxes[0][1] is None and self._boxes[0][3].kind == "f" and not self._allow:
+            self._float_shape = self._boxes[0][2]
 
     def _shape_problem(self, obs: Any) -> str | None:
         """Why ``obs`` does not have the shape (or, for integer images, the dtype kind) its space
@@ -157,6 +177,8 @@ class CheckedEnv(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
         self._episode_steps += 1
+        if step_ok(obs, reward, self._float_shape):
+            return obs, reward, terminated, truncated, info
         problem = reward_problem(reward)
         if problem:
             raise self._fail("reward", f"the reward {problem}")
