@@ -131,9 +131,14 @@ def test_only_the_worker_entry_point_looks_names_up():
     assert not offenders
 
 
-def test_ray_sync_refuses_a_recurrent_network_in_one_paragraph():
+def test_ray_sync_takes_a_recurrent_network_whose_sequences_tile_the_rollout():
+    """Issue 31: ray_sync runs recurrent PPO and A2C (the shipped LSTM config validates); a seq_len
+    that does not divide n_steps is refused by the agent's own check, naming both."""
     config = validate_config(load_shipped_config("ppo_lstm_cartpole_nov"))
-    with pytest.raises(ConfigError) as exc:
-        RaySyncSettings().validate_run(config.agent, config.env, config.train)
-    msg = str(exc.value)
-    assert "\n" not in msg and "'agent.network.type' = 'lstm' is a recurrent network" in msg and "local" in msg
+    RaySyncSettings().validate_run(config.agent, config.env, config.train)
+    with pytest.raises(ConfigError, match="'agent.network.seq_len' = 24 does not divide 'agent.n_steps' = 64"):
+        validate_config(
+            apply_overrides(
+                load_shipped_config("ppo_lstm_cartpole_nov"), ["train.executor=ray_sync", "agent.network.seq_len=24"]
+            )
+        )

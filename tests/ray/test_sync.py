@@ -178,3 +178,83 @@ def test_a_self_play_run_on_one_ray_sync_worker_learns_exactly_as_the_local_exec
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
     pool = np.load(tmp_path / "sync" / "checkpoint" / "state.npz")
     assert any(k.startswith("~pool/shared/1/") for k in pool.files)  # two frozen copies stored
+
+
+RECALL = {
+    "agent": {"type": "ppo", "network": {"type": "lstm", "units": 8, "encoder": {"hidden": []}, "seq_len": 4}},
+    "env": {"id": "rlgraph_core.testing.memory_env:RecallCue", "num_envs": 8},
+    "train": {"backend": "torch", "eval_interval": 256, "eval_episodes": 8, "log_interval": 128},
+}
+#: PPO: 16-step rollouts of four 4-step sequences, 2 epochs of 64-sample minibatches; A2C: one 8-step sequence
+ALGOS = {
+    "ppo": ["agent.n_steps=16", "agent.batch_size=64", "agent.n_epochs=2", "agent.ent_coef=0.01"],
+    "a2c": ["agent.type=a2c", "agent.n_steps=8", "agent.network.seq_len=8"],
+}
+
+
+def _recall(algo: str, executor: str, steps: int):
+    """Recurrent PPO or A2C on RecallCue (8 envs; on ray_sync one worker with all 8), tiny."""
+    extra = ["executor={num_workers: 1}"] if executor == "ray_sync" else []
+    overrides = [*QUIET, *ALGOS[algo], f"train.executor={executor}", f"train.total_timesteps={steps}", *extra]
+    return validate_config(apply_overrides(RECALL, overrides))
+
+
+def _same_weights(a, b) -> None:
+    import numpy as np
+
+    ours, theirs = (np.load(path / "checkpoint" / "weights.npz") for path in (a, b))
+    assert sorted(ours.files) == sorted(theirs.files) and "policy/pi_core/w_h" in ours.files
+    for name in ours.files:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_a_recurrent_policy_on_one_ray_sync_worker_learns_exactly_as_the_local_executor(ray_session, tmp_path, algo):
+    """Issue 31: a ray_sync worker's rollout carries the LSTM state at the start of each sequence
+    (sequence_states); the driver unrolls the sequences from them. One worker with the local run's
+    8 envs: the same weights and evaluation after two rounds, bit for bit."""
+    local = train(_recall(algo, "local", 256), tmp_path / "local")
+    sync = train(_recall(algo, "ray_sync", 256), tmp_path / "sync")
+    assert sync["updates"] == local["updates"] > 0
+    assert sync["eval_return_mean"] == local["eval_return_mean"]
+    _same_weights(tmp_path / "local", tmp_path / "sync")
+
+
+class FirstRoundWeights:
+    """At the first metrics row (one ray_sync round), the weights worker 0 collected that round with."""
+
+    def __init__(self):
+        self.names, self.weights = [], None
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.names = run_info["ray"]["workers"]
+
+    @hookimpl
+    def rlgraph_on_iteration(self, metrics):
+        if self.weights is None:
+            self.weights = ray.get(ray.get_actor(self.names[0]).get_weights.remote())
+
+
+def test_a_recurrent_ray_sync_run_resumes_from_its_weights(ray_session, tmp_path):
+    """Issue 31: resuming a recurrent ray_sync run restores the learner (weights, optimizer,
+    counters); the worker collects its first sequences with the checkpoint's weights, its envs'
+    episodes restarting from a zero state (no per-env state is saved), and the learner trains on."""
+    import numpy as np
+
+    first = train(_recall("ppo", "ray_sync", 128), tmp_path / "first")
+    pm, probe = PluginManager(), FirstRoundWeights()
+    pm.register(probe, "first-round-weights")
+    resumed = train(
+        _recall("ppo", "ray_sync", 256),
+        tmp_path / "sync",
+        resume_dir=tmp_path / "first" / "checkpoint",
+        plugin_manager=pm,
+    )
+    assert resumed["ended_by"] == "total_timesteps" and resumed["timesteps"] == 256
+    assert resumed["updates"] == 2 * first["updates"] > 0
+    saved, after = (np.load(tmp_path / run / "checkpoint" / "weights.npz") for run in ("first", "sync"))
+    assert probe.weights is not None and sorted(probe.weights) == sorted(saved.files)
+    for name in saved.files:
+        np.testing.assert_array_equal(probe.weights[name], saved[name], err_msg=name)
+    assert any(not np.array_equal(after[k], saved[k]) for k in saved.files)  # and learned on from them

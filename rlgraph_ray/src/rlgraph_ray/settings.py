@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from rlgraph_core.agents.support import agent_capabilities
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.execution.settings import ExecutorSettings, refuse_recurrent_network
+from rlgraph_core.execution.settings import ExecutorSettings
 
 #: What ``executor.address`` may hold (besides null: a private local Ray).
 ADDRESS_PATTERN = re.compile(r"auto|local|(?:ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}")
@@ -73,6 +73,9 @@ class RaySyncSettings(RaySettings):
     the learner concatenates the fragments along the env axis and learns once. A PettingZoo env's
     policies (docs/multi_agent.md) run too: each worker's policy set returns every policy's rollout,
     each policy learns on its part, and the weights carry each policy's version and update count.
+    A recurrent policy's rollout carries the state at the start of each of its sequences
+    (``sequence_states``), concatenated along the env axis like every other field, so the learner
+    unrolls each sequence from the state its worker stored (docs/recurrent.md).
     """
 
     #: a multi-agent run's PolicySet plays the worker's rows and learns on the driver
@@ -90,12 +93,6 @@ class RaySyncSettings(RaySettings):
                 f"(ppo, a2c); agent.type '{agent.type}' does not declare the 'rollouts' capability: use ray_apex "
                 f"for DQN-family agents or the local executor."
             )
-        refuse_recurrent_network(
-            agent,
-            "ray_sync",
-            "its workers' rollouts would carry per-sequence states that the learner's concatenation of "
-            "fragments does not handle, untested",
-        )
         n_steps = agent.n_steps
         if self.fragment_length is not None and self.fragment_length != n_steps:
             raise ConfigError(
