@@ -125,11 +125,35 @@ def test_the_rank_count_is_said_and_a_config_asking_for_more_ranks_than_launched
         _config("horovod", "executor.num_ranks=3")
 
 
-def test_a_recurrent_network_is_refused_in_one_paragraph():
-    from rlgraph_horovod.settings import HorovodSettings
+RECALL = {
+    "agent": {
+        "type": "ppo",
+        "network": {"type": "lstm", "units": 8, "encoder": {"hidden": []}, "seq_len": 4},
+        "n_steps": 16,
+        "batch_size": 64,
+        "n_epochs": 2,
+    },
+    "env": {"id": "rlgraph_core.testing.memory_env:RecallCue", "num_envs": 8},
+    "train": {"eval_interval": 256, "eval_episodes": 8, "progress_bar": False, "loggers": ["jsonl"]},
+}
 
-    config = validate_config(apply_overrides(load_config_file(CONFIGS / "ppo_lstm_cartpole_nov.yaml"), []))
-    with pytest.raises(ConfigError) as exc:
-        HorovodSettings().validate_run(config.agent, config.env, config.train)
-    msg = str(exc.value)
-    assert "\n" not in msg and "'agent.network.type' = 'lstm' is a recurrent network" in msg and "local" in msg
+
+def test_a_recurrent_policy_on_one_rank_trains_exactly_as_local(tmp_path, monkeypatch):
+    """Issue 31: the horovod executor runs recurrent PPO (each rank's env runner carries the state,
+    its rollouts store it at sequence starts); one rank is the local run, bit for bit."""
+    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    runs = {}
+    for executor in ("local", "horovod"):
+        config = validate_config(apply_overrides(RECALL, [f"train.executor={executor}", "train.total_timesteps=256"]))
+        runs[executor] = train(config, tmp_path / executor)
+    for key in ("timesteps", "updates", "eval_return_mean"):
+        assert runs["horovod"][key] == runs["local"][key], key
+    assert runs["horovod"]["ranks"] == 1 and runs["local"]["updates"] > 0
+    with (
+        np.load(tmp_path / "local" / "checkpoint" / "weights.npz") as a,
+        np.load(tmp_path / "horovod" / "checkpoint" / "weights.npz") as b,
+    ):
+        assert sorted(a.files) == sorted(b.files) and "policy/pi_core/w_h" in a.files
+        for name in a.files:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)

@@ -6,6 +6,8 @@ Each rank acts and explores with its own seed (``train.seed + rank``), so the ra
 different experience; every update's gradients pass through the backend's gradient hook, where
 an allreduce averages them over the ranks before the optimizer step, so all ranks apply the
 same update and keep identical weights (checked every ``executor.check_interval`` updates).
+A recurrent policy's state never leaves its rank: each rank's env runner carries its envs' state
+and its rollouts or sequence replay store it, as the local executor's do (docs/recurrent.md).
 
 Only rank 0 evaluates, logs, plots and checkpoints, through the same
 :class:`~rlgraph_core.execution.recorder.RunRecorder` as the local and Ray executors. Whether

@@ -10,7 +10,7 @@ from typing import Optional
 from pydantic import Field
 
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.execution.settings import ExecutorSettings, refuse_recurrent_network
+from rlgraph_core.execution.settings import ExecutorSettings
 from rlgraph_horovod.ranks import launched_size, require_elastic_launch, under_launcher
 
 
@@ -70,7 +70,6 @@ class HorovodSettings(ExecutorSettings):
                 f"localhost:{self.num_ranks} --gloo rlgraph train CONFIG --executor horovod (Horovod installed by "
                 f"python -m rlgraph_horovod.install), or set executor.num_ranks: null to take any number."
             )
-        refuse_recurrent_network(agent, "the horovod executor", "data-parallel sequence minibatches are untested")
         target_kl = getattr(agent, "target_kl", None)
         if target_kl is not None:
             raise ConfigError(

@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from rlgraph_core.errors import ConfigError
 from rlgraph_core.registration import entry_problem
 
 __all__ = [
@@ -22,7 +21,6 @@ __all__ = [
     "LocalExecutorSettings",
     "executor_entry",
     "executor_entry_problem",
-    "refuse_recurrent_network",
 ]
 
 
@@ -59,19 +57,3 @@ def executor_entry(obj: Any) -> tuple[Any, type[ExecutorSettings]]:
 def executor_entry_problem(obj: Any) -> str | None:
     """Why an ``rlgraph_executors`` entry does not fit the registration format (None: it fits)."""
     return entry_problem(obj, kind="executor", base=ExecutorSettings)
-
-
-def refuse_recurrent_network(agent: Any, executor: str, why: str) -> None:
-    """For an executor's ``validate_run``: a ConfigError where ``agent.network`` is a recurrent
-    (stateful) network, which ``executor`` does not run yet (``why``), naming what does.
-
-    Raises:
-        ConfigError: one paragraph naming ``agent.network.type``, the reason and the local executor.
-    """
-    network = getattr(agent, "network", None)
-    if getattr(network, "stateful", False):
-        name = getattr(network, "type", "?")
-        raise ConfigError(
-            f"'agent.network.type' = '{name}' is a recurrent network, which {executor} does not run yet ({why}); "
-            f"train recurrent PPO with the local executor, or use a feed-forward network (mlp) with {executor}."
-        )
