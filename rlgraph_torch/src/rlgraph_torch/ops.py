@@ -38,6 +38,18 @@ def _keep_mask(reset, x):
     return (1.0 - reset.to(x.dtype)).unsqueeze(-1)
 
 
+def _segments(keep, steps):
+    """``[(start, end), ...]``: the time steps ``0..steps`` cut before every step after the first
+    where some env's episode starts (``keep`` ``[T, B, 1]`` is 0 there), so that each stretch runs
+    through the fused kernel from a state zeroed only at its first step (one stretch without
+    ``keep``). Reads the mask on the host: eager mode only."""
+    if keep is None:
+        return [(0, steps)]
+    cuts = torch.nonzero((keep[1:, :, 0] < 1).any(dim=1)).flatten().add(1).tolist()
+    bounds = [0, *cuts, steps]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
 def _axis(axis):
     return tuple(axis) if isinstance(axis, (list, tuple)) else axis
 
@@ -84,35 +96,51 @@ class TorchOps:
 
     @staticmethod
     def lstm(x, h, c, w_x, w_h, b, reset=None):
-        """One LSTM layer over ``x [T, B, F]`` on torch's fused kernels: without resets the whole
-        sequence is one ``torch.lstm`` call (nn.LSTM's kernel, cuDNN on a GPU); with resets the
-        fused ``torch.lstm_cell`` steps once per time step, the state zeroed where episodes start.
-        Under ``torch.compile`` (static train steps) the cell path runs too: compiling
+        """One LSTM layer over ``x [T, B, F]`` on torch's fused kernel (nn.LSTM's ``torch.lstm``, cuDNN
+        on a GPU): in eager mode one call per stretch of steps between the steps where some env's
+        episode starts (the state zeroed there first, see :func:`_segments`); one ``torch.lstm_cell``
+        per step for a single step and under ``torch.compile`` (static train steps): compiling
         ``torch.lstm`` fails on CPU (aten.mkldnn_rnn_layer), which would send the whole step back
         to eager."""
         w_ih, w_hh, b_hh = w_x.t(), w_h.t(), torch.zeros_like(b)
-        if reset is None and not torch.compiler.is_compiling():
-            y, h_n, c_n = torch.lstm(x, (h[None], c[None]), (w_ih, w_hh, b, b_hh), True, 1, 0.0, False, False, False)
-            return y, h_n[0], c_n[0]
-        keep = _keep_mask(reset, x) if reset is not None else torch.ones_like(x[..., :1])
+        weights = (w_ih, w_hh, b, b_hh)
+        keep = _keep_mask(reset, x) if reset is not None else None
+        if x.shape[0] > 1 and not torch.compiler.is_compiling():
+            ys = []
+            for start, end in _segments(keep, x.shape[0]):
+                if keep is not None:
+                    h, c = h * keep[start], c * keep[start]
+                y, h_n, c_n = torch.lstm(x[start:end], (h[None], c[None]), weights, True, 1, 0.0, False, False, False)
+                ys.append(y)
+                h, c = h_n[0], c_n[0]
+            return (ys[0] if len(ys) == 1 else torch.cat(ys)), h, c
+        keep = keep if keep is not None else torch.ones_like(x[..., :1])
         ys = []
         for t in range(x.shape[0]):
-            h, c = torch.lstm_cell(x[t], (h * keep[t], c * keep[t]), w_ih, w_hh, b, b_hh)
+            h, c = torch.lstm_cell(x[t], (h * keep[t], c * keep[t]), *weights)
             ys.append(h)
         return torch.stack(ys), h, c
 
     @staticmethod
     def gru(x, h, w_x, w_h, b_x, b_h, reset=None):
-        """One GRU layer over ``x [T, B, F]`` on torch's fused kernels (``torch.gru`` for a whole
-        sequence without resets, ``torch.gru_cell`` per step with them and under ``torch.compile``)."""
-        w_ih, w_hh = w_x.t(), w_h.t()
-        if reset is None and not torch.compiler.is_compiling():
-            y, h_n = torch.gru(x, h[None], (w_ih, w_hh, b_x, b_h), True, 1, 0.0, False, False, False)
-            return y, h_n[0]
-        keep = _keep_mask(reset, x) if reset is not None else torch.ones_like(x[..., :1])
+        """One GRU layer over ``x [T, B, F]`` on torch's fused kernel (``torch.gru``), split where
+        episodes start as :meth:`lstm` is; ``torch.gru_cell`` per step for one step and under
+        ``torch.compile``."""
+        weights = (w_x.t(), w_h.t(), b_x, b_h)
+        keep = _keep_mask(reset, x) if reset is not None else None
+        if x.shape[0] > 1 and not torch.compiler.is_compiling():
+            ys = []
+            for start, end in _segments(keep, x.shape[0]):
+                if keep is not None:
+                    h = h * keep[start]
+                y, h_n = torch.gru(x[start:end], h[None], weights, True, 1, 0.0, False, False, False)
+                ys.append(y)
+                h = h_n[0]
+            return (ys[0] if len(ys) == 1 else torch.cat(ys)), h
+        keep = keep if keep is not None else torch.ones_like(x[..., :1])
         ys = []
         for t in range(x.shape[0]):
-            h = torch.gru_cell(x[t], h * keep[t], w_ih, w_hh, b_x, b_h)
+            h = torch.gru_cell(x[t], h * keep[t], *weights)
             ys.append(h)
         return torch.stack(ys), h
 
