@@ -108,6 +108,21 @@ def test_vector_env_applies_wrappers_to_every_copy(pm):
     envs.close()
 
 
+def test_flatten_one_hots_a_discrete_observation_and_casts_it_to_float32_when_asked(pm):
+    class CardEnv(gym.Env):
+        observation_space, action_space = gym.spaces.Discrete(4), gym.spaces.Discrete(4)
+
+        def reset(self, *, seed=None, options=None):
+            return 2, {}
+
+    cfg = _env({"id": "CartPole-v1", "wrappers": [{"type": "flatten"}, {"type": "flatten", "dtype": "float32"}]}, pm)
+    plain, cast = (w(CardEnv()) for w in resolve_wrappers(pm, cfg.wrappers))
+    assert plain.observation_space.dtype == np.int64  # gymnasium's one-hot of a Discrete keeps its dtype
+    obs = cast.reset()[0]
+    assert cast.observation_space == gym.spaces.Box(0, 1, (4,), np.float32)
+    assert obs.dtype == np.float32 and obs.tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
 def test_an_unreadable_observation_space_names_the_wrapper_that_fixes_it():
     class TextEnv(DictFlickerEnv):
         observation_space = gym.spaces.Dict(
@@ -122,7 +137,11 @@ def test_an_unreadable_observation_space_names_the_wrapper_that_fixes_it():
 
 @pytest.mark.parametrize(
     "env_id, module, extra",
-    [("ALE/Pong-v5", "ale_py", "atari"), ("MiniGrid-Empty-5x5-v0", "minigrid", "minigrid")],
+    [
+        ("ALE/Pong-v5", "ale_py", "atari"),
+        ("MiniGrid-Empty-5x5-v0", "minigrid", "minigrid"),
+        ("popgym-RepeatPreviousEasy-v0", "popgym", "popgym"),
+    ],
 )
 def test_a_missing_env_family_names_its_extra(monkeypatch, env_id, module, extra):
     monkeypatch.setitem(sys.modules, module, None)  # import fails as if it were not installed

@@ -263,7 +263,13 @@ def test_recurrent_policy_exports_with_its_state_as_inputs_and_outputs(cell, tmp
 
 
 #: The optional package each env family of the shipped configs needs.
-_FAMILY = {"ALE/": "ale_py", "MiniGrid-": "minigrid", "HalfCheetah": "mujoco", "LunarLander": "Box2D"}
+_FAMILY = {
+    "ALE/": "ale_py",
+    "MiniGrid-": "minigrid",
+    "popgym-": "popgym",
+    "HalfCheetah": "mujoco",
+    "LunarLander": "Box2D",
+}
 
 
 def _shipped():

@@ -15,7 +15,8 @@ this when a config is validated; errors name ``env.id`` and what would work.
 
 Environment families behind optional extras of rlgraph-core are registered on first use:
 ``ALE/...`` ids (``atari``: ale-py, which ships the ROMs; ``gym.register_envs(ale_py)``),
-``MiniGrid-...`` / ``BabyAI-...`` ids (``minigrid``), gymnasium's MuJoCo envs (``mujoco``) and
+``MiniGrid-...`` / ``BabyAI-...`` ids (``minigrid``), ``popgym-...`` ids (``popgym``: POPGym's
+partially observable tasks), gymnasium's MuJoCo envs (``mujoco``) and
 Box2D envs such as LunarLander (``box2d``).
 A missing extra is reported with its pip command. ``env.wrappers`` (resolved by the assembly,
 see :mod:`rlgraph_core.wrappers`) wrap every env made here; an observation space that no
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 #: Id prefixes of env families behind optional extras -> the package that registers them.
-ENV_FAMILIES = {"ALE/": "ale_py", "MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
+ENV_FAMILIES = {"ALE/": "ale_py", "MiniGrid-": "minigrid", "BabyAI-": "minigrid", "popgym-": "popgym"}
 
 _IMPORTABLE_HINT = (
     "The module must be importable from where rlgraph runs: run rlgraph from the module's folder, "
@@ -176,7 +177,7 @@ def _module_offers(module: ModuleType) -> tuple[list[str], list[str]]:
 
 
 def register_env_family(env_id: str) -> None:
-    """Register the optional env family ``env_id`` belongs to (ale-py, minigrid), if any.
+    """Register the optional env family ``env_id`` belongs to (ale-py, minigrid, popgym), if any.
 
     Raises:
         ConfigError: the family's package is not installed (naming its pip command).
@@ -185,7 +186,7 @@ def register_env_family(env_id: str) -> None:
     if module is None or _registered(env_id):
         return
     try:
-        package = importlib.import_module(module)  # minigrid registers its ids on import
+        package = importlib.import_module(module)  # minigrid and popgym register their ids on import
     except ModuleNotFoundError as exc:
         if exc.name != module:
             raise

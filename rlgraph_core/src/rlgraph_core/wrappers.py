@@ -42,7 +42,14 @@ __all__ = [
 ]
 
 #: Optional packages of environment families -> the rlgraph-core extra that installs them.
-EXTRAS = {"ale_py": "atari", "cv2": "atari", "minigrid": "minigrid", "mujoco": "mujoco", "Box2D": "box2d"}
+EXTRAS = {
+    "ale_py": "atari",
+    "cv2": "atari",
+    "minigrid": "minigrid",
+    "popgym": "popgym",
+    "mujoco": "mujoco",
+    "Box2D": "box2d",
+}
 
 
 def missing_extra_message(module: str, what: str) -> str:
@@ -220,9 +227,12 @@ class ClipRewardSettings(WrapperSettings):
 
 
 class FlattenSettings(WrapperSettings):
-    """gymnasium's ``FlattenObservation``: any observation to a rank-1 vector (dtype kept)."""
+    """gymnasium's ``FlattenObservation``: any observation to a rank-1 vector (a Discrete one
+    one-hot), its dtype kept, or cast by gymnasium's ``DtypeObservation`` with ``dtype: float32``
+    (what the ``mlp``, ``lstm`` and ``gru`` networks take)."""
 
     type: Literal["flatten"] = "flatten"
+    dtype: Optional[Literal["float32"]] = Field(None, description="cast the flat vector (default: dtype kept)")
 
 
 class FilterObservationSettings(WrapperSettings):
@@ -344,9 +354,10 @@ def _clip_reward(env, s: ClipRewardSettings):
 
 
 def _flatten(env, s: FlattenSettings):
-    from gymnasium.wrappers import FlattenObservation
+    from gymnasium.wrappers import DtypeObservation, FlattenObservation
 
-    return FlattenObservation(env)
+    flat = FlattenObservation(env)
+    return flat if s.dtype is None else DtypeObservation(flat, s.dtype)
 
 
 def _filter_observation(env, s: FilterObservationSettings):

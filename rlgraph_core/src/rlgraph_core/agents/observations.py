@@ -65,7 +65,8 @@ def check_observation_space(space: Space, network: Any, algorithm: str, field: s
         if isinstance(space, (FloatBox, IntBox)) and len(space.shape) <= 1:
             hint = (
                 "integer or scalar observations need a float vector: wrap the env so that it gives one "
-                "(gymnasium.wrappers.TransformObservation, or FlattenObservation for Discrete/one-hot)"
+                "(gymnasium.wrappers.TransformObservation; a Discrete one as one-hot floats: "
+                "env.wrappers: [{type: flatten, dtype: float32}])"
             )
         else:
             hint = (
