@@ -86,3 +86,14 @@ def test_a_text_space_names_the_image_wrapper():
     space = gym.spaces.Dict(image=gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), mission=gym.spaces.Text(10))
     with pytest.raises(SpaceError, match=r"key\(s\) \['mission'\] hold text.*minigrid_image.*ImgObsWrapper"):
         from_gym(space)
+
+
+@pytest.mark.parametrize("space", [IMAGE, DICT])
+def test_a_recurrent_core_on_images_names_the_flatten_wrapper_not_a_network_without_memory(space):
+    from rlgraph_core.components.recurrent import RecurrentSettings
+
+    with pytest.raises(ConfigError) as info:
+        check_observation_space(space, RecurrentSettings(type="gru"), "PPO")
+    msg = str(info.value)
+    assert "\n" not in msg and "'gru'" in msg and "{type: flatten, dtype: float32}" in msg
+    assert "not supported yet" in msg

@@ -73,6 +73,13 @@ def check_observation_space(space: Space, network: Any, algorithm: str, field: s
                 "no built-in network encodes it: wrap the env so that it gives a float vector, an image "
                 "or a Dict of those (gymnasium.wrappers.FlattenObservation flattens nested spaces)"
             )
+    elif net_type in ("lstm", "gru"):
+        # the recurrent core's encoder is an MLP so far (docs/recurrent.md, "What does not work yet")
+        hint = (
+            f"a recurrent core reads float vectors only (its encoder is an MLP; a cnn or dict_encoder in front "
+            f"of it is not supported yet): flatten the observation first (env.wrappers: [..., "
+            f"{{type: flatten, dtype: float32}}]), or use the network {_NETWORK_FOR[kind]} without memory"
+        )
     else:
         hint = f"use the network {_NETWORK_FOR[kind]}"
     raise ConfigError(
