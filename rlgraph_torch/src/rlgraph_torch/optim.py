@@ -10,6 +10,7 @@ import torch
 
 from rlgraph_core.backend import TrainStep, describe_non_finite, non_finite_update_error
 from rlgraph_torch.compile import call_compiled_or_eager, try_compile
+from rlgraph_torch.eager_optim import ForeachAdam
 from rlgraph_torch.functional_optim import FunctionalOptimizer, clip_by_global_norm, global_norm
 
 
@@ -22,15 +23,15 @@ def _check_optimizer_type(kind: str) -> None:
         raise ValueError(f"Unknown optimizer type '{kind}'; use adam, rmsprop or sgd.")
 
 
-def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.Optimizer:
-    """Create a torch optimizer from a validated optimizer spec dict."""
+def make_torch_optimizer(spec: dict, params: list[torch.Tensor]) -> torch.optim.Optimizer | ForeachAdam:
+    """Create eager mode's optimizer from a validated optimizer spec dict: Adam is
+    :class:`~rlgraph_torch.eager_optim.ForeachAdam` (``torch.optim.Adam``'s foreach arithmetic,
+    bit for bit, at a third of its per-call cost), RMSprop and SGD are ``torch.optim``'s."""
     kind = spec["type"]
     _check_optimizer_type(kind)
     lr = spec["learning_rate"]
     if kind == "adam":
-        return torch.optim.Adam(
-            params, lr=lr, eps=spec.get("eps", 1e-8), betas=tuple(spec.get("betas", (0.9, 0.999))), foreach=True
-        )
+        return ForeachAdam(params, lr=lr, eps=spec.get("eps", 1e-8), betas=tuple(spec.get("betas", (0.9, 0.999))))
     if kind == "rmsprop":
         return torch.optim.RMSprop(
             params,
@@ -92,7 +93,7 @@ class TorchTrainStep(TrainStep):
         #: programs compiled for this step (a one-element list the compile backend increments)
         self._traces = [0]
         self._compiled_loss: Callable | None = None
-        self._optimizer: torch.optim.Optimizer | None = None
+        self._optimizer: torch.optim.Optimizer | ForeachAdam | None = None
         #: eager mode: the spec ``optimizer`` builds its torch.optim optimizer from on first use
         self._eager_spec: dict | None = None
         self.functional: FunctionalOptimizer | None = None
@@ -108,7 +109,7 @@ class TorchTrainStep(TrainStep):
             self._eager_spec = dict(spec)
 
     @property
-    def optimizer(self) -> torch.optim.Optimizer | None:
+    def optimizer(self) -> torch.optim.Optimizer | ForeachAdam | None:
         """Eager mode's ``torch.optim`` optimizer, made when first needed; None in static mode.
 
         Made lazily because ``torch.optim.Optimizer.__init__`` imports ``torch._dynamo`` (about 1 s
@@ -134,20 +135,25 @@ class TorchTrainStep(TrainStep):
         """Eager mode's fused step: ``torch.optim`` on ``.grad``."""
         assert self.optimizer is not None
         outputs = self.loss_fn(*inputs)
-        self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         outputs[0].backward()
-        if self.max_grad_norm is not None:
-            norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
-        else:
-            grads = [p.grad for p in self.params if p.grad is not None]
-            norm = global_norm(grads) if grads else torch.zeros((), device=self._device)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        norm = global_norm(grads) if grads else torch.zeros((), device=self._device)
+        if self.max_grad_norm is not None and grads:
+            # clip_grad_norm_'s arithmetic on the norm just taken (its own call costs ~60 us more)
+            torch._foreach_mul_(grads, torch.clamp(self.max_grad_norm / (norm + 1e-6), max=1.0))
         # Two host reads and no new tensors (a stack + isfinite + all was 9 dispatched ops a step).
         loss, total = outputs[0].item(), norm.item()  # item(): float() of a grad tensor warns
         if not (math.isfinite(loss) and math.isfinite(total)):  # before the optimizer moves anything
-            self.optimizer.zero_grad(set_to_none=True)
+            self._zero_grad()
             raise non_finite_update_error(describe_non_finite(loss, total))
         self.optimizer.step()
         return tuple(o.detach() for o in outputs)
+
+    def _zero_grad(self) -> None:
+        """Drop every parameter's ``.grad`` (``optimizer.zero_grad`` costs ~40 us more a call)."""
+        for p in self.params:
+            p.grad = None
 
     def _traced_step(self, *inputs, in_loop: bool = False):
         """Static mode's fused step as plain traceable code (what is compiled, and :meth:`inline`).
