@@ -41,7 +41,7 @@ from rlgraph_core.errors import ConfigError
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.execution import env_resume
 from rlgraph_core.execution.out_dir import check_out_dir
-from rlgraph_core.execution.recorder import RunState
+from rlgraph_core.execution.run_state import RunState
 from rlgraph_core.execution.run_dir import PYTHON_TERMS
 from rlgraph_core.plugins import get_plugin_manager
 from rlgraph_core.spaces import from_gym

@@ -7,7 +7,8 @@ from rlgraph_core.datasets import DatasetWriter
 from rlgraph_core.execution import env_resume
 from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.env_runner import EnvRunner, true_next_obs
-from rlgraph_core.execution.recorder import RunRecorder, RunState
+from rlgraph_core.execution.recorder import RunRecorder
+from rlgraph_core.execution.run_state import RunState
 from rlgraph_core.execution.stopping import StopRequest
 
 __all__ = ["LocalExecutor", "RunState", "true_next_obs"]

@@ -42,17 +42,20 @@ its workers with :meth:`RunRecorder.add_env_steps` (which keeps ``agent.timestep
 agent's schedules and checkpoints, at that total) and hands finished episodes over with
 :meth:`RunRecorder.add_episodes`; it never writes ``agent.timesteps`` itself. Experience is
 gathered by :class:`~rlgraph_core.execution.env_runner.EnvRunner`, the one env loop.
+
+The recorder decides *when* each of these happens; what it hands over lives beside it: the state a
+checkpoint carries (:mod:`~rlgraph_core.execution.run_state`), the loggers as one
+(:mod:`~rlgraph_core.execution.run_loggers`) and the end-of-run files
+(:mod:`~rlgraph_core.execution.summary`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import traceback
 import warnings
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -61,91 +64,22 @@ import numpy as np
 from rlgraph_core.evaluation import agent_policy
 from rlgraph_core.checkpoint import Attachments, latest_checkpoint, save_checkpoint, save_periodic
 from rlgraph_core.errors import DiskFullError, NonFiniteError
-from rlgraph_core.execution.plotting import plot_learning_curve
 from rlgraph_core.callbacks import callback_name
 from rlgraph_core.execution.counters import StepCounter
 from rlgraph_core.execution.first_update import FirstUpdateClock
-from rlgraph_core.execution.loggers import call_logger, close_quietly
+from rlgraph_core.execution.run_loggers import RunLoggers
+from rlgraph_core.execution.run_state import RunState
+from rlgraph_core.execution.summary import write_summary
 from rlgraph_core.execution.stopping import EXIT_CODES, RunFailed, StopRequest
 
-
-#: how many of the latest training episodes a row's ``episode_return_mean`` averages
-RECENT_EPISODES = 20
 
 #: The keys every evaluation has; the row takes mean and std of the return, and any other key.
 _EVAL_BASICS = frozenset({"eval_return_mean", "eval_return_std", "eval_length_mean", "eval_episodes"})
 
 
-@dataclass
-class RunState:
-    """What a run carries across checkpoints besides the agent: evaluations and how it ended."""
-
-    best_eval_return: float | None = None
-    last_eval_return: float | None = None
-    target_reached: bool = False
-    #: the run this one resumes already ended by reaching the target: it trains on to its budget
-    target_passed: bool = False
-    #: seconds of training before this session (carried across resumes)
-    wall_time: float = 0.0
-    ended_by: str | None = None
-    stopped_by: str | None = None
-    error: str | None = None
-    traceback: str | None = None
-    cause: BaseException | None = field(default=None, repr=False)
-    #: the returns and lengths of the latest training episodes (up to 20: the rows'
-    #: ``episode_return_mean``/``episode_length_mean``), carried across resumes
-    recent_returns: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
-    recent_lengths: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
-    #: the training envs' episodes in progress where the run stopped, ``(arrays, info)`` of
-    #: :func:`~rlgraph_core.execution.env_resume.snapshot` (the facade's next ``learn`` replays them);
-    #: stored as the checkpoint attachment ``env_runner``, not in the meta
-    env_runner: tuple | None = field(default=None, repr=False)
-
-    def to_json(self, wall_time: float | None = None) -> dict:
-        """The JSON stored in every checkpoint's meta (``run_state``); ``wall_time`` is the total so far."""
-        return {
-            "best_eval_return": self.best_eval_return,
-            "last_eval_return": self.last_eval_return,
-            "wall_time": self.wall_time if wall_time is None else wall_time,
-            "target_passed": self.target_passed,
-            "recent_returns": [float(r) for r in self.recent_returns],
-            "recent_lengths": [int(n) for n in self.recent_lengths],
-        }
-
-    @classmethod
-    def from_meta(cls, meta: dict) -> "RunState":
-        """The run state a checkpoint's meta recorded (empty for checkpoints without one)."""
-        stored = meta.get("run_state") or {}
-        return cls(
-            best_eval_return=stored.get("best_eval_return"),
-            last_eval_return=stored.get("last_eval_return"),
-            wall_time=float(stored.get("wall_time") or 0.0),
-            target_passed=bool(stored.get("target_passed")) or meta.get("ended_by") == "target_return",
-            recent_returns=_recent(stored.get("recent_returns"), float),
-            recent_lengths=_recent(stored.get("recent_lengths"), int),
-        )
-
-
 def _next_multiple(steps: int, interval: int) -> int:
     """The first multiple of ``interval`` after ``steps`` (``steps`` itself for an interval of 0)."""
     return steps if interval <= 0 else (steps // interval + 1) * interval
-
-
-def _recent(values: Any, kind: type) -> deque:
-    """A checkpoint's recent episode returns or lengths as a deque; empty unless a list of at most
-    :data:`RECENT_EPISODES` finite numbers (display values of the rows: an odd one is dropped, not fatal)."""
-    ok = (
-        isinstance(values, list)
-        and len(values) <= RECENT_EPISODES
-        and all(
-            isinstance(v, (int, float))
-            and not isinstance(v, bool)
-            and math.isfinite(v)
-            and (kind is float or v == int(v))
-            for v in values
-        )
-    )
-    return deque((kind(v) for v in values) if ok else (), maxlen=RECENT_EPISODES)
 
 
 class RunRecorder:
@@ -227,8 +161,8 @@ class RunRecorder:
         #: the latest training episodes' returns and lengths (the run state's: carried across resumes)
         self.recent_returns: deque[float] = self.state.recent_returns
         self.recent_lengths: deque[int] = self.state.recent_lengths
-        self.loggers: list = []
-        self._rows_logged = 0
+        #: the run's loggers (started by :meth:`run`)
+        self.loggers: RunLoggers | None = None
         self._bar = None
         #: static mode's first update (it compiles): on the bar while pending, then timed (set by run())
         self.first_update = FirstUpdateClock(False, 0)
@@ -304,9 +238,7 @@ class RunRecorder:
         """
         cfg, tc = self.config, self.config.train
         try:
-            self.loggers = (
-                self.assembly.make_loggers(self.out_dir) if self.out_dir is not None else _screen_loggers(self.assembly)
-            )
+            loggers = self.loggers = RunLoggers(self.assembly, self.out_dir, tc.histogram_interval)
         except BaseException:
             self.eval_env.close()
             raise
@@ -323,8 +255,7 @@ class RunRecorder:
                 self.videos = self.assembly.make_training_videos(self.out_dir)
         except BaseException:
             self.eval_env.close()
-            for lg in self.loggers:
-                close_quietly(lg)
+            loggers.close_quietly()
             raise
         self.assembly.hook.rlgraph_on_train_start(run_info=info)
         self.counter.sync_from_agent()
@@ -362,8 +293,7 @@ class RunRecorder:
                 self.eval_env.close()
                 if self.videos is not None:
                     self.videos.close()
-                for lg in self.loggers:  # a logger that cannot close is warned about: the final artifacts come first
-                    call_logger(lg, "close")
+                loggers.close()
             summary = self.finish()
             self._notify_end(summary)
         if self.state.ended_by == "error":
@@ -599,28 +529,10 @@ class RunRecorder:
         row.update(evaluation or {})
         self._last = (self.timesteps, agent.updates, now)
         self.last_row = row
-        self._to_loggers(self.loggers, "log", row)
-        self._log_weights()
+        if self.loggers is not None:
+            self.loggers.log(row, agent.get_weights, self.timesteps)
         self.assembly.hook.rlgraph_on_iteration(metrics=row)
         return row
-
-    def _log_weights(self) -> None:
-        """Every ``train.histogram_interval`` rows (the first included), hand the agent's weights
-        to the loggers that want them (one copy shared by all of them)."""
-        interval = self.config.train.histogram_interval
-        self._rows_logged += 1
-        wanting = [lg for lg in self.loggers if getattr(lg, "wants_weights", False)]
-        if not wanting or not interval or (self._rows_logged - 1) % interval:
-            return
-        self._to_loggers(wanting, "log_weights", self.agent.get_weights(), self.timesteps)
-
-    def _to_loggers(self, loggers: list, method: str, *args) -> None:
-        """``method(*args)`` on each of ``loggers``; one that raises is warned about once and dropped
-        from the run (closed quietly): a logger's failure never costs the run or its final checkpoint."""
-        for lg in loggers:
-            if not call_logger(lg, method, *args):
-                self.loggers = [other for other in self.loggers if other is not lg]
-                close_quietly(lg)
 
     def _attachments(self) -> Attachments | None:
         """What :attr:`checkpoint_attachments` returns now (None when it is unset or raised)."""
@@ -698,30 +610,7 @@ class RunRecorder:
             summary["traceback"] = state.traceback
         state.wall_time += elapsed
         self._start = (self.timesteps, agent.updates, time.perf_counter())  # wall_time() counts on from here
-        if self.out_dir is None:
-            self.assembly.hook.rlgraph_on_train_end(summary=summary)
-            return summary
-        try:
-            (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-            metrics = self.out_dir / "metrics.jsonl"
-            if metrics.is_file():
-                plot_learning_curve(
-                    metrics,
-                    self.out_dir / "learning_curve.png",
-                    f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode}, {tc.executor})"
-                    if tc.executor != "local"
-                    else f"{cfg.agent.type} on {cfg.env.id} ({tc.backend}, {tc.mode})",
-                )
-        except OSError as exc:  # e.g. the disk is full: the summary is still returned and reported
-            warnings.warn(
-                f"rlgraph: could not write summary.json or the plot in '{self.out_dir}': {exc}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        if self.out_dir is not None:
+            write_summary(self.out_dir, summary, cfg)
         self.assembly.hook.rlgraph_on_train_end(summary=summary)
         return summary
-
-
-def _screen_loggers(assembly) -> list:
-    """The configured loggers that write no files (the console), for a run without an output folder."""
-    return [cls(None) for cls in assembly.logger_classes if getattr(cls, "writes_files", True) is False]
