@@ -1,0 +1,60 @@
+"""The shipped memory-task configs beyond CartPole (docs/recurrent.md): POPGym's RepeatPreviousEasy
+(configs/ppo_gru_popgym_repeat_previous.yaml, extra ``popgym``) and MiniGrid-MemoryS7
+(configs/ppo_lstm_minigrid_memory.yaml, extra ``minigrid``). CI checks that each builds a recurrent
+agent on the float vectors its wrappers make; the learning runs are heavy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlgraph_core as rl
+from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+MLP = "agent.network={type: mlp, hidden: [64, 64], activation: tanh}"
+
+
+def _config(tmp_path, name: str, overrides: list[str]):
+    from rlgraph_core.assemble import train
+    from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
+
+    quiet = ["train.progress_bar=false", "train.loggers=[jsonl]"]
+    config = validate_config(apply_overrides(load_config_file(CONFIGS / f"{name}.yaml"), quiet + overrides))
+    return config, (lambda: train(config, tmp_path))
+
+
+@pytest.mark.parametrize(
+    "name, module, obs_shape",
+    [("ppo_gru_popgym_repeat_previous", "popgym", (4,)), ("ppo_lstm_minigrid_memory", "minigrid", (147,))],
+)
+def test_memory_configs_build_a_recurrent_agent_on_flat_float_observations(tmp_path, name, module, obs_shape):
+    pytest.importorskip(module)
+    config, _ = _config(tmp_path, name, ["env.num_envs=4"])
+    algo = rl.make(config.to_dict(), eval_interval=10**9)
+    assert isinstance(algo.agent, RecurrentPPOAgent)
+    assert algo.observation_space.dtype == np.float32 and algo.observation_space.shape == obs_shape
+
+
+@pytest.mark.heavy
+def test_gru_repeats_the_previous_suit_where_an_mlp_can_only_guess(tmp_path):
+    """configs/ppo_gru_popgym_repeat_previous.yaml reaches its target (0.95) within 100k env steps
+    (measured with rlgraph train: seeds 0 and 1 both 0.975 at 24,576, 10.3 CPU-s each); the same
+    settings with a 64-64 tanh MLP stay at guessing (-0.5 expected; measured best -0.454 in 100k)."""
+    pytest.importorskip("popgym")
+    summary = _config(tmp_path / "gru", "ppo_gru_popgym_repeat_previous", [])[1]()
+    assert summary["target_reached"] and summary["best_eval_return"] >= 0.95, summary
+    assert _config(tmp_path / "mlp", "ppo_gru_popgym_repeat_previous", [MLP])[1]()["best_eval_return"] < 0.0
+
+
+@pytest.mark.heavy
+def test_lstm_finds_the_matching_object_more_often_than_an_mlp_on_minigrid_memory(tmp_path):
+    """configs/ppo_lstm_minigrid_memory.yaml (measured, seed 0: 0.688 on 20 greedy episodes from
+    8,192 env steps on) above the same settings with a 64-64 tanh MLP (0.295 throughout), both
+    within 100k env steps."""
+    pytest.importorskip("minigrid")
+    lstm = _config(tmp_path / "lstm", "ppo_lstm_minigrid_memory", [])[1]()["best_eval_return"]
+    mlp = _config(tmp_path / "mlp", "ppo_lstm_minigrid_memory", [MLP])[1]()["best_eval_return"]
+    assert lstm >= 0.6 and mlp < lstm, (lstm, mlp)
