@@ -4,9 +4,12 @@ Both train PPO on :class:`rlgraph_core.testing.masked_env.PickLegalMax` (sb3-con
 ``action_masks()`` convention; an illegal action raises) with the same hyperparameters (those of
 ``configs/ppo_masked_pick.yaml``: 8 envs, 64-step rollouts, minibatch 128, 4 epochs, Adam 1e-3,
 gamma 0.9, entropy 0.01, separate 64-64 tanh trunks), one CPU thread each, one after the other in
-this run. Every ``--eval-every`` env steps training pauses for a greedy evaluation (10 episodes,
-not timed); reported: env steps/s of training alone, the env steps at which the mean eval return
-first reached ``--threshold``, and the last eval return.
+this run. Each side first trains ``--warmup`` env steps outside the timed window (two rollouts by
+default: first updates, lazy imports, and in ``--mode static`` the compile; reported apart as
+"warm-up s", as bench_ppo keeps its warm-up rollouts outside), then ``--steps`` more; every
+``--eval-every`` env steps training pauses for a greedy evaluation (10 episodes, not timed).
+Reported: env steps/s of the timed training alone, the env steps (warm-up included) at which the
+mean eval return first reached ``--threshold``, the last eval return and the warm-up seconds.
 
 MaskablePPO runs in a separate interpreter (``--sb3-python``: a venv with ``pip install
 sb3-contrib``, and rlgraph-core for the env), so neither library's imports touch the other::
@@ -55,8 +58,12 @@ SB3 = textwrap.dedent(
                 total += r
                 done = term or trunc
         return total / episodes
-    train_s, reached, ret, done = 0.0, None, None, 0
-    while done < a["steps"]:
+    t = time.perf_counter()
+    if a["warmup"]:
+        model.learn(a["warmup"])
+    warmup_s, done = time.perf_counter() - t, model.num_timesteps
+    train_s, reached, ret = 0.0, None, None
+    while done < a["warmup"] + a["steps"]:
         t = time.perf_counter()
         model.learn(a["eval_every"], reset_num_timesteps=False)
         train_s += time.perf_counter() - t
@@ -64,7 +71,8 @@ SB3 = textwrap.dedent(
         ret = evaluate()
         if reached is None and ret >= a["threshold"]:
             reached = done
-    print(json.dumps({"steps": done, "train_s": train_s, "reached": reached, "final": ret}))
+    print(json.dumps({"steps": done - a["warmup"], "train_s": train_s, "reached": reached, "final": ret,
+                      "warmup_s": warmup_s}))
     """
 )
 
@@ -95,8 +103,12 @@ def run_rlgraph(args) -> dict:
         eval_interval=10**9,
         num_threads=1,
     )
-    train_s, reached, ret, done = 0.0, None, None, 0
-    while done < args.steps:
+    t = time.perf_counter()
+    if args.warmup:
+        algo.learn(args.warmup)  # the first rollouts' updates: static mode's compile happens here
+    warmup_s, done = time.perf_counter() - t, algo.timesteps
+    train_s, reached, ret = 0.0, None, None
+    while done < args.warmup + args.steps:
         t = time.perf_counter()
         algo.learn(args.eval_every)
         train_s += time.perf_counter() - t
@@ -104,7 +116,7 @@ def run_rlgraph(args) -> dict:
         ret = algo.evaluate(10)["eval_return_mean"]
         if reached is None and ret >= args.threshold:
             reached = done
-    return {"steps": done, "train_s": train_s, "reached": reached, "final": ret}
+    return {"steps": done - args.warmup, "train_s": train_s, "reached": reached, "final": ret, "warmup_s": warmup_s}
 
 
 def main(argv=None) -> int:
@@ -115,6 +127,12 @@ def main(argv=None) -> int:
     p.add_argument("--threshold", type=float, default=14.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mode", default="eager", choices=["eager", "static"])
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=1024,
+        help="env steps trained before the timed window on both sides (two rollouts: static mode compiles there)",
+    )
     args = p.parse_args(argv)
     payload = json.dumps({**vars(args), "settings": SETTINGS})
     done = subprocess.run([args.sb3_python, "-c", SB3, payload], capture_output=True, text=True, timeout=7200)
@@ -124,10 +142,11 @@ def main(argv=None) -> int:
     rows = {"sb3-contrib MaskablePPO": json.loads(done.stdout.strip().splitlines()[-1])}
     rows[f"rlgraph ppo (torch {args.mode})"] = run_rlgraph(args)
     print(f"PickLegalMax, {args.steps:,} env steps, seed {args.seed}, threshold {args.threshold}")
-    print(f"{'':28s} {'env steps/s':>12s} {'steps to threshold':>19s} {'final eval':>11s}")
+    print(f"{'':28s} {'env steps/s':>12s} {'steps to threshold':>19s} {'final eval':>11s} {'warm-up s':>10s}")
     for name, r in rows.items():
         reached = f"{r['reached']:,}" if r["reached"] is not None else "not reached"
-        print(f"{name:28s} {r['steps'] / r['train_s']:12.0f} {reached:>19s} {r['final']:11.1f}")
+        line = f"{name:28s} {r['steps'] / r['train_s']:12.0f} {reached:>19s} {r['final']:11.1f}"
+        print(f"{line} {r['warmup_s']:10.1f}")
     base = rows["sb3-contrib MaskablePPO"]
     ours = rows[f"rlgraph ppo (torch {args.mode})"]
     print(

@@ -182,3 +182,46 @@ def test_the_every_step_shortcut_passes_only_what_the_full_checks_pass():
     assert observation_problem(cases[6][0]) is None  # the full check passes what the shortcut left to it
     assert not step_ok(good, 1.0, None)  # no float Box declared (or allow_nonfinite_obs): always the full checks
     env.close()
+
+
+def test_the_dict_shortcut_passes_only_what_the_full_checks_pass():
+    """``dict_step_ok`` (CheckedEnv.step's case for a Dict of Boxes: a masked env's observation and
+    mask) passes only what ``reward_problem`` / ``observation_problem`` / the declared shapes pass."""
+    from rlgraph_core.env_checks import CheckedEnv, dict_step_ok, observation_problem, reward_problem
+    from rlgraph_core.testing.masked_env import PickLegalMax
+
+    env = CheckedEnv(PickLegalMax(n=4), "PickLegalMax")
+    layout = env._layout
+    assert {key: rest for key, *rest in layout} == {"observation": [(4,), True], "action_mask": [(4,), False]}
+    values, mask = np.array([0.1, 0.5, 0.2, 0.9], np.float32), np.array([1, 0, 1, 1], np.int8)
+    good = {"observation": values, "action_mask": mask}
+    cases = [
+        (good, 1.0, True),
+        (good, np.int64(0), True),
+        ({"observation": values, "action_mask": mask.astype(bool)}, 0.0, True),
+        ({"observation": values.astype(np.float64), "action_mask": mask}, 0.0, True),
+        ({"observation": np.array([0.1, np.nan, 0, 0], np.float32), "action_mask": mask}, 1.0, False),
+        ({"observation": np.array([3e38, 0, 0, 0], np.float32), "action_mask": mask}, 1.0, False),
+        ({"observation": values, "action_mask": mask.astype(np.float32)}, 1.0, False),  # int Box, float values
+        ({"observation": values.astype(np.int64), "action_mask": mask}, 1.0, False),
+        ({"observation": values[:3], "action_mask": mask}, 1.0, False),
+        ({"observation": values}, 1.0, False),
+        ({**good, "extra": mask}, 1.0, False),
+        ({"observation": list(values), "action_mask": mask}, 1.0, False),
+        (values, 1.0, False),
+        (good, float("inf"), False),
+        (good, True, False),
+        (good, None, False),
+    ]
+    for obs, reward, expected in cases:
+        assert dict_step_ok(obs, reward, layout) is expected, (obs, reward)
+        if expected:
+            assert reward_problem(reward) is None and observation_problem(obs) is None
+            assert env._shape_problem(obs) is None
+    assert not dict_step_ok(good, 1.0, None)  # a space that is not a Dict of Boxes: always the full checks
+    assert CheckedEnv(gym.make("CartPole-v1"), "CartPole-v1")._layout is None
+    assert CheckedEnv(PickLegalMax(n=4), "PickLegalMax", allow_nonfinite_obs=True)._layout is None
+    env.reset(seed=0)
+    obs, *_ = env.step(int(np.flatnonzero(env.unwrapped._mask)[0]))
+    assert dict_step_ok(obs, 0.0, layout)  # what the env really returns takes the shortcut
+    env.close()

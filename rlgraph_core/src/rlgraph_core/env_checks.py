@@ -26,7 +26,7 @@ import numpy as np
 
 from rlgraph_core.errors import EnvDataError
 
-__all__ = ["CheckedEnv", "observation_problem", "reward_problem", "step_ok"]
+__all__ = ["CheckedEnv", "dict_step_ok", "observation_problem", "reward_problem", "step_ok"]
 
 
 def _short(value: Any) -> str:
@@ -67,6 +67,29 @@ def step_ok(obs: Any, reward: Any, float_shape: tuple | None) -> bool:
         and (kind in _INT_TYPES or (kind in _FLOAT_TYPES and math.isfinite(reward)))
         and math.isfinite(np.vdot(obs, obs))
     )
+
+
+def dict_step_ok(obs: Any, reward: Any, layout: tuple | None) -> bool:
+    """:func:`step_ok` for a Dict observation of Boxes (a masked env's ``{"observation",
+    "action_mask"}``): ``layout`` holds ``(key, declared shape, declared float)`` per key (None: no
+    such case). True when ``obs`` is a dict of exactly those keys, each an array of its declared
+    shape, the float ones finite and the integer ones of an integer or bool dtype, and ``reward`` a
+    finite real number; False means only "take the full checks"."""
+    if layout is None or type(obs) is not dict or len(obs) != len(layout):
+        return False
+    kind = type(reward)
+    if not (kind in _INT_TYPES or (kind in _FLOAT_TYPES and math.isfinite(reward))):
+        return False
+    for key, shape, is_float in layout:
+        value = obs.get(key)
+        if type(value) is not np.ndarray or value.shape != shape:
+            return False
+        if is_float:
+            if value.dtype.kind != "f" or not math.isfinite(np.vdot(value, value)):
+                return False
+        elif value.dtype.kind not in "biu":
+            return False
+    return True
 
 
 def observation_problem(obs: Any, allow_nonfinite: bool = False, path: str = "observation") -> str | None:
@@ -127,6 +150,12 @@ class CheckedEnv(gym.Wrapper):
         self._float_shape = None
         if len(self._boxes) == 1 and self._boxes[0][1] is None and self._boxes[0][3].kind == "f" and not self._allow:
             self._float_shape = self._boxes[0][2]
+        #: the (key, shape, float) of each Box of a Dict observation space made of Boxes only, which
+        #: :meth:`step` passes in one loop when every key is met as declared (else None)
+        self._layout = None
+        space = getattr(env, "observation_space", None)
+        if isinstance(space, gym.spaces.Dict) and len(self._boxes) == len(space.spaces) and not self._allow:
+            self._layout = tuple((key, shape, dtype.kind == "f") for _, key, shape, dtype in self._boxes)
 
     def _shape_problem(self, obs: Any) -> str | None:
         """Why ``obs`` does not have the shape (or, for integer images, the dtype kind) its space
@@ -177,7 +206,7 @@ class CheckedEnv(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
         self._episode_steps += 1
-        if step_ok(obs, reward, self._float_shape):
+        if step_ok(obs, reward, self._float_shape) or dict_step_ok(obs, reward, self._layout):
             return obs, reward, terminated, truncated, info
         problem = reward_problem(reward)
         if problem:
