@@ -202,6 +202,12 @@ def _export_build(checkpoint: str | Path, stored: dict, out: str | Path) -> tupl
     }
     if stored.get("multi_agent") is not None:
         raw["multi_agent"] = stored["multi_agent"]
+    # The run's executor where it is installed: an agent may be valid under one executor only (bc
+    # learns from a dataset, under the offline executor, whose dataset the export never opens).
+    executor = train.get("executor")
+    if executor is not None and executor in pm.names("executors"):
+        raw["train"]["executor"] = executor
+        raw["executor"] = stored.get("executor") or {}
     config = validate_config(raw, pm)
     assembly = assemble(config, pm)
     env = assembly.make_eval_env()
