@@ -11,7 +11,8 @@ linear (discrete) or tanh (continuous) head; the loss is
 :class:`~rlgraph_core.components.offline_losses.BCLoss`. Acting is greedy: the most likely
 action, or the predicted one. The replay, update, checkpoint and learner-role machinery is
 :class:`~rlgraph_core.agents.off_policy.OffPolicyAgent`'s; BC learns only from a dataset
-(``train.executor: offline``).
+(``train.executor: offline``). In static mode a round of the offline executor's updates runs as
+one fused program (:meth:`BCAgent._round_step`), as DQN's and SAC's do.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class BCAgent(OffPolicyAgent):
     ``[-1, 1]`` (as SAC does); :meth:`act` returns env actions.
     """
 
-    supports_fused_rounds = False
+    supports_fused_rounds = True
 
     def _setup_model(self) -> None:
         config, observation_space, action_space, backend, seed, components = self._setup_arguments()
@@ -224,6 +225,21 @@ class BCAgent(OffPolicyAgent):
 
     def _sync_target(self):
         """BC has no target network."""
+
+    # --- fused rounds (static mode: one program per round of the offline executor) -----------
+    def _round_arrays(self, samples):
+        """The K batches' observations, dataset actions and weights, stacked ``[K, B, ...]``."""
+        return [np.stack([s[k] for s in samples]) for k in ("obs", "actions")] + [
+            np.stack([self._defaults(s)[0] for s in samples])
+        ]
+
+    def _round_step(self, obs, actions, weights, due):
+        """One step of the fused round: the BC update (no target, so ``due`` is unused)."""
+        return self.train_step.inline(obs, actions, weights)
+
+    def _round_result(self, outputs):
+        loss, per_sample = outputs
+        return {"loss": loss[-1]}, per_sample
 
     def _td_errors(self, batch):
         """The per-sample BC loss (what a prioritized memory would rank by)."""
