@@ -185,6 +185,11 @@ def test_the_wrong_action_kind_names_the_offline_agent_that_fits(tmp_path, monke
     assert "'agent.type' = 'cql' is discrete CQL" in text and "Box(" in text
     assert "use agent.type cql_sac" in text and "iql" in text
     with pytest.raises(ConfigError) as exc:
+        rl.make("cql_sac", env="CartPole-v1")
+    text = _one_paragraph(exc)
+    assert "'agent.type' = 'cql_sac' is continuous CQL" in text and "Discrete(" in text
+    assert "use agent.type cql" in text and "iql" in text and "ppo" not in text
+    with pytest.raises(ConfigError) as exc:
         IQLAgent(IQLConfig(), FloatBox(shape=(3,)), MultiDiscrete([2, 3]), make_backend("torch", "eager"))
     text = _one_paragraph(exc)
     assert "IQL (agent.type iql) takes a single Discrete action space or a rank-1 float Box" in text

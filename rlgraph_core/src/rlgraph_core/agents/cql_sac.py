@@ -28,7 +28,8 @@ from pydantic import Field
 from rlgraph_core.agents.sac import SACAgent, SACConfig, SACGraph
 from rlgraph_core.components.offline_losses import ContinuousCQLRegularizer
 from rlgraph_core.graph import api
-from rlgraph_core.spaces import FloatBox
+from rlgraph_core.errors import ConfigError
+from rlgraph_core.spaces import Discrete, FloatBox
 
 __all__ = ["CQLSACAgent", "CQLSACConfig", "CQLSACGraph"]
 
@@ -110,6 +111,17 @@ class CQLSACAgent(SACAgent):
 
     graph_class = CQLSACGraph
     critic_extra_metrics = ("cql",)
+
+    def _setup_model(self) -> None:
+        action_space = self.action_space
+        if isinstance(action_space, Discrete):
+            raise ConfigError(
+                f"'agent.type' = 'cql_sac' is continuous CQL (on SAC: the regulariser estimated from sampled "
+                f"actions of a bounded Box), but this environment's action space is {action_space!r}: for "
+                f"discrete actions use agent.type cql (on DQN: the logsumexp over every action) or iql, e.g. "
+                f"rl.make('cql', dataset=PATH)."
+            )
+        super()._setup_model()
 
     def _critic_extra_spaces(self) -> dict:
         shape = (int(self.config.cql_samples), self.action_dim)

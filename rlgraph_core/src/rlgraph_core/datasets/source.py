@@ -167,7 +167,7 @@ class DatasetSource:
             ("action", self.action_space, action_space),
         ):
             if ours != theirs:
-                problems.append(f"its {what} space is {_short(ours)}, {where}'s is {_short(theirs)}")
+                problems.append(f"its {what} space is {_short(ours)}, {where} has {_short(theirs)}")
         if problems:
             recorded = self.env_section()
             on = f" (it was recorded on env {_short(recorded)})" if recorded else ""
