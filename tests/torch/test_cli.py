@@ -217,6 +217,24 @@ def test_a_checkpoint_without_counters_evaluates_with_a_warning_but_is_not_resum
     assert_user_error(code, stderr, "cannot be resumed from", "no 'counters'")
 
 
+def test_a_checkpoint_of_an_executor_not_installed_here_evaluates_locally(trained, tmp_path):
+    """A run trained on Ray workers evaluates where rlgraph-ray is not installed: evaluation plays in
+    this process, so the stored executor (here a name no plugin registers) is replaced by local."""
+    out, _ = trained
+    ck = tmp_path / "ck"
+    shutil.copytree(out / "checkpoint", ck)
+    config = json.loads((ck / "config.json").read_text())
+    config["train"]["executor"] = "executor_not_installed_here"
+    config["executor"] = {"num_workers": 2}
+    (ck / "config.json").write_text(json.dumps(config))
+    code, stdout, stderr = run_cli("evaluate", str(ck), "--episodes", "2")
+    assert code == 0, stderr
+    _, expected, _ = run_cli("evaluate", str(out / "checkpoint"), "--episodes", "2")
+    assert stdout.replace(str(ck), "CK") == expected.replace(str(out / "checkpoint"), "CK")
+    code, _, stderr = run_cli("train", "--resume", str(ck), "--no-progress", "--out", str(tmp_path / "o"))
+    assert_user_error(code, stderr, "executor_not_installed_here")  # training still needs its executor
+
+
 def test_evaluate_render_to_png(trained, tmp_path):
     out, _ = trained
     png = tmp_path / "x.png"

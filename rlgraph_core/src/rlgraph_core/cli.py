@@ -15,7 +15,7 @@ from rlgraph_core.components.settings import ExplorationSettings, NetworkSetting
 from rlgraph_core.config.run import RunConfig, apply_overrides, resolve_config, validate_config
 from rlgraph_core.config.wrappers import resolve_wrappers
 from rlgraph_core.envs import check_stored_env_id, make_eval_env
-from rlgraph_core.errors import RLGraphError
+from rlgraph_core.errors import PluginError, RLGraphError
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.execution.dry_run import dry_run
 from rlgraph_core.execution.out_dir import check_out_dir, check_out_file
@@ -178,7 +178,7 @@ def cmd_evaluate(args) -> int:
         overrides.append(f"train.backend={args.backend}")
     if args.mode:
         overrides.append(f"train.mode={args.mode}")
-    raw = apply_overrides(stored, overrides)
+    raw = _without_missing_executor(apply_overrides(stored, overrides))
     _check_stored_env(stored, raw, args, f"the checkpoint '{args.checkpoint}'", "--env ID")
     config = validate_config(raw)
     algo = Algorithm(config, verbose=1)
@@ -206,6 +206,19 @@ def cmd_evaluate(args) -> int:
     if frames:
         print(f"rendered {frames} frames to {video}")
     return 0
+
+
+def _without_missing_executor(raw: dict) -> dict:
+    """``raw`` to evaluate with: evaluation plays in this process, so a checkpoint trained under an
+    executor that is not installed here (``ray_sync`` on a machine without rlgraph-ray) is evaluated as
+    a local run (its ``executor:`` section dropped); an installed executor's config is kept as it is."""
+    train = raw.get("train") if isinstance(raw.get("train"), dict) else {}
+    name = train.get("executor", "local")
+    try:
+        get_plugin_manager().get("executors", name, field="train.executor")
+    except PluginError:
+        return {**{k: v for k, v in raw.items() if k != "executor"}, "train": {**train, "executor": "local"}}
+    return raw
 
 
 def _run_evaluation(policy, env, env_id: str, args, seed: int, video: str | None) -> tuple[dict, int]:
