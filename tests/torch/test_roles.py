@@ -138,3 +138,25 @@ def test_ppo_actor_postprocesses_rollouts_and_learner_tracks_staleness():
         assert actor.weights_version == learner.weights_version
         for name, value in learner.get_weights().items():
             np.testing.assert_array_equal(actor.get_weights()[name], value)
+
+
+def test_an_agent_counts_what_it_observes_only_while_no_run_counter_owns_its_timesteps():
+    """Alone (an actor, a loop written by hand) an agent counts the env steps it observes; under a
+    run's counter only the counter writes ``agent.timesteps``; released, the agent counts again."""
+    from rlgraph_core.execution.counters import StepCounter
+
+    parts = _assembly("agent.network.hidden=[8]", "env.num_envs=2")
+    envs = parts.make_vector_env(seed=0)
+    agent = parts.make_agent(envs.single_observation_space, envs.single_action_space, num_envs=2)
+    envs.close()
+    obs = np.zeros((2, 4), np.float32)
+    step = (obs, np.zeros(2, np.int64), np.ones(2, np.float32), obs, np.zeros(2, bool), np.zeros(2, bool))
+    agent.observe(*step)
+    assert agent.timesteps == 2
+    counter = StepCounter(agent)
+    agent.observe(*step)
+    assert agent.timesteps == 2  # the counter owns the count: the agent does not write it
+    assert counter.add_env_steps(2) == 4 and agent.timesteps == 4
+    counter.release()
+    agent.observe(*step)
+    assert agent.timesteps == 6

@@ -174,6 +174,17 @@ class Agent(abc.ABC):
         self.agent_setup = AgentSetup(seed, self.num_envs, memory, components)
         self._setup_model()
 
+    #: The run's env-step counter that owns :attr:`timesteps` while a run records this agent
+    #: (:class:`~rlgraph_core.execution.counters.StepCounter` sets it); None: the agent counts the
+    #: env steps it observes or postprocesses itself (an actor, or a loop written by hand).
+    step_counter: Any = None
+
+    def _count_env_steps(self, n: int) -> None:
+        """Count ``n`` env steps this agent observed into :attr:`timesteps`, unless a run's counter
+        owns the count (:attr:`step_counter`: it counts every worker's steps before the agent learns)."""
+        if self.step_counter is None:
+            self.timesteps += int(n)
+
     def _setup_model(self) -> None:
         """Build what the agent needs from :attr:`config`, the spaces, :attr:`backend` and
         :attr:`agent_setup` (Stable-Baselines3's shape): each family base and algorithm overrides it

@@ -62,6 +62,17 @@ def _at(value, t: int):
     return {k: _at(v, t) for k, v in value.items()} if isinstance(value, Mapping) else value[t]
 
 
+def check_trajectory_keys(trajectory: Mapping[str, Any], keys: Sequence[str], whose: str = "A", note: str = "") -> None:
+    """Raise ValueError naming the ``keys`` an actor's time-major ``trajectory`` lacks (``whose`` starts
+    the sentence, ``note`` follows the layout)."""
+    missing = [k for k in keys if k not in trajectory]
+    if missing:
+        raise ValueError(
+            f"{whose} trajectory needs the keys {', '.join(keys)} (time-major [T, N, ...]{note}); "
+            f"missing {', '.join(missing)}."
+        )
+
+
 def round_due(config: "OffPolicyConfig", timesteps: int, stored: int, last_train: int) -> bool:
     """Whether the update schedule asks for a round of ``config.gradient_steps`` steps now: at
     least ``learning_starts`` env steps taken, a batch stored, and ``train_freq`` env steps since
@@ -266,7 +277,7 @@ class OffPolicyAgent(Agent):
     # --- acting: observe (local loop) and postprocess (actor role) -------------------------
     def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
         """Fold one vector-env step into n-step transitions and insert the completed ones."""
-        self.timesteps += len(rewards)
+        self._count_env_steps(len(rewards))
         out = self.nstep.add(
             to_obs_array(obs, self.observation_space),
             self._stored_actions(actions),
@@ -288,16 +299,11 @@ class OffPolicyAgent(Agent):
         ``priorities`` (``|TD|`` under this actor's weights: insert, then ``update_priorities``).
         Counts the ``T * N`` env steps into :attr:`timesteps`.
         """
-        missing = [k for k in TRAJECTORY_KEYS if k not in trajectory]
-        if missing:
-            raise ValueError(
-                f"A trajectory needs the keys {', '.join(TRAJECTORY_KEYS)} (time-major [T, N, ...]); "
-                f"missing {', '.join(missing)}."
-            )
+        check_trajectory_keys(trajectory, TRAJECTORY_KEYS)
         parts = []
         for t in range(len(trajectory["rewards"])):
             step = [_at(trajectory[k], t) for k in TRAJECTORY_KEYS]
-            self.timesteps += len(step[2])
+            self._count_env_steps(len(step[2]))
             out = self.nstep.add(
                 to_obs_array(step[0], self.observation_space),
                 self._stored_actions(step[1]),

@@ -471,7 +471,7 @@ class OnPolicyAgent(Agent):
             final_values=final_values,
             **extras,
         )
-        self.timesteps += len(rewards)
+        self._count_env_steps(len(rewards))
         if self.buffer.full:
             self._last_next_obs = map_obs(np.copy, next_obs)
 

@@ -213,7 +213,7 @@ class PolicySet(Agent):
         metrics: dict[str, float] = {}
         for name, agent in self.policies.items():
             own = split[name]
-            agent.timesteps += int(np.prod(np.shape(own["rewards"])))
+            agent._count_env_steps(int(np.prod(np.shape(own["rewards"]))))
             result = agent.learn(own)
             metrics.update({f"{name}/{k}": v for k, v in result.metrics.items()})
             if "staleness" in result.metrics:

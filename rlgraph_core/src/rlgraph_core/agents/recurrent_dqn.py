@@ -30,7 +30,7 @@ import numpy as np
 
 from rlgraph_core.agents.dqn import DQNAgent
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
-from rlgraph_core.agents.off_policy import TRAJECTORY_KEYS, OffPolicyAgent
+from rlgraph_core.agents.off_policy import TRAJECTORY_KEYS, OffPolicyAgent, check_trajectory_keys
 from rlgraph_core.agents.slots import make_exploration
 from rlgraph_core.agents.support import acting_starts, action_space_hint
 from rlgraph_core.components.dqn_loss import DQNLoss
@@ -237,7 +237,7 @@ class RecurrentDQNAgent(DQNAgent):
                 "state is known only from that call)."
             )
         _, state, starts = pending
-        self.timesteps += len(rewards)
+        self._count_env_steps(len(rewards))
         record = self.assembler.add(obs, starts, state, self._stored_actions(actions), rewards, terminated, truncated)
         if record is not None:
             self.memory.insert(record)
@@ -255,16 +255,13 @@ class RecurrentDQNAgent(DQNAgent):
         priority under this worker's weights). Counts the ``T * N`` env steps into :attr:`timesteps`.
         """
         keys = (*TRAJECTORY_KEYS, "episode_starts", "states")
-        missing = [k for k in keys if k not in trajectory]
-        if missing:
-            raise ValueError(
-                f"A recurrent DQN's trajectory needs the keys {', '.join(keys)} (time-major [T, N, ...]; "
-                f"EnvRunner.trajectory gives them for a stateful agent); missing {', '.join(missing)}."
-            )
+        check_trajectory_keys(
+            trajectory, keys, "A recurrent DQN's", "; EnvRunner.trajectory gives them for a stateful agent"
+        )
         parts = []
         for t in range(len(trajectory["rewards"])):
             rewards = trajectory["rewards"][t]
-            self.timesteps += len(rewards)
+            self._count_env_steps(len(rewards))
             record = self.assembler.add(
                 to_obs_array(trajectory["obs"][t], self.observation_space),
                 trajectory["episode_starts"][t],

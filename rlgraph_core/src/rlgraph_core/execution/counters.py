@@ -5,8 +5,10 @@ its run recorder (:meth:`RunRecorder.add_env_steps
 <rlgraph_core.execution.recorder.RunRecorder.add_env_steps>`); the counter keeps the agent's
 ``timesteps`` at that total, because the agent's schedules (exploration, learning rate,
 ``learning_starts``, ``train_freq``) and its checkpoints read it there. Executors never write
-``agent.timesteps`` themselves. A process without a recorder (a Horovod rank other than 0) keeps
-its own counter.
+``agent.timesteps`` themselves, and neither does the agent while a counter owns it (the counter
+sets the agent's ``step_counter``; an agent without one, an actor or a loop written by hand,
+counts the steps it observes itself). A process without a recorder (a Horovod rank other than 0)
+keeps its own counter.
 
 Gradient updates are counted by the agent that makes them (``agent.updates``); the counter
 reads them from there.
@@ -27,6 +29,12 @@ class StepCounter:
     def __init__(self, agent):
         self.agent = agent
         self.timesteps = int(agent.timesteps)
+        agent.step_counter = self
+
+    def release(self) -> None:
+        """Hand the count back to the agent (the run ended): it counts the steps it observes again."""
+        if getattr(self.agent, "step_counter", None) is self:
+            self.agent.step_counter = None
 
     @property
     def updates(self) -> int:

@@ -294,7 +294,10 @@ class RunRecorder:
                 if self.videos is not None:
                     self.videos.close()
                 loggers.close()
-            summary = self.finish()
+            try:
+                summary = self.finish()
+            finally:
+                self.counter.release()  # the agent counts what it observes after the run again
             self._notify_end(summary)
         if self.state.ended_by == "error":
             raise RunFailed(summary) from self.state.cause
