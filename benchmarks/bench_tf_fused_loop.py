@@ -31,6 +31,7 @@ from rlgraph_core.assemble import make_agent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
 from rlgraph_core.spaces import Discrete, FloatBox
 from rlgraph_tf.loop import TFFusedLoop
+from workloads import ppo_samples
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -47,14 +48,7 @@ def build(algo: str, mode: str):
 def ppo_workload(agent, rng):
     """Per-step index rows, constants and the single-step argument lists of one PPO round."""
     n, k, b = 256, 20, 256
-    consts = [
-        rng.standard_normal((n, 4)).astype(np.float32),
-        rng.integers(0, 2, n).astype(np.int64),
-        (rng.standard_normal(n) * 0.1 - 0.7).astype(np.float32),
-        rng.standard_normal(n).astype(np.float32),
-        rng.standard_normal(n).astype(np.float32),
-        rng.standard_normal(n).astype(np.float32),
-    ]
+    consts = ppo_samples(rng, n)
     idx = np.stack([rng.permutation(n)[:b] for _ in range(k)]).astype(np.int64)
     return idx, None, consts, [np.float32(0.2)]
 

@@ -23,6 +23,7 @@ import torch
 
 from rlgraph_core.assemble import make_agent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
+from workloads import ppo_samples
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -39,14 +40,7 @@ def build(name: str, mode: str):
 def ppo_case(agent, rng, steps: int = 20):
     """(single-step inputs per k, fused-loop body, per_step, constants) for a PPO round."""
     n = 256
-    data = [
-        rng.standard_normal((n, 4)).astype(np.float32),
-        rng.integers(0, 2, n).astype(np.int64),
-        (rng.standard_normal(n) * 0.1 - 0.7).astype(np.float32),
-        rng.standard_normal(n).astype(np.float32),
-        rng.standard_normal(n).astype(np.float32),
-        rng.standard_normal(n).astype(np.float32),
-    ]
+    data = ppo_samples(rng, n)
     to_t = agent.backend.to_tensor
     idx = np.stack([rng.permutation(n) for _ in range(steps)]).astype(np.int64)
     clip = to_t(np.float32(0.2))

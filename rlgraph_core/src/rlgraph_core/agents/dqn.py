@@ -29,7 +29,7 @@ from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.q_head import QNetwork
 from rlgraph_core.components.schedules import ConstantSchedule, ExponentialSchedule, LinearSchedule
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
-from rlgraph_core.agents.support import action_space_hint
+from rlgraph_core.agents.support import action_space_hint, refuse_recurrent_problem
 from rlgraph_core.agents.slots import ComponentResolver, make_exploration, make_slot_component, network_maker
 from rlgraph_core.components.settings import ComponentSettings, ExplorationSettings, NetworkSettings, Slot
 from rlgraph_core.components.target_sync import TargetSync
@@ -141,13 +141,7 @@ class DQNConfig(OffPolicyConfig):
                 f"replayed sequence ('agent.network.seq_len' = {seq_len} minus 'agent.burn_in' = {self.burn_in}): "
                 f"n-step returns are summed inside a sequence; lower n_step or raise seq_len"
             )
-        elif self.preprocessor is not None:
-            problem = (
-                f"'agent.preprocessor' = '{self.preprocessor.type}' is not taken by a recurrent network "
-                f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
-            )
-        if problem is not None:
-            raise ConfigError(problem + ".")
+        refuse_recurrent_problem(problem, self.preprocessor, net)
 
 
 class DQNGraph(Component):

@@ -32,7 +32,7 @@ from rlgraph_core.components.masks import MASK_KEY, check_legal, mask_layout, sp
 from rlgraph_core.components.network import NetworkSpec
 from rlgraph_core.components.schedules import as_schedule
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
-from rlgraph_core.agents.support import action_space_hint
+from rlgraph_core.agents.support import action_space_hint, refuse_recurrent_problem
 from rlgraph_core.agents.slots import ComponentResolver, builtin_resolver, make_slot_component, network_maker
 from rlgraph_core.components.settings import ComponentSettings, NetworkSettings, Slot
 from rlgraph_core.config.common import ComponentSlot, OptimizerConfig, ScheduleOrFloat, StrictModel
@@ -126,13 +126,7 @@ def validate_sequences(config, rollout: int, batch_size: int | None = None) -> N
             f"'agent.network.seq_len' = {seq_len} steps within a rollout of {rollout} samples; a recurrent "
             f"minibatch is batch_size / seq_len whole sequences: use a multiple of {seq_len} up to {rollout}"
         )
-    elif config.preprocessor is not None:
-        problem = (
-            f"'agent.preprocessor' = '{config.preprocessor.type}' is not taken by a recurrent network "
-            f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
-        )
-    if problem is not None:
-        raise ConfigError(problem + ".")
+    refuse_recurrent_problem(problem, config.preprocessor, net)
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

@@ -105,3 +105,16 @@ def acting_starts(state, episode_start, n: int, who: str) -> np.ndarray:
             f"(predict(obs, state, episode_start) does this for you)."
         )
     return np.ones(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
+
+
+def refuse_recurrent_problem(problem: str | None, preprocessor, net) -> None:
+    """Raise :class:`ConfigError` for a recurrent network's sequence ``problem`` (a sentence without its
+    full stop), or, where there is none, for a ``preprocessor``, which a recurrent network ``net``
+    does not take yet."""
+    if problem is None and preprocessor is not None:
+        problem = (
+            f"'agent.preprocessor' = '{preprocessor.type}' is not taken by a recurrent network "
+            f"('{net.type}') yet; remove it or normalise observations with an env wrapper"
+        )
+    if problem is not None:
+        raise ConfigError(problem + ".")
