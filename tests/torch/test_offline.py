@@ -25,7 +25,7 @@ from rlgraph_core.config.run import validate_config  # noqa: E402
 from rlgraph_core.errors import ConfigError  # noqa: E402
 from rlgraph_core.plugins import get_plugin_manager  # noqa: E402
 from rlgraph_core.testing.datasets import cartpole_expert, record_policy  # noqa: E402
-from rlgraph_core.training import run_training  # noqa: E402
+from rlgraph_core.training import end_line, run_training  # noqa: E402
 
 if "torch" not in get_plugin_manager().names("backends"):
     pytest.skip("the torch backend (rlgraph-torch) is not installed", allow_module_level=True)
@@ -218,6 +218,10 @@ def test_offline_runs_checkpoint_and_resume_counting_updates(tmp_path, datasets)
     assert summary["updates"] == summary["timesteps"] == 200 and summary["dataset_transitions"] == 2000
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["timesteps"] for r in rows] == [100, 200] and all(r["eval_return_mean"] is not None for r in rows)
+    # no env is stepped: the rows and the summary give update rates only, and the end line says so
+    assert all(r["env_steps_per_s"] is None and r["updates_per_s"] > 0 for r in rows)
+    assert summary["env_steps_per_s"] is None and end_line(summary).startswith("done: 200 updates in ")
+    assert "env steps/s" not in end_line(summary)
     assert "cql" in rows[-1] and (out / "checkpoint_best").is_dir()
     raw["train"]["total_timesteps"] = 300
     resumed = run_training(validate_config(raw), out, resume=out / "checkpoint")

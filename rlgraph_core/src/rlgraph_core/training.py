@@ -106,9 +106,11 @@ def end_line(summary: dict) -> str:
     ended = summary.get("ended_by", "total_timesteps")
     head = "done" if EXIT_CODES.get(ended, 0) == 0 else f"stopped ({ended})"
     ev = summary.get("eval_return_mean")
+    env_rate = summary.get("env_steps_per_s")  # None: an offline run, whose steps are updates
+    speed = "" if env_rate is None else f"{env_rate:.0f} env steps/s, "
     return (
-        f"{head}: {summary['timesteps']} steps in "
-        f"{summary['wall_time']:.1f}s ({summary['env_steps_per_s']:.0f} env steps/s, "
+        f"{head}: {summary['timesteps']} {'updates' if env_rate is None else 'steps'} in "
+        f"{summary['wall_time']:.1f}s ({speed}"
         f"{summary['updates_per_s']:.0f} updates/s), last eval return {ev if ev is None else round(ev, 1)}, "
         f"build {summary['build_seconds'] * 1000:.0f} ms{_first_update(summary)}; checkpoint: {summary['checkpoint']}; "
         f"ended because {_why(summary)}"

@@ -145,6 +145,9 @@ class RunRecorder:
         #: extra fields of ``summary.json``: a dict, or a function returning one, called when the
         #: run ends (a distributed executor reports its totals, e.g. worker restarts, this way).
         self.summary_extra: dict[str, Any] | Callable[[], dict[str, Any]] = {}
+        #: True where the step counter counts gradient updates, not env steps (the offline
+        #: executor): rows and the summary then report ``env_steps_per_s`` as None
+        self.steps_are_updates = False
         #: arrays stored beside the agent's in every periodic and the final checkpoint: a function
         #: returning ``{name: (arrays, info)}`` (a distributed executor's replay shards), or None.
         #: If it raises, the checkpoint is written without them (with a warning).
@@ -523,7 +526,9 @@ class RunRecorder:
             "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
             "episode_length_mean": float(np.mean(self.recent_lengths)) if self.recent_lengths else None,
             "eval_return_mean": None,
-            "env_steps_per_s": (self.timesteps - last_steps) / max(now - last_t, 1e-9),
+            "env_steps_per_s": None
+            if self.steps_are_updates
+            else (self.timesteps - last_steps) / max(now - last_t, 1e-9),
             "updates_per_s": (agent.updates - last_updates) / max(now - last_t, 1e-9),
         }
         row.update(agent.metrics())
@@ -592,7 +597,7 @@ class RunRecorder:
             "episodes": self.episodes,
             "wall_time": state.wall_time + elapsed,
             "session_wall_time": elapsed,
-            "env_steps_per_s": (self.timesteps - start_steps) / max(elapsed, 1e-9),
+            "env_steps_per_s": None if self.steps_are_updates else (self.timesteps - start_steps) / max(elapsed, 1e-9),
             "updates_per_s": (agent.updates - start_updates) / max(elapsed, 1e-9),
             "eval_return_mean": state.last_eval_return,
             "best_eval_return": state.best_eval_return,

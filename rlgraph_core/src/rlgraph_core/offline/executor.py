@@ -13,7 +13,7 @@ One run, top to bottom::
 No env is stepped for training, so the run's step counter counts gradient updates:
 ``train.total_timesteps``, ``eval_interval``, ``log_interval`` and ``checkpoint_interval`` are
 in updates here, and the metric rows' ``timesteps`` is the number of updates (``updates_per_s``
-their rate). Everything a run leaves (evaluations on ``env.id``, ``checkpoint_best``, periodic
+their rate; ``env_steps_per_s`` is None). Everything a run leaves (evaluations on ``env.id``, ``checkpoint_best``, periodic
 and final checkpoints, ``summary.json`` with the dataset's statistics, the plot, resume with
 ``--resume``) is the :class:`~rlgraph_core.execution.recorder.RunRecorder`'s, as for online
 runs. Checkpoints do not hold the dataset: a resumed run reads it again (its sampling seeded by
@@ -89,6 +89,7 @@ class OfflineExecutor(LocalExecutor):
             raise
         recorder = self._recorder(agent, eval_env)
         recorder.summary_extra = {"dataset": source.ref, **filled.summary()}
+        recorder.steps_are_updates = True
         return recorder.run(
             lambda rec, stop: self._updates(agent, filled.memory, rec, stop),
             run_info={"dataset": source.ref, "dataset_transitions": filled.transitions},
