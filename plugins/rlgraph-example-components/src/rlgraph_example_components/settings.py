@@ -12,7 +12,7 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from rlgraph_core.components.network import ACTIVATIONS
+from rlgraph_core.components.network import ACTIVATIONS, check_activation
 from rlgraph_core.components.schedules import ScheduleOrFloat, schedule_values
 from rlgraph_core.components.settings import ExplorationSettings, NetworkSettings
 from rlgraph_core.memories.settings import MemorySettings
@@ -63,9 +63,7 @@ class LayerNormMLPSettings(NetworkSettings):
     @field_validator("activation")
     @classmethod
     def _activation(cls, v: str) -> str:
-        if v not in ACTIVATIONS:
-            raise ValueError(f"unknown activation '{v}'; use one of {', '.join(ACTIVATIONS)}")
-        return v
+        return check_activation(v)
 
 
 class BoltzmannSettings(ExplorationSettings):

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rlgraph_core.backend.conv import output_size, pair
 from rlgraph_core.components.initializers import initialize
-from rlgraph_core.components.network import ACTIVATIONS, DenseLayer
+from rlgraph_core.components.network import ACTIVATIONS, DenseLayer, check_activation
 from rlgraph_core.components.settings import NetworkSettings
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox, SpaceError
@@ -93,9 +93,7 @@ class CNNSettings(NetworkSettings):
     @field_validator("activation")
     @classmethod
     def _activation(cls, v):
-        if v not in ACTIVATIONS:
-            raise ValueError(f"unknown activation '{v}'; use one of {', '.join(ACTIVATIONS)}")
-        return v
+        return check_activation(v)
 
     @field_validator("hidden", "residual_stacks")
     @classmethod

@@ -22,6 +22,14 @@ from rlgraph_core.spaces import FloatBox, SpaceError
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "softplus", "leaky_relu", "linear")
 
 
+def check_activation(name: str) -> str:
+    """``name`` if it is one of :data:`ACTIVATIONS`, else a ValueError naming them (a settings
+    model's ``activation`` validator: ``mlp``, ``dict_encoder``, ``cnn`` and plugins' networks)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation '{name}'; use one of {', '.join(ACTIVATIONS)}")
+    return name
+
+
 class DenseLayersChecks(BaseModel):
     """The checks of a settings model with dense layers (``hidden`` sizes and an ``activation``):
     ``mlp``'s and ``dict_encoder``'s. It adds no field; a model lists it among its bases."""
@@ -36,9 +44,7 @@ class DenseLayersChecks(BaseModel):
     @field_validator("activation", check_fields=False)
     @classmethod
     def _activation(cls, v):
-        if v not in ACTIVATIONS:
-            raise ValueError(f"unknown activation '{v}'; use one of {', '.join(ACTIVATIONS)}")
-        return v
+        return check_activation(v)
 
 
 class NetworkSpec(NetworkSettings, DenseLayersChecks):
