@@ -1,7 +1,8 @@
 """The shipped memory-task configs beyond CartPole (docs/recurrent.md): POPGym's RepeatPreviousEasy
 (configs/ppo_gru_popgym_repeat_previous.yaml, extra ``popgym``) and MiniGrid-MemoryS7
 (configs/ppo_lstm_minigrid_memory.yaml, extra ``minigrid``). CI checks that each builds a recurrent
-agent on the float vectors its wrappers make; the learning runs are heavy."""
+agent on the float vectors its wrappers make; POPGym's learning run is heavy (MiniGrid-MemoryS7 is
+not learned within the config's budget yet: docs/recurrent.md)."""
 
 from __future__ import annotations
 
@@ -47,14 +48,3 @@ def test_gru_repeats_the_previous_suit_where_an_mlp_can_only_guess(tmp_path):
     summary = _config(tmp_path / "gru", "ppo_gru_popgym_repeat_previous", [])[1]()
     assert summary["target_reached"] and summary["best_eval_return"] >= 0.95, summary
     assert _config(tmp_path / "mlp", "ppo_gru_popgym_repeat_previous", [MLP])[1]()["best_eval_return"] < 0.0
-
-
-@pytest.mark.heavy
-def test_lstm_finds_the_matching_object_more_often_than_an_mlp_on_minigrid_memory(tmp_path):
-    """configs/ppo_lstm_minigrid_memory.yaml (measured, seed 0: 0.688 on 20 greedy episodes from
-    8,192 env steps on) above the same settings with a 64-64 tanh MLP (0.295 throughout), both
-    within 100k env steps."""
-    pytest.importorskip("minigrid")
-    lstm = _config(tmp_path / "lstm", "ppo_lstm_minigrid_memory", [])[1]()["best_eval_return"]
-    mlp = _config(tmp_path / "mlp", "ppo_lstm_minigrid_memory", [MLP])[1]()["best_eval_return"]
-    assert lstm >= 0.6 and mlp < lstm, (lstm, mlp)
