@@ -389,3 +389,29 @@ def test_an_offline_checkpoint_fine_tunes_online_under_the_local_executor(tmp_pa
     assert online.agent.updates == 100
     online.learn(200)  # env steps now: the agent's own replay fills and it keeps updating
     assert online.agent.timesteps == 300 and online.agent.updates > 100 and len(online.agent.memory) == 200
+
+
+def test_an_offline_run_fine_tunes_online_from_the_command_line(tmp_path, datasets, capsys):
+    """A run the offline executor made (its learner holds no replay of its own) goes on online with
+    ``rlgraph train --resume RUN --executor local``: the stored executor section (the dataset's) is
+    dropped and the empty placeholder memory leaves the agent's own replay to fill."""
+    from rlgraph_core.cli import main
+
+    path, _ = datasets["expert"]
+    raw = {
+        "agent": {"type": "cql", **SMALL},
+        "env": {"id": "CartPole-v1"},
+        "train": {"executor": "offline", "total_timesteps": 50, "eval_episodes": 1, "progress_bar": False},
+        "executor": {"dataset": str(path), "updates_per_round": 50},
+    }
+    out = tmp_path / "run"
+    run_training(validate_config(raw), out)
+    overrides = ["train.total_timesteps=150", "agent.learning_starts=0", "train.eval_episodes=1"]
+    code = main(
+        ["train", "--resume", str(out), "--executor", "local", "--no-progress", *[f"--set={o}" for o in overrides]]
+    )
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["timesteps"] == 150 and summary["updates"] > 50 and summary["env_steps_per_s"] is not None
+    online = rl.load(out / "checkpoint")
+    assert online.config.train.executor == "local" and len(online.agent.memory) == 100  # its own replay

@@ -85,6 +85,10 @@ def cmd_train(args) -> int:
         resume = resolve_resume(args.resume)
         _, stored = read_meta(resume)
         raw = apply_overrides(stored, _overrides(args))
+        if (raw.get("train") or {}).get("executor", "local") != (stored.get("train") or {}).get("executor", "local"):
+            # Another executor (an offline run fine-tuned online: --executor local), as rl.load does:
+            # the stored executor section held the old executor's settings, so it does not carry over.
+            raw = apply_overrides({k: v for k, v in stored.items() if k != "executor"}, _overrides(args))
         _check_stored_env(stored, raw, args, f"the checkpoint '{resume}'", "--set env.id=ID")
         config = validate_config(raw)
     else:

@@ -492,6 +492,10 @@ class OffPolicyAgent(Agent):
     def set_state(self, arrays, counters):
         """Restore :meth:`get_state`'s output; the memory is validated and loaded first."""
         memory_state = {k[len("memory/") :]: v for k, v in arrays.items() if k.startswith("memory/")}
+        if _empty_of_another_capacity(memory_state, self.memory):
+            # An empty memory carries no experience: e.g. the placeholder of an offline run's learner
+            # (its data was the dataset's), fine-tuned online with its own replay.
+            memory_state = {}
         if memory_state:
             try:
                 self.memory.load_state_dict(memory_state)  # validates everything before changing
@@ -511,3 +515,11 @@ class OffPolicyAgent(Agent):
             state = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
             if state:
                 step.set_state(state)
+
+
+def _empty_of_another_capacity(state: Mapping[str, Any], memory) -> bool:
+    """Whether a saved memory ``state`` holds no records and another capacity than ``memory``'s."""
+    size, capacity = state.get("size"), state.get("capacity")
+    if size is None or capacity is None or int(np.asarray(size)) != 0:
+        return False
+    return int(np.asarray(capacity)) != int(getattr(memory, "capacity", -1))
