@@ -1,5 +1,6 @@
 """Offline RL on the torch backend: datasets recorded by runs (``train.record_dataset``) and read
-back through Minari, datasets Minari itself wrote, the offline executor's checkpoints and resume,
+back through Minari, datasets Minari itself wrote, image datasets held with each frame once, the
+offline executor's checkpoints and resume, fine-tuning online (Python and CLI),
 bad datasets refused before anything is written, and the learning thresholds: BC clones a
 scripted CartPole expert, CQL and discrete IQL end clearly above BC on mixed-quality data
 (tests/tf repeats CQL's comparison on TensorFlow), continuous BC fits a Pendulum controller, and CQL-SAC and IQL end clearly
@@ -415,3 +416,60 @@ def test_an_offline_run_fine_tunes_online_from_the_command_line(tmp_path, datase
     assert summary["timesteps"] == 150 and summary["updates"] > 50 and summary["env_steps_per_s"] is not None
     online = rl.load(out / "checkpoint")
     assert online.config.train.executor == "local" and len(online.agent.memory) == 100  # its own replay
+
+
+def test_an_image_dataset_is_held_with_each_frame_once(tmp_path):
+    """Stacked uint8 frames (4 per observation, as a frame_stack wrapper gives them) stream from a
+    dataset into replay with every distinct frame stored once, shared by obs, next_obs and the
+    overlapping stacks, and come back exactly; a CNN agent learns from them."""
+    import gymnasium as gym
+
+    from rlgraph_core.assemble import assemble
+    from rlgraph_core.datasets import DatasetSource, DatasetWriter
+    from rlgraph_core.execution.env_runner import Step
+    from rlgraph_core.plugins import get_plugin_manager
+
+    space, steps, stack = gym.spaces.Box(0, 255, (36, 36, 4), np.uint8), 30, 4
+    writer = DatasetWriter(tmp_path / "frames", space, gym.spaces.Discrete(2), algorithm="scripted")
+    rng = np.random.default_rng(0)
+    stacks = []
+    for _ in range(2):  # two episodes of distinct random frames: 2 x (30 + 4) distinct frames
+        frames = rng.integers(0, 256, (steps + stack, 36, 36), dtype=np.uint8)
+        obs = np.stack([np.moveaxis(frames[t : t + stack], 0, -1) for t in range(steps + 1)])
+        stacks.append(obs)
+        for t in range(steps):
+            writer.add(
+                Step(
+                    obs[t : t + 1], np.array([t % 2]), np.ones(1), obs[t + 1 : t + 2], *[np.array([t == steps - 1])] * 2
+                )
+            )
+    writer.close()
+    config = validate_config(
+        {
+            "agent": {
+                "type": "bc",
+                "network": {
+                    "type": "cnn",
+                    "preset": "custom",
+                    "conv": [{"filters": 4, "kernel": 8, "stride": 4}],
+                    "hidden": [16],
+                },
+                "batch_size": 16,
+            },
+            "env": {"id": "CartPole-v1"},
+            "train": {"executor": "offline"},
+            "executor": {"dataset": str(tmp_path / "frames")},
+        }
+    )
+    agent = assemble(config, get_plugin_manager()).make_agent(space, gym.spaces.Discrete(2), with_memory=False)
+    filled = DatasetSource(tmp_path / "frames").fill(agent)
+    memory = filled.memory
+    assert filled.transitions == 2 * steps and memory.framed_fields == {"obs": "obs", "next_obs": "obs"}
+    assert len(memory.frame_store("obs")) == 2 * (steps + stack)  # each distinct frame once (naive: 480 planes)
+    assert memory.nbytes() < 2 * steps * 36 * 36 * 4  # less than one copy of the obs alone
+    known = {o.tobytes() for episode in stacks for o in episode}
+    batch = memory.sample(32)
+    assert batch["obs"].dtype == np.uint8 and all(o.tobytes() in known for o in [*batch["obs"], *batch["next_obs"]])
+    np.testing.assert_array_equal(batch["obs"][..., 1:], batch["next_obs"][..., :-1])  # the stacks move by one frame
+    agent.learn_from(memory, 2)
+    assert agent.updates == 2
