@@ -440,6 +440,7 @@ TYPED_CONTRACTS = (
     "rlgraph_core/callbacks.py",
     "rlgraph_core/training.py",
     "rlgraph_core/api.py",
+    "rlgraph_core/facade_config.py",
 )
 
 

@@ -43,7 +43,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("agents", ("agents",)),
     ("assembly", ("assemble", "builtins", "offline.plugin")),
     ("training/export", ("training", "export")),
-    ("api", ("api", "", "testing.executor_suite")),
+    ("api", ("api", "facade_config", "", "testing.executor_suite")),
     ("cli", ("cli",)),
 ]
 
