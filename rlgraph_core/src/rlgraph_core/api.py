@@ -90,18 +90,8 @@ def make(
     """
 
     pm = plugin_manager or get_plugin_manager()
-    raw, factory, source = facade_raw_config(
-        algo,
-        env,
-        backend=backend,
-        mode=mode,
-        executor=executor,
-        device=device,
-        seed=seed,
-        dataset=dataset,
-        overrides=overrides,
-        plugin_manager=pm,
-    )
+    named = {"backend": backend, "mode": mode, "device": device, "seed": seed}
+    raw, factory, source = facade_raw_config(algo, env, named, executor, dataset, overrides, pm)
     algo = Algorithm(validate_config(raw, pm), env_factory=factory, out=out, verbose=verbose, plugin_manager=pm)
     if source is not None:
         source.check_spaces(algo.observation_space, algo.action_space, f"the environment '{algo.config.env.id}'")

@@ -29,26 +29,22 @@ _facade_env_ids = itertools.count()
 
 def facade_raw_config(
     algo: Any,
-    env: Any = None,
-    *,
-    backend: str | None = None,
-    mode: str | None = None,
-    executor: str | dict | None = None,
-    device: str | None = None,
-    seed: int | None = None,
-    dataset: str | Path | None = None,
-    overrides: dict[str, Any] | None = None,
+    env: Any,
+    train_settings: dict[str, Any],
+    executor: str | dict | None,
+    dataset: str | Path | None,
+    overrides: dict[str, Any],
     plugin_manager,
 ) -> tuple[dict, Callable[[], Any] | None, DatasetSource | None]:
     """:func:`rlgraph_core.make`'s arguments (see there) as ``(raw run config, env factory or None,
     dataset source or None)``: the config before validation, the factory of an env given as an
-    instance or a function, and the opened dataset of ``dataset=``."""
+    instance or a function, and the opened dataset of ``dataset=``. ``train_settings`` are the
+    train fields ``make`` takes by name (``backend``, ``mode``, ``device``, ``seed``; None: the
+    config's)."""
     raw = _raw_config(algo, plugin_manager)
     factory = _apply_env(raw, env)
     train = raw.setdefault("train", {})
-    for key, value in (("backend", backend), ("mode", mode), ("device", device), ("seed", seed)):
-        if value is not None:
-            train[key] = value
+    train.update({key: value for key, value in train_settings.items() if value is not None})
     if isinstance(executor, dict):
         executor = copy.deepcopy(executor)
         if "type" in executor:
@@ -57,7 +53,7 @@ def facade_raw_config(
     elif executor is not None:
         train["executor"] = executor
     source = _apply_dataset(raw, dataset, env_given=env is not None) if dataset is not None else None
-    _apply_overrides(raw, overrides or {}, plugin_manager)
+    _apply_overrides(raw, overrides, plugin_manager)
     return raw, factory, source
 
 
