@@ -283,7 +283,9 @@ def stats(session: nox.Session) -> None:
 def ray(session: nox.Session) -> None:
     """Core + both backends + rlgraph-ray: the Ray executors (one private Ray session per test module)."""
     # rlgraph_ray[tune] (ray[tune], optuna) for tests/ray/test_tune.py (rlgraph tune)
-    _install(session, "./rlgraph_core[atari,pettingzoo]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray[tune]")
+    _install(
+        session, "./rlgraph_core[atari,offline,pettingzoo]", "./rlgraph_torch", "./rlgraph_tf", "./rlgraph_ray[tune]"
+    )
     # Two xdist workers, a whole module each (--dist loadfile: one private Ray session per module,
     # started by the module's fixture): a Ray test spends much of its wall time waiting (ray.init,
     # actor start-up, restarts after injected faults), so two modules at a time fill CI's two cores

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import warnings
 
+import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray")
 
 from rlgraph_core.assemble import train  # noqa: E402
 from rlgraph_core.config.run import apply_overrides, load_shipped_config, validate_config  # noqa: E402
+from rlgraph_core.datasets import DatasetSource  # noqa: E402
 from rlgraph_core.execution.stopping import RunFailed  # noqa: E402
 from rlgraph_core.plugins import PluginManager, hookimpl  # noqa: E402
 from rlgraph_ray.cluster import RayPlacementError  # noqa: E402
@@ -72,16 +74,25 @@ def test_a_killed_worker_is_restarted_and_the_run_completes(ray_session, tmp_pat
     killer, probe = WorkerKiller(at=1), RestartedWorkerProbe()
     pm.register(killer, "worker-killer")
     pm.register(probe, "restarted-worker-probe")
-    config = ppo("train.total_timesteps=3072", "train.log_interval=512", "train.eval_interval=100000")
-    summary = train(config, tmp_path, plugin_manager=pm)
+    data = tmp_path / "data"  # recorded too: the dead worker's episodes in progress end where the driver saw them
+    config = ppo(
+        "train.total_timesteps=3072", "train.log_interval=512", "train.eval_interval=100000",
+        f"train.record_dataset={data}",
+    )  # fmt: skip
+    summary = train(config, tmp_path / "run", plugin_manager=pm)
     assert killer.killed is not None
     assert summary["ended_by"] == "total_timesteps" and summary["timesteps"] >= 3072
     assert summary["worker_restarts"] == 1 and summary["samples_lost"] == 32 * 4
     # the restarted worker ends on the learner's newest published weights (not its own initial ones)
     assert summary["weights_version_published"] > 0
     assert probe.version == summary["weights_version_published"] == summary["worker_weights_versions"][0]
-    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["worker_restarts"] == 1
+    source = DatasetSource(data)
+    assert source.total_steps == summary["timesteps"]  # the lost fragment is not in the dataset
+    for episode in source.episodes():  # each one env's consecutive states (CartPole: x' = x + 0.02 x_dot)
+        obs = np.asarray(episode.observations)
+        np.testing.assert_allclose(obs[1:, 0], obs[:-1, 0] + 0.02 * obs[:-1, 1], atol=1e-5)
 
 
 def test_past_max_worker_restarts_the_run_stops_with_a_checkpoint(ray_session, tmp_path):

@@ -56,6 +56,8 @@ class _Worker:
         )
         self.runner = EnvRunner(self.agent, self.envs, seed)
         self._synced: int | None = None
+        #: the run records a dataset (``train.record_dataset``): calls return the env steps they took
+        self.recording = self.assembly.config.train.record_dataset is not None
 
     def ready(self) -> bool:
         """Answered once the worker is built (the executor waits for it with a timeout)."""
@@ -110,14 +112,20 @@ class SyncWorker(_Worker):
     """``ray_sync`` worker: one on-policy rollout (``agent.n_steps`` steps per env) per call, with GAE."""
 
     def sample(self, box: WeightsBox | None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Collect one rollout with the newest weights; ``(postprocessed rollout, stats)``."""
+        """Collect one rollout with the newest weights; ``(postprocessed rollout, stats)``. A run that
+        records a dataset gets the rollout's vector steps (:class:`~rlgraph_core.execution.env_runner.Step`,
+        true next observations) in order in ``stats["env_steps"]``."""
         self._sync(box)
         t0, start = time.perf_counter(), self.runner.env_steps
         batch = None
+        taken = []
         while batch is None:
-            self.runner.step()
+            step = self.runner.step()
+            if self.recording:
+                taken.append(step)
             batch = self.agent.take_rollout()
-        return batch, self._stats(self.runner.env_steps - start, t0)
+        more = {"env_steps": taken} if self.recording else {}
+        return batch, self._stats(self.runner.env_steps - start, t0, **more)
 
 
 class ApexWorker(_Worker):

@@ -106,6 +106,9 @@ class RayExecutor(Executor):
     recorder more to checkpoint in :meth:`_configure_recorder`.
     """
 
+    #: ``train.record_dataset``'s writer on the driver (set by :meth:`run`; None: the run records nothing)
+    writer = None
+
     def run(self) -> dict:
         cfg, settings, parts = self.config, self.config.executor, self.assembly
         self._check_worker_backend()
@@ -115,6 +118,7 @@ class RayExecutor(Executor):
             # a multi-agent run's evaluation env is a vector env of one copy: its rows' spaces
             spaces = [getattr(eval_env, f"single_{k}", None) or getattr(eval_env, k) for k in SPACES]
             self.learner = parts.make_agent(*spaces, num_envs=self._learner_envs(), with_memory=False)
+            self.writer = self._dataset_writer(*spaces)  # checked before Ray starts; writes nothing yet
             recorder = RunRecorder(
                 cfg, self.out_dir, assembly=parts, agent=self.learner, resume_dir=self.resume_dir, eval_env=eval_env
             )
@@ -132,6 +136,8 @@ class RayExecutor(Executor):
         self._worker_versions: list[int | None] = [None] * settings.num_workers
         self._resumed_at = self.learner.timesteps
         with contextlib.ExitStack() as stack:
+            if self.writer is not None:
+                stack.callback(self.writer.close)  # last: after the actors stopped, however the run ends
             # A Ctrl-C or SIGTERM while Ray and the actors start is held until they have started (a
             # second Ctrl-C aborts at once); the run then stops as it would at its first step.
             with StopRequest() as starting:
@@ -202,6 +208,41 @@ class RayExecutor(Executor):
 
     def _configure_recorder(self, recorder: RunRecorder) -> None:
         """Give the recorder what this executor adds (e.g. checkpoint attachments), once the actors started."""
+
+    # ------------------------------------------------------------------ recording a dataset
+    def _dataset_writer(self, observation_space, action_space):
+        """``train.record_dataset``'s writer (None when the run records nothing), fed on the driver
+        with every worker's env steps; its path and the Minari extra are checked here, before Ray starts."""
+        path = self.config.train.record_dataset
+        if path is None:
+            return None
+        from rlgraph_core.datasets import DatasetWriter
+
+        return DatasetWriter(
+            path,
+            observation_space,
+            action_space,
+            env_section=self.config.env.model_dump(mode="json", include={"id", "kwargs", "wrappers"}),
+            algorithm=self.config.agent.type,
+            append=self.resume_dir is not None,
+        )
+
+    def _record(self, index: int, steps) -> None:
+        """Record worker ``index``'s vector steps (in the order it took them) in its own columns of
+        the dataset writer, so each of its envs' episodes is written whole."""
+        if self.writer is None:
+            return
+        first = index * self.config.executor.workers_envs(self.config.env)
+        for step in steps:
+            self.writer.add(step, first_column=first)
+
+    def _record_restart(self, index: int) -> None:
+        """Worker ``index`` was restarted with new envs: its episodes in progress end (truncated) at
+        the last step the driver received of them."""
+        if self.writer is None:
+            return
+        envs = self.config.executor.workers_envs(self.config.env)
+        self.writer.cut(range(index * envs, (index + 1) * envs))
 
     # ------------------------------------------------------------------ workers
     def _worker_train(self, field: str) -> str:

@@ -51,9 +51,11 @@ class RaySyncExecutor(RayExecutor):
                         break
                     except WORKER_FAULTS as exc:
                         self._restart_worker(i, exc, fragment)
+                        self._record_restart(i)
                         refs[i] = self.workers[i].sample.remote(box)
                 batches.append(batch)
                 self._note_worker(stats, recorder)
+                self._record(i, stats.get("env_steps", ()))
             merged = {k: concat([b[k] for b in batches], axis=1) for k in batches[0]}
             steps = sum(_steps(b) for b in batches)
             recorder.add_env_steps(steps)  # before learning: the learner's schedules read the count

@@ -57,6 +57,10 @@ class EnvConfig(StrictModel):
         return validate_wrappers(None, v)
 
 
+#: The executors that record ``train.record_dataset`` (their driver sees every step the envs take).
+RECORDING_EXECUTORS = ("local", "ray_sync")
+
+
 class TrainConfig(StrictModel):
     """How a run is executed: backend, mode, executor, budget, evaluation and logging."""
 
@@ -122,17 +126,19 @@ class TrainConfig(StrictModel):
     record_dataset: Optional[str] = Field(
         None,
         description="record the episodes the run collects as a Minari dataset in this folder (a new or empty "
-        'one; the offline extra: pip install "rlgraph-core[offline]"); the local executor records; null = none',
+        'one; the offline extra: pip install "rlgraph-core[offline]"); the local and ray_sync executors '
+        "record; null = none",
     )
 
     @model_validator(mode="after")
     def _recording_executor(self) -> "TrainConfig":
-        """Only the local executor records datasets (distributed workers would each need a writer)."""
-        if self.record_dataset is not None and self.executor != "local":
+        """The executors that record datasets: those whose driver sees every step the envs take."""
+        if self.record_dataset is not None and self.executor not in RECORDING_EXECUTORS:
             raise ValueError(
-                f"'train.record_dataset' is recorded by the local executor only; train.executor is "
-                f"'{self.executor}' (the offline executor steps no env, a distributed one collects in other "
-                f"processes). Record with train.executor: local, or remove train.record_dataset"
+                f"'train.record_dataset' is recorded by the {' and '.join(RECORDING_EXECUTORS)} executors only; "
+                f"train.executor is '{self.executor}' (the offline executor steps no env; ray_apex's workers send "
+                f"their transitions to replay shards, ray_impala and horovod do not record yet). Record with "
+                f"train.executor: local or ray_sync, or remove train.record_dataset"
             )
         return self
 

@@ -161,26 +161,42 @@ class DatasetWriter:
         self.steps_written = 0
 
     # ------------------------------------------------------------------ recording
-    def add(self, step) -> None:
-        """Record one vector step (an :class:`~rlgraph_core.execution.env_runner.Step`)."""
+    def add(self, step, first_column: int = 0) -> None:
+        """Record one vector step (an :class:`~rlgraph_core.execution.env_runner.Step`).
+
+        ``first_column``: the writer's column of the step's first env, where several vector envs
+        (a distributed run's workers) feed one writer, each its own columns; an episode is
+        continued only by steps of its column."""
         rewards = np.asarray(step.rewards)
         n = len(rewards)
-        if not self._running:
-            self._running = [None] * n
+        if len(self._running) < first_column + n:
+            self._running += [None] * (first_column + n - len(self._running))
         done = np.logical_or(step.terminated, step.truncated)
         for i in range(n):
-            episode = self._running[i]
+            column = first_column + i
+            episode = self._running[column]
             if episode is None:
-                episode = self._running[i] = _Episode(_row(step.obs, i))
+                episode = self._running[column] = _Episode(_row(step.obs, i))
             episode.add(
                 _row(step.actions, i), rewards[i], _row(step.next_obs, i), step.terminated[i], step.truncated[i]
             )
             if done[i]:
                 self._finished.append(episode.buffer(self._episode_buffer))
                 self._finished_steps += len(episode.rewards)
-                self._running[i] = None
+                self._running[column] = None
         if self._finished_steps >= FLUSH_STEPS:
             self.flush()
+
+    def cut(self, columns) -> None:
+        """End the running episodes of ``columns`` as truncated at their last recorded step (their
+        envs stopped mid-episode: a distributed run's worker was restarted with new envs)."""
+        for column in columns:
+            episode = self._running[column] if column < len(self._running) else None
+            if episode is not None and episode.rewards:
+                self._finished.append(episode.buffer(self._episode_buffer, cut=True))
+                self._finished_steps += len(episode.rewards)
+            if column < len(self._running):
+                self._running[column] = None
 
     def flush(self) -> None:
         """Append the finished episodes to the dataset (creating it with the first)."""
@@ -194,10 +210,7 @@ class DatasetWriter:
 
     def close(self) -> None:
         """Write what is left: finished episodes, and running ones as truncated at their last step."""
-        for episode in self._running:
-            if episode is not None and episode.rewards:
-                self._finished.append(episode.buffer(self._episode_buffer, cut=True))
-                self._finished_steps += len(episode.rewards)
+        self.cut(range(len(self._running)))
         self._running = []
         self.flush()
 
