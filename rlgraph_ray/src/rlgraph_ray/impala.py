@@ -120,10 +120,14 @@ class RayImpalaExecutor(RayExecutor):
                         del in_flight[r]
                     self._head_since.pop(i, None)
                     self._restart_worker(i, exc, fragment * (1 + len(dropped)))
+                    self._record_restart(i)
                     continue
                 queue.append(batch)
                 new_steps += stats["steps"]
                 self._note_worker(stats, recorder)
+                # a worker's fragments arrive in the order it collected them (ray.wait keeps the
+                # order of in_flight, which is the order they were asked for)
+                self._record(i, stats.get("env_steps", ()))
                 if i in in_flight.values():
                     self._head_since[i] = time.monotonic()  # it starts on its next request now
                 else:
@@ -182,6 +186,7 @@ class RayImpalaExecutor(RayExecutor):
                 TimeoutError(f"no fragment within executor.sample_timeout_s = {timeout:g} s"),
                 fragment * len(dropped),
             )
+            self._record_restart(i)
 
     def _totals(self) -> dict:
         """``summary.json`` adds the policy lag over the whole run (mean of the batches', largest)."""

@@ -58,7 +58,7 @@ class EnvConfig(StrictModel):
 
 
 #: The executors that record ``train.record_dataset`` (their driver sees every step the envs take).
-RECORDING_EXECUTORS = ("local", "ray_sync")
+RECORDING_EXECUTORS = ("local", "ray_sync", "ray_impala")
 
 
 class TrainConfig(StrictModel):
@@ -126,8 +126,8 @@ class TrainConfig(StrictModel):
     record_dataset: Optional[str] = Field(
         None,
         description="record the episodes the run collects as a Minari dataset in this folder (a new or empty "
-        'one; the offline extra: pip install "rlgraph-core[offline]"); the local and ray_sync executors '
-        "record; null = none",
+        'one; the offline extra: pip install "rlgraph-core[offline]"); the local, ray_sync and '
+        "ray_impala executors record; null = none",
     )
 
     @model_validator(mode="after")
@@ -135,10 +135,10 @@ class TrainConfig(StrictModel):
         """The executors that record datasets: those whose driver sees every step the envs take."""
         if self.record_dataset is not None and self.executor not in RECORDING_EXECUTORS:
             raise ValueError(
-                f"'train.record_dataset' is recorded by the {' and '.join(RECORDING_EXECUTORS)} executors only; "
+                f"'train.record_dataset' is recorded by the {', '.join(RECORDING_EXECUTORS)} executors only; "
                 f"train.executor is '{self.executor}' (the offline executor steps no env; ray_apex's workers send "
-                f"their transitions to replay shards, ray_impala and horovod do not record yet). Record with "
-                f"train.executor: local or ray_sync, or remove train.record_dataset"
+                f"their transitions to replay shards, horovod does not record yet). Record with train.executor: "
+                f"{' / '.join(RECORDING_EXECUTORS)}, or remove train.record_dataset"
             )
         return self
 
