@@ -308,7 +308,14 @@ def horovod(session: nox.Session) -> None:
     tests under ``horovodrun -np 2 --gloo``. The jax plugin is there so a backend that Horovod has no
     module of its own for is run under the launcher too. The installer drives pip, so pip is
     installed into this uv venv."""
-    _install(session, "./rlgraph_core", "./rlgraph_torch", "./rlgraph_tf", "./plugins/rlgraph-jax", "./rlgraph_horovod")
+    _install(
+        session,
+        "./rlgraph_core[offline]",
+        "./rlgraph_torch",
+        "./rlgraph_tf",
+        "./plugins/rlgraph-jax",
+        "./rlgraph_horovod",
+    )
     session.install("-c", LOCK, "pip", "setuptools", "wheel")
     session.run("python", "-m", "rlgraph_horovod.install", env=ENV)
     _pytest(session, "tests/horovod", env={"RLGRAPH_REQUIRE_HOROVOD": "1"})

@@ -167,7 +167,7 @@ def test_bad_datasets_are_refused_in_one_paragraph_before_anything_is_written(tm
 
     with pytest.raises(ConfigError) as exc:
         rl.make("bc", dataset=str(expert_path), record_dataset=str(tmp_path / "again"))
-    assert "local, ray_sync, ray_impala executors only" in _one_paragraph(exc)
+    assert "local, ray_sync, ray_impala, horovod executors only" in _one_paragraph(exc)
     with pytest.raises(ConfigError) as exc:
         rl.make("bc", env="CartPole-v1")
     assert "train.executor: offline" in _one_paragraph(exc)

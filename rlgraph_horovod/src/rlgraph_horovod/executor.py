@@ -101,11 +101,41 @@ class HorovodExecutor(Executor):
             if coll.size > 1 or elastic:  # elastic: ranks may join a job that started with one
                 agent.set_gradient_hook(hook)
             loop = _RankLoop(cfg, agent, envs, coll, hook, seed, elastic=elastic)
-            if coll.rank == 0:
-                return self._run_rank0(loop)
-            return self._run_other_rank(loop)
+            loop.writer = self._dataset_writer(envs, agent, coll)
+            try:
+                if coll.rank == 0:
+                    return self._run_rank0(loop)
+                return self._run_other_rank(loop)
+            finally:
+                loop.close_writer()  # (done already, before the last collective, unless that failed to start)
         finally:
             envs.close()
+
+    def _dataset_writer(self, envs, agent, coll: Collectives):
+        """This rank's ``train.record_dataset`` writer (None when the run records nothing).
+
+        Each rank records the episodes its own envs play into a dataset of its own: rank 0 into
+        ``PATH`` (a one-rank run records as the local executor does), rank ``r`` into
+        ``PATH_rank{r}``. Every rank checks every rank's path, so a path that is refused stops all
+        ranks alike, before the first collective.
+        """
+        path = self.config.train.record_dataset
+        if path is None:
+            return None
+        from rlgraph_core.datasets import DatasetWriter
+
+        writers = [
+            DatasetWriter(
+                rank_dataset_path(path, r),
+                envs.single_observation_space,
+                envs.single_action_space,
+                env_section=self.config.env.model_dump(mode="json", include={"id", "kwargs", "wrappers"}),
+                algorithm=self.config.agent.type,
+                append=self.resume_dir is not None or agent.timesteps > 0,
+            )
+            for r in range(coll.size)
+        ]
+        return writers[coll.rank]
 
     def _run_rank0(self, loop: "_RankLoop") -> dict:
         recorder = RunRecorder(
@@ -121,6 +151,7 @@ class HorovodExecutor(Executor):
         try:
             return recorder.run(lambda rec, stop: loop.train(stop, rec), run_info=info)
         finally:
+            loop.close_writer()
             loop.finished()
 
     def _run_other_rank(self, loop: "_RankLoop") -> dict:
@@ -132,6 +163,7 @@ class HorovodExecutor(Executor):
             except Exception as exc:  # this rank's traceback goes to its output; rank 0 keeps the checkpoint
                 error = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
+        loop.close_writer()
         loop.finished()  # after rank 0's final checkpoint: the launcher may end rank 0 once we exit
         ended_by = "error" if error else (stop.reason or loop.ended_by or "total_timesteps")
         elapsed = time.perf_counter() - start
@@ -156,8 +188,16 @@ class HorovodExecutor(Executor):
         return summary
 
 
+def rank_dataset_path(path: str, rank: int) -> str:
+    """Where rank ``rank`` records ``train.record_dataset`` = ``path``: rank 0 ``path``, rank r ``path_rank{r}``."""
+    return path if rank == 0 else f"{str(path).rstrip('/')}_rank{rank}"
+
+
 class _RankLoop:
     """One rank's training loop: step envs, agree on stopping, update, check weights."""
+
+    #: this rank's ``train.record_dataset`` writer (None: the run records nothing)
+    writer = None
 
     def __init__(self, cfg, agent, envs, coll: Collectives, hook: TimedAllreduce, seed: int, elastic: bool = False):
         self.cfg, self.agent, self.envs, self.coll, self.hook, self.seed = cfg, agent, envs, coll, hook, seed
@@ -205,6 +245,12 @@ class _RankLoop:
         if self.elastic_state is not None:
             out.update(self.elastic_state.metrics())
         return out
+
+    def close_writer(self) -> None:
+        """Write this rank's recorded episodes (before :meth:`finished`: the launcher may end the
+        ranks once the last collective is over); a second call writes nothing."""
+        if self.writer is not None:
+            self.writer.close()
 
     def finished(self) -> None:
         """Last collective of the run, reached by rank 0 after its final checkpoint and summary.
@@ -268,6 +314,9 @@ class _RankLoop:
             recorder.counter.sync_from_agent()  # an elastic reset may have restored an older commit
         runner = EnvRunner(agent, envs, seed=self.seed + agent.timesteps)
         n = runner.num_envs
+        writer = self.writer
+        if writer is not None:  # an elastic reset restarts the envs: episodes in progress end where they were
+            writer.cut(range(n))
         step = 0
         self._start = time.perf_counter()
         while True:
@@ -281,7 +330,9 @@ class _RankLoop:
                     self.ended_by = stop.reason or "total_timesteps"
                     self.ended_together = True
                     return
-            runner.step()
+            taken = runner.step()
+            if writer is not None:
+                writer.add(taken)
             step += 1
             self.local_steps += n
             counter.add_env_steps(n * size)  # every rank took as many steps: count them all

@@ -58,7 +58,7 @@ class EnvConfig(StrictModel):
 
 
 #: The executors that record ``train.record_dataset`` (their driver sees every step the envs take).
-RECORDING_EXECUTORS = ("local", "ray_sync", "ray_impala")
+RECORDING_EXECUTORS = ("local", "ray_sync", "ray_impala", "horovod")
 
 
 class TrainConfig(StrictModel):
@@ -126,8 +126,8 @@ class TrainConfig(StrictModel):
     record_dataset: Optional[str] = Field(
         None,
         description="record the episodes the run collects as a Minari dataset in this folder (a new or empty "
-        'one; the offline extra: pip install "rlgraph-core[offline]"); the local, ray_sync and '
-        "ray_impala executors record; null = none",
+        'one; the offline extra: pip install "rlgraph-core[offline]"); the local, ray_sync, '
+        "ray_impala and horovod executors record (horovod: rank r > 0 into PATH_rank{r}); null = none",
     )
 
     @model_validator(mode="after")
@@ -137,7 +137,7 @@ class TrainConfig(StrictModel):
             raise ValueError(
                 f"'train.record_dataset' is recorded by the {', '.join(RECORDING_EXECUTORS)} executors only; "
                 f"train.executor is '{self.executor}' (the offline executor steps no env; ray_apex's workers send "
-                f"their transitions to replay shards, horovod does not record yet). Record with train.executor: "
+                f"their transitions to replay shards, not whole episodes through the driver). Record with train.executor: "
                 f"{' / '.join(RECORDING_EXECUTORS)}, or remove train.record_dataset"
             )
         return self
