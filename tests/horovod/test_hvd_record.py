@@ -32,7 +32,7 @@ def test_each_rank_records_its_own_episodes(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     ranks = [DatasetSource(path), DatasetSource(f"{path}_rank1")]
     assert [r.total_steps for r in ranks] == [summary["timesteps"] // 2] * 2  # each rank stepped its share
-    observed = []
+    observed, starts = [], []
     for source in ranks:
         rank = []
         for e in source.episodes():
@@ -40,5 +40,8 @@ def test_each_rank_records_its_own_episodes(tmp_path):
             assert len(obs) == len(e.actions) + 1 and e.terminations[:-1].sum() == 0
             np.testing.assert_allclose(obs[1:, 0], obs[:-1, 0] + TAU * obs[:-1, 1], atol=1e-5)
             rank.append(obs)
+            starts.append(obs[0].tobytes())
         observed.append(np.concatenate(rank))
     assert not np.array_equal(*observed)  # two ranks' own data, not one rank's twice
+    # every env of every rank resets from a seed of its own: no episode starts from another's state
+    assert len(set(starts)) == len(starts), f"{len(starts) - len(set(starts))} repeated episode starts"

@@ -2,7 +2,8 @@
 
 Every rank runs its own vector envs and its own copy of the agent. At the start rank 0's
 weights, optimizer state, replay and counters are broadcast (after rank 0 loaded ``--resume``).
-Each rank acts and explores with its own seed (``train.seed + rank``), so the ranks gather
+Each rank acts and explores with its own seed (``train.seed + rank``; its envs reset from
+``train.seed + rank * env.num_envs``), so the ranks gather
 different experience; every update's gradients pass through the backend's gradient hook, where
 an allreduce averages them over the ranks before the optimizer step, so all ranks apply the
 same update and keep identical weights (checked every ``executor.check_interval`` updates).
@@ -92,7 +93,11 @@ class HorovodExecutor(Executor):
             require_elastic_launch()  # also checked when the config is validated
         coll = collectives_for(parts.backend)
         seed = cfg.train.seed + coll.rank
-        envs = parts.make_vector_env(seed)
+        # env i of rank r resets from env_seed + i: a stride of num_envs keeps every rank's envs on
+        # seeds of their own (with seed + rank, rank 0's env 1 and rank 1's env 0 played the same
+        # first episode); rank 0 keeps train.seed, as the local executor's envs do
+        env_seed = cfg.train.seed + coll.rank * cfg.env.num_envs
+        envs = parts.make_vector_env(env_seed)
         try:
             agent = self.agent or parts.make_agent(
                 envs.single_observation_space, envs.single_action_space, num_envs=cfg.env.num_envs, seed=seed
@@ -100,7 +105,7 @@ class HorovodExecutor(Executor):
             hook = TimedAllreduce(coll)
             if coll.size > 1 or elastic:  # elastic: ranks may join a job that started with one
                 agent.set_gradient_hook(hook)
-            loop = _RankLoop(cfg, agent, envs, coll, hook, seed, elastic=elastic)
+            loop = _RankLoop(cfg, agent, envs, coll, hook, seed, elastic=elastic, env_seed=env_seed)
             loop.writer = self._dataset_writer(envs, agent, coll)
             try:
                 if coll.rank == 0:
@@ -199,8 +204,19 @@ class _RankLoop:
     #: this rank's ``train.record_dataset`` writer (None: the run records nothing)
     writer = None
 
-    def __init__(self, cfg, agent, envs, coll: Collectives, hook: TimedAllreduce, seed: int, elastic: bool = False):
+    def __init__(
+        self,
+        cfg,
+        agent,
+        envs,
+        coll: Collectives,
+        hook: TimedAllreduce,
+        seed: int,
+        elastic: bool = False,
+        env_seed: int | None = None,
+    ):
         self.cfg, self.agent, self.envs, self.coll, self.hook, self.seed = cfg, agent, envs, coll, hook, seed
+        self.env_seed = seed if env_seed is None else env_seed
         self.settings = cfg.executor
         self.elastic_state = None
         if elastic:
@@ -312,7 +328,7 @@ class _RankLoop:
         counter = recorder if recorder is not None else StepCounter(agent)
         if recorder is not None:
             recorder.counter.sync_from_agent()  # an elastic reset may have restored an older commit
-        runner = EnvRunner(agent, envs, seed=self.seed + agent.timesteps)
+        runner = EnvRunner(agent, envs, seed=self.env_seed + agent.timesteps)
         n = runner.num_envs
         writer = self.writer
         if writer is not None:  # an elastic reset restarts the envs: episodes in progress end where they were
