@@ -20,6 +20,8 @@ import pytest
 
 from hvd_launch import CONFIGS, horovodrun_cmd, rank_env, rlgraph_train, run_horovod
 
+from rlgraph_core.testing.memory_env import r2d2_recall_settings
+
 QUICK_DQN = [
     "--set",
     "train.eval_interval=1024",
@@ -287,19 +289,7 @@ def test_r2d2_learns_the_memory_task_on_two_ranks(tmp_path):
     """Issue 31: R2D2-style recurrent DQN on two ranks (each its own sequence replay, the replay
     batches' gradients averaged) solves RecallCue within 1,000 env steps of both ranks together."""
     out = tmp_path / "r2d2"
-    agent = {
-        "type": "dqn",
-        "network": {"type": "lstm", "units": 16, "encoder": {"hidden": []}, "seq_len": 8},
-        "burn_in": 2,
-        "batch_size": 16,
-        "learning_starts": 200,
-        "train_freq": 16,
-        "gradient_steps": 2,
-        "target_update_interval": 20,
-        "gamma": 0.9,
-        "memory": {"type": "prioritized_replay", "capacity": 1000, "alpha": 0.9, "beta": 0.6},
-        "optimizer": {"learning_rate": 0.003},
-    }
+    agent = r2d2_recall_settings()
     proc = run_horovod(*rlgraph_train(_recall_config(tmp_path, agent, 1000), "--out", str(out)), timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     summary = _summary(out)

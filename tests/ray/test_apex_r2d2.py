@@ -10,6 +10,7 @@ ray = pytest.importorskip("ray")
 
 from rlgraph_core.assemble import train  # noqa: E402
 from rlgraph_core.config.run import validate_config  # noqa: E402
+from rlgraph_core.testing.memory_env import r2d2_recall_settings  # noqa: E402
 
 ENV = "rlgraph_core.testing.memory_env:RecallCue"
 
@@ -19,19 +20,7 @@ def test_apex_r2d2_learns_the_memory_task_with_two_workers(ray_session, tmp_path
     """Two workers (epsilon 0.4 and 0.4^8) and one prioritized shard: RecallCue (1.0 only with memory)
     evaluates at >= 0.95 within 3,000 env steps."""
     raw = {
-        "agent": {
-            "type": "dqn",
-            "network": {"type": "lstm", "units": 16, "encoder": {"hidden": []}, "seq_len": 8},
-            "burn_in": 2,
-            "batch_size": 16,
-            "learning_starts": 200,
-            "train_freq": 16,
-            "gradient_steps": 2,
-            "target_update_interval": 20,
-            "gamma": 0.9,
-            "memory": {"type": "prioritized_replay", "capacity": 1000, "alpha": 0.9, "beta": 0.6},
-            "optimizer": {"learning_rate": 3e-3},
-        },
+        "agent": r2d2_recall_settings(),
         "env": {"id": ENV, "num_envs": 8},
         "train": {
             "backend": "torch",

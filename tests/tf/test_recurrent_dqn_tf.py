@@ -8,33 +8,28 @@ import pytest
 
 import rlgraph_core as rl
 from rlgraph_core.agents.recurrent_dqn import RecurrentDQNAgent
+from rlgraph_core.testing.memory_env import r2d2_recall_settings
 
 ENV = "rlgraph_core.testing.memory_env:RecallCue"
 
 
 def make(cell: str):
     """tests/torch/test_recurrent_dqn.py's RecallCue settings on tf eager."""
-    recurrent = cell != "mlp"
+    settings = r2d2_recall_settings()
+    del settings["type"]
+    if cell == "mlp":
+        settings.update(network={"type": "mlp", "hidden": [16]}, burn_in=0)
+    else:
+        settings["network"]["type"] = cell
     return rl.make(
         "dqn",
         env={"id": ENV, "num_envs": 8},
         backend="tf",
         mode="eager",
         seed=0,
-        network={"type": cell, "units": 16, "encoder": {"hidden": []}, "seq_len": 8}
-        if recurrent
-        else {"type": "mlp", "hidden": [16]},
-        burn_in=2 if recurrent else 0,
-        batch_size=16,
-        learning_starts=200,
-        train_freq=16,
-        gradient_steps=2,
-        target_update_interval=20,
-        gamma=0.9,
         exploration={"type": "epsilon_greedy", "epsilon": {"type": "linear", "start": 1.0, "end": 0.05, "steps": 800}},
-        memory={"type": "prioritized_replay", "capacity": 1000, "alpha": 0.9, "beta": 0.6},
-        optimizer={"learning_rate": 3e-3},
         eval_interval=10**9,
+        **settings,
     )
 
 

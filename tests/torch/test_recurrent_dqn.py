@@ -12,7 +12,7 @@ import pytest
 import rlgraph_core as rl
 from rlgraph_core.agents.recurrent_dqn import RecurrentDQNAgent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
-from rlgraph_core.testing.memory_env import RecallCue
+from rlgraph_core.testing.memory_env import RecallCue, r2d2_recall_settings
 
 ENV = "rlgraph_core.testing.memory_env:RecallCue"
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -20,24 +20,17 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 def small(cell: str, seed: int = 0, steps: int = 1000, **overrides):
     """DQN on RecallCue (delay 2: 4 steps an episode), R2D2 with a small ``cell`` or an MLP."""
-    recurrent = cell != "mlp"
-    settings = dict(
-        network={"type": cell, "units": 16, "encoder": {"hidden": []}, "seq_len": 8}
-        if recurrent
-        else {"type": "mlp", "hidden": [16]},
-        burn_in=2 if recurrent else 0,
-        batch_size=16,
-        learning_starts=200,
-        train_freq=16,
-        gradient_steps=2,
-        target_update_interval=20,
-        gamma=0.9,
+    settings = r2d2_recall_settings()
+    del settings["type"]
+    if cell == "mlp":
+        settings.update(network={"type": "mlp", "hidden": [16]}, burn_in=0)
+    else:
+        settings["network"]["type"] = cell
+    settings.update(
         exploration={
             "type": "epsilon_greedy",
             "epsilon": {"type": "linear", "start": 1.0, "end": 0.05, "steps": steps // 2},
         },
-        memory={"type": "prioritized_replay", "capacity": 1000, "alpha": 0.9, "beta": 0.6},
-        optimizer={"learning_rate": 3e-3},
         eval_interval=10**9,
     )
     settings.update(overrides)

@@ -77,7 +77,7 @@ def round_due(config: "OffPolicyConfig", timesteps: int, stored: int, last_train
     """Whether the update schedule asks for a round of ``config.gradient_steps`` steps now: at
     least ``learning_starts`` env steps taken, a batch stored, and ``train_freq`` env steps since
     the last round (at ``last_train``). A pure function of the counters, so a program that runs
-    many env steps at once (the compiled loop of a JAX plugin) plans its rounds with it."""
+    many env steps at once (a plugin's compiled training loop) plans its rounds with it."""
     return (
         timesteps >= config.learning_starts
         and stored >= config.batch_size

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["RecallCue"]
+__all__ = ["RecallCue", "r2d2_recall_settings"]
 
 
 class RecallCue(gym.Env):
@@ -55,3 +55,23 @@ class RecallCue(gym.Env):
         reward = float(int(action) == self._cue) if asked else 0.0
         self._t += 1
         return self._obs(), reward, asked, False, {}
+
+
+def r2d2_recall_settings() -> dict:
+    """The R2D2-style recurrent DQN agent settings that learn :class:`RecallCue` (delay 2) to 1.0 in
+    about 1,000 env steps of 8 envs: a 16-unit LSTM straight on the observation, windows of 8
+    steps with 2 of burn-in, prioritized sequence replay. One copy for the tests of every backend
+    and executor (a fresh dict each call: callers add their exploration or override a key)."""
+    return {
+        "type": "dqn",
+        "network": {"type": "lstm", "units": 16, "encoder": {"hidden": []}, "seq_len": 8},
+        "burn_in": 2,
+        "batch_size": 16,
+        "learning_starts": 200,
+        "train_freq": 16,
+        "gradient_steps": 2,
+        "target_update_interval": 20,
+        "gamma": 0.9,
+        "memory": {"type": "prioritized_replay", "capacity": 1000, "alpha": 0.9, "beta": 0.6},
+        "optimizer": {"learning_rate": 3e-3},
+    }
