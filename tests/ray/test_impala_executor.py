@@ -114,7 +114,10 @@ def test_impala_tf_static_workers_and_learner_train_together(ray_session, tmp_pa
     pytest.importorskip("tensorflow")
     from rlgraph_core.assemble import train
 
-    summary = train(impala("train.backend=tf", "train.mode=static", "train.total_timesteps=2048"), tmp_path)
+    summary = train(
+        impala("train.backend=tf", "train.mode=static", "train.total_timesteps=2048", "train.target_return=null"),
+        tmp_path,
+    )
     assert summary["ended_by"] == "total_timesteps", summary
     assert summary["worker_backend"] == "tf" and summary["updates"] > 0
     assert summary["weights_version_published"] > 0

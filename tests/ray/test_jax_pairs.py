@@ -63,7 +63,9 @@ def test_jax_and_torch_on_either_side(ray_session, tmp_path, executor, learner, 
     config = validate_config(
         apply_overrides(
             load_shipped_config(name),
-            QUIET + overrides + [f"train.backend={learner}", f"executor.worker_backend={workers}"],
+            QUIET
+            + overrides
+            + ["train.target_return=null", f"train.backend={learner}", f"executor.worker_backend={workers}"],
         )
     )
     assert config.train.executor == executor
