@@ -171,9 +171,8 @@ def probe(cfg: ZooConfig, steps: int) -> dict:
     assembly = assemble(config, get_plugin_manager())
     kwargs = {}
     if getattr(assembly.executor_class, "accepts_agent", False):  # as the facade does; Ray's build their own
-        env = assembly.make_eval_env()
-        kwargs["agent"] = assembly.make_agent(env.observation_space, env.action_space, num_envs=config.env.num_envs)
-        env.close()
+        obs_space, act_space = assembly.agent_spaces()
+        kwargs["agent"] = assembly.make_agent(obs_space, act_space, num_envs=config.env.num_envs)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     summary = run_training(config, None, assembly=assembly, executor_kwargs=kwargs)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0

@@ -32,7 +32,6 @@ from rlgraph_core.assemble import assemble
 from rlgraph_core.callbacks import make_callbacks
 from rlgraph_core.checkpoint import read_attachment, read_meta, save_checkpoint
 from rlgraph_core.config.run import validate_config
-from rlgraph_core.envs import missing_space_message
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.execution import env_resume
@@ -194,16 +193,7 @@ class Algorithm:
         self._run_dir: Path | None = None  # the folder this object's runs write (a later learn continues it)
         self._state = RunState()
         self.last_summary: dict | None = None
-        probe = self._assembly.make_eval_env()
-        try:
-            # a PettingZoo env's eval env is a vector env of one row per agent: one agent's spaces
-            obs_space = getattr(probe, "single_observation_space", getattr(probe, "observation_space", None))
-            act_space = getattr(probe, "single_action_space", getattr(probe, "action_space", None))
-        finally:
-            probe.close()
-        for what, space in (("observation", obs_space), ("action", act_space)):
-            if space is None:  # a custom env class that sets no space (gymnasium.make would say so)
-                raise ConfigError(missing_space_message(self.config.env.id, what))
+        obs_space, act_space = self._assembly.agent_spaces()
         self.observation_space = obs_space
         self.action_space = act_space
 

@@ -46,7 +46,7 @@ from rlgraph_core.config.run import multi_agent_layout, validate_backend_setting
 from rlgraph_core.config.sections import MultiAgentConfig
 from rlgraph_core.config.slots import validated_agent_config
 from rlgraph_core.config.wrappers import resolve_wrappers
-from rlgraph_core.envs import make_eval_env, make_vector_env, make_vector_env_from
+from rlgraph_core.envs import make_eval_env, make_vector_env, make_vector_env_from, missing_space_message
 from rlgraph_core.errors import ConfigError, PluginError
 from rlgraph_core.execution.loggers import start_loggers
 from rlgraph_core.execution.settings import executor_entry
@@ -360,6 +360,20 @@ class Assembly:
         if self.agent_policy is not None and render_mode is None:  # one copy of a PettingZoo env
             return make_pettingzoo_vector_env(self.config.env, 0, num_envs=1, agent_indicator=self._agent_indicator)
         return make_eval_env(self.config.env, render_mode, wrappers=self.eval_wrappers)
+
+    def agent_spaces(self) -> tuple[Any, Any]:
+        """The (observation, action) spaces an agent of this run is built for, read from one eval
+        env: a PettingZoo env's eval env is a vector env of one row per agent, so one agent's spaces."""
+        probe = self.make_eval_env()
+        try:
+            obs_space = getattr(probe, "single_observation_space", getattr(probe, "observation_space", None))
+            act_space = getattr(probe, "single_action_space", getattr(probe, "action_space", None))
+        finally:
+            probe.close()
+        for what, space in (("observation", obs_space), ("action", act_space)):
+            if space is None:  # a custom env class that sets no space (gymnasium.make would say so)
+                raise ConfigError(missing_space_message(self.config.env.id, what))
+        return obs_space, act_space
 
     @property
     def _agent_indicator(self) -> bool:
