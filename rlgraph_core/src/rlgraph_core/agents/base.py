@@ -35,7 +35,7 @@ from rlgraph_core.checkpoint import (
 )
 from rlgraph_core.errors import CheckpointError, PluginError
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
-from rlgraph_core.memories.snapshot import record_array_problem, replay_values_problem
+from rlgraph_core.memories.snapshot import RecordBounds, replay_values_problem
 from rlgraph_core.spaces import Space
 
 #: The keyword arguments every agent constructor accepts after ``(config, observation_space,
@@ -402,9 +402,8 @@ class Agent(abc.ABC):
                     f"{shown[:8]}{' ...' if len(shown) > 8 else ''}); the checkpoint was not written for this agent"
                 )
         if name.startswith(records):
-            return record_array_problem(
-                name[len("memory/") :], shape, dtype, capacity, self.replay_record_spaces(), MAX_UNDECLARED_RECORD_BYTES
-            )
+            bounds = RecordBounds(capacity, self.replay_record_spaces(), MAX_UNDECLARED_RECORD_BYTES)
+            return bounds.array_problem(name[len("memory/") :], shape, dtype)
         limit = MAX_STATE_ARRAY_BYTES if capacity is None else max(MAX_STATE_ARRAY_BYTES, 64 * capacity)
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes > limit:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -29,92 +30,92 @@ FRAMES_PREFIX = "frames/"
 FRAME_INDEX_PREFIX = "frame_index/"
 
 
-def frames_problem(
-    group: str, shape: tuple[int, ...], dtype: Any, capacity: int | None, records: Mapping[str, Space] | None
-) -> str | None:
-    """Why an array of ``shape``/``dtype`` cannot hold the shared frames of the observation field
-    ``group`` (``obs`` or ``obs/<key>``), or None: at most two records' frames per record held, each
-    frame the record's image without its last (stack) axis, or the whole record below rank 3."""
-    shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
-    if not shape:
-        return "must hold frames along its first axis, but is 0-d"
-    space = records.get(group) if records is not None else None
-    if space is not None:
-        record = tuple(space.shape)
-        frame, k = (record[:-1], record[-1]) if len(record) >= 3 else (record, 1)
-        if shape[1:] != frame or dtype != space.dtype:
+@dataclass(frozen=True)
+class RecordBounds:
+    """What a replay memory's record arrays may be: at most ``capacity`` records along their first
+    axis; with ``records`` (the inserter's record spaces) exactly those fields with their shapes and
+    dtypes, otherwise at most ``max_record_bytes`` per record. Each ``*_problem`` method says why
+    an array of ``shape``/``dtype`` does not fit, or returns None."""
+
+    capacity: int | None
+    records: Mapping[str, Space] | None
+    max_record_bytes: int = MAX_UNDECLARED_RECORD_BYTES
+
+    def _count_problem(self, count: int) -> str | None:
+        if self.capacity is not None and count > self.capacity:
+            return f"claims {count:,} records, but the replay memory holds at most {self.capacity:,}"
+        return None
+
+    def _unstored_problem(self, field: str, what: str) -> str | None:
+        if self.records is not None and field not in self.records:
+            return f"{what} that is not stored (the fields are {sorted(self.records)})"
+        return None
+
+    def frames_problem(self, group: str, shape: tuple[int, ...], dtype: Any) -> str | None:
+        """Why the array cannot hold the shared frames of the observation field ``group`` (``obs``
+        or ``obs/<key>``): at most two records' frames per record held, each frame the record's
+        image without its last (stack) axis, or the whole record below rank 3."""
+        shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+        if not shape:
+            return "must hold frames along its first axis, but is 0-d"
+        space = self.records.get(group) if self.records is not None else None
+        if space is not None:
+            record = tuple(space.shape)
+            frame, k = (record[:-1], record[-1]) if len(record) >= 3 else (record, 1)
+            if shape[1:] != frame or dtype != space.dtype:
+                return (
+                    f"holds frames of shape {shape[1:]} and dtype {dtype}, but '{group}' records of shape {record} "
+                    f"and dtype {space.dtype} have frames of shape {frame}"
+                )
+            if self.capacity is not None and shape[0] > 2 * k * self.capacity:
+                return (
+                    f"claims {shape[0]:,} frames, more than the {2 * k * self.capacity:,} that "
+                    f"{self.capacity:,} records can use"
+                )
+            return None
+        unstored = self._unstored_problem(group, "holds frames of a field")
+        if unstored is not None:
+            return unstored
+        frame_bytes = math.prod(shape[1:]) * dtype.itemsize
+        if frame_bytes > MAX_UNDECLARED_RECORD_BYTES:
+            return f"claims {frame_bytes:,} bytes per frame, more than {MAX_UNDECLARED_RECORD_BYTES:,}"
+        return None
+
+    def field_problem(self, field: str, shape: tuple[int, ...], dtype: Any) -> str | None:
+        """Why the array cannot hold the replay records of ``field``."""
+        shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+        if not shape:
+            return "must hold replay records along its first axis, but is 0-d"
+        too_many = self._count_problem(shape[0])
+        if too_many is not None:
+            return too_many
+        if self.records is None:
+            record_bytes = math.prod(shape[1:]) * dtype.itemsize
+            if record_bytes > self.max_record_bytes:
+                return f"claims {record_bytes:,} bytes per record, more than {self.max_record_bytes:,}"
+            return None
+        space = self.records.get(field)
+        if space is None:
+            return self._unstored_problem(field, "is a replay field")
+        if shape[1:] != tuple(space.shape) or dtype != space.dtype:
             return (
-                f"holds frames of shape {shape[1:]} and dtype {dtype}, but '{group}' records of shape {record} "
-                f"and dtype {space.dtype} have frames of shape {frame}"
+                f"holds '{field}' records of shape {shape[1:]} and dtype {dtype}, but '{field}' records have "
+                f"shape {tuple(space.shape)} and dtype {space.dtype} ({space!r})"
             )
-        if capacity is not None and shape[0] > 2 * k * capacity:
-            return f"claims {shape[0]:,} frames, more than the {2 * k * capacity:,} that {capacity:,} records can use"
         return None
-    if records is not None:
-        return f"holds frames of a field that is not stored (the fields are {sorted(records)})"
-    frame_bytes = math.prod(shape[1:]) * dtype.itemsize
-    if frame_bytes > MAX_UNDECLARED_RECORD_BYTES:
-        return f"claims {frame_bytes:,} bytes per frame, more than {MAX_UNDECLARED_RECORD_BYTES:,}"
-    return None
 
-
-def replay_field_problem(
-    field: str,
-    shape: tuple[int, ...],
-    dtype: Any,
-    capacity: int | None,
-    records: Mapping[str, Space] | None,
-    max_record_bytes: int = MAX_UNDECLARED_RECORD_BYTES,
-) -> str | None:
-    """Why an array of ``shape``/``dtype`` cannot hold the replay records of ``field``, or None.
-
-    Records lie along the first axis, at most ``capacity`` of them; with ``records`` (the
-    inserter's record spaces) the field must be one of them with exactly its shape and dtype,
-    otherwise a record may take at most ``max_record_bytes``.
-    """
-    shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
-    if not shape:
-        return "must hold replay records along its first axis, but is 0-d"
-    if capacity is not None and shape[0] > capacity:
-        return f"claims {shape[0]:,} records, but the replay memory holds at most {capacity:,}"
-    if records is None:
-        record_bytes = math.prod(shape[1:]) * dtype.itemsize
-        if record_bytes > max_record_bytes:
-            return f"claims {record_bytes:,} bytes per record, more than {max_record_bytes:,}"
-        return None
-    space = records.get(field)
-    if space is None:
-        return f"is a replay field that is not stored (the fields are {sorted(records)})"
-    if shape[1:] != tuple(space.shape) or dtype != space.dtype:
-        return (
-            f"holds '{field}' records of shape {shape[1:]} and dtype {dtype}, but '{field}' records have "
-            f"shape {tuple(space.shape)} and dtype {space.dtype} ({space!r})"
+    def array_problem(self, name: str, shape: tuple[int, ...], dtype: Any) -> str | None:
+        """Why a memory state array holding records (``data/<field>``, ``frames/<group>`` or
+        ``frame_index/<field>``) cannot have ``shape``/``dtype``."""
+        if name.startswith(DATA_PREFIX):
+            return self.field_problem(name[len(DATA_PREFIX) :], shape, dtype)
+        if name.startswith(FRAMES_PREFIX):
+            return self.frames_problem(name[len(FRAMES_PREFIX) :], shape, dtype)
+        if len(shape) != 2 or shape[1] > 4096 or np.dtype(dtype).kind not in "iu":
+            return "must hold integer frame slots of shape (records, frames per record)"
+        return self._count_problem(shape[0]) or self._unstored_problem(
+            name[len(FRAME_INDEX_PREFIX) :], "is a replay field"
         )
-    return None
-
-
-def record_array_problem(
-    name: str,
-    shape: tuple[int, ...],
-    dtype: Any,
-    capacity: int | None,
-    records: Mapping[str, Space] | None,
-    max_record_bytes: int = MAX_UNDECLARED_RECORD_BYTES,
-) -> str | None:
-    """Why a memory state array holding records (``data/<field>``, ``frames/<group>`` or
-    ``frame_index/<field>``) cannot have ``shape``/``dtype``, or None."""
-    if name.startswith(DATA_PREFIX):
-        return replay_field_problem(name[len(DATA_PREFIX) :], shape, dtype, capacity, records, max_record_bytes)
-    if name.startswith(FRAMES_PREFIX):
-        return frames_problem(name[len(FRAMES_PREFIX) :], shape, dtype, capacity, records)
-    field = name[len(FRAME_INDEX_PREFIX) :]
-    if len(shape) != 2 or shape[1] > 4096 or np.dtype(dtype).kind not in "iu":
-        return "must hold integer frame slots of shape (records, frames per record)"
-    if capacity is not None and shape[0] > capacity:
-        return f"claims {shape[0]:,} records, but the replay memory holds at most {capacity:,}"
-    if records is not None and field not in records:
-        return f"is a replay field that is not stored (the fields are {sorted(records)})"
-    return None
 
 
 def replay_values_problem(
@@ -151,13 +152,14 @@ def replay_values_problem(
 def memory_state_check(capacity: int, records: Mapping[str, Space] | None, what: str):
     """A header check (for :func:`~rlgraph_core.checkpoint.load_arrays` and friends) of one memory's
     ``state_dict`` of ``capacity`` records; ``what`` names it in errors."""
+    bounds = RecordBounds(capacity, records)
 
     def check(headers: Headers) -> None:
         for name, (shape, dtype) in headers.items():
             if dtype_family(dtype) is None:
                 problem: str | None = "is not numeric; replay state arrays are bool, integer or float"
             elif name.startswith((DATA_PREFIX, FRAMES_PREFIX, FRAME_INDEX_PREFIX)):
-                problem = record_array_problem(name, shape, dtype, capacity, records)
+                problem = bounds.array_problem(name, shape, dtype)
             else:  # counters, generator state, priorities: at most a few numbers per record
                 nbytes = math.prod(shape) * np.dtype(dtype).itemsize
                 problem = None if nbytes <= 64 * capacity + 4096 else f"claims {nbytes:,} bytes"
