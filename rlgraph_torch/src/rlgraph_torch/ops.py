@@ -54,6 +54,16 @@ def _axis(axis):
     return tuple(axis) if isinstance(axis, (list, tuple)) else axis
 
 
+def _bound(op, side: str, a, b):
+    """``op(a, b)`` (``torch.minimum``/``maximum``) where either side may be a Python number: that
+    side becomes ``torch.clamp``'s ``side`` (``"max"``/``"min"``) bound of the other."""
+    if not torch.is_tensor(b):
+        return torch.clamp(a, **{side: b})
+    if not torch.is_tensor(a):
+        return torch.clamp(b, **{side: a})
+    return op(a, b)
+
+
 class TorchOps:
     """Stateless ops bound to one device."""
 
@@ -185,20 +195,12 @@ class TorchOps:
     @staticmethod
     def minimum(a, b):
         """Elementwise minimum (either side may be a Python number, as on the other backends)."""
-        if not torch.is_tensor(b):
-            return torch.clamp(a, max=b)
-        if not torch.is_tensor(a):
-            return torch.clamp(b, max=a)
-        return torch.minimum(a, b)
+        return _bound(torch.minimum, "max", a, b)
 
     @staticmethod
     def maximum(a, b):
         """Elementwise maximum (either side may be a Python number, as on the other backends)."""
-        if not torch.is_tensor(b):
-            return torch.clamp(a, min=b)
-        if not torch.is_tensor(a):
-            return torch.clamp(b, min=a)
-        return torch.maximum(a, b)
+        return _bound(torch.maximum, "min", a, b)
 
     @staticmethod
     def clip(x, lo, hi):

@@ -27,7 +27,6 @@ from rlgraph_core.agents.on_policy import (
     OnPolicyConfig,
     OnPolicyGraph,
     OnPolicyOptimizerConfig,
-    validate_sequences,
 )
 from rlgraph_core.components.pg_losses import A2CLoss
 from rlgraph_core.config.common import ScheduleOrFloat
@@ -55,15 +54,6 @@ class A2CConfig(OnPolicyConfig):
     gae_lambda: float = Field(1.0, ge=0, le=1, description="1 = plain n-step returns")
     normalize_advantage: bool = Field(False, description="normalise advantages over each rollout")
     optimizer: A2COptimizerConfig = Field(default_factory=A2COptimizerConfig)
-
-    def validate_run(self, env, train) -> None:
-        """A recurrent network's ``seq_len`` divides ``n_steps`` (a rollout is cut into sequences).
-
-        Raises:
-            ConfigError: in one paragraph (:func:`rlgraph_core.agents.on_policy.validate_sequences`).
-        """
-        if getattr(self.network, "stateful", False):
-            validate_sequences(self, self.n_steps * env.num_envs)
 
 
 class A2CGraph(OnPolicyGraph):

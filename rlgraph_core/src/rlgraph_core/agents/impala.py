@@ -41,7 +41,6 @@ from rlgraph_core.agents.on_policy import (
     OnPolicyConfig,
     OnPolicyGraph,
     OnPolicyOptimizerConfig,
-    validate_sequences,
 )
 from rlgraph_core.components.pg_losses import ImpalaLoss
 from rlgraph_core.components.vtrace import VTrace
@@ -85,15 +84,6 @@ class ImpalaConfig(OnPolicyConfig):
     vf_coef: float = Field(0.5, ge=0, description="weight of the value loss 0.5 * mean((vs - V)^2)")
     normalize_advantage: bool = Field(False, description="normalise the policy-gradient advantages per batch")
     optimizer: ImpalaOptimizerConfig = Field(default_factory=ImpalaOptimizerConfig)
-
-    def validate_run(self, env, train) -> None:
-        """A recurrent network's ``seq_len`` divides ``n_steps`` (a fragment is cut into sequences).
-
-        Raises:
-            ConfigError: in one paragraph (:func:`rlgraph_core.agents.on_policy.validate_sequences`).
-        """
-        if getattr(self.network, "stateful", False):
-            validate_sequences(self, self.n_steps * env.num_envs)
 
 
 class ImpalaGraph(OnPolicyGraph):

@@ -314,6 +314,12 @@ class OffPolicyAgent(Agent):
             )
             if out is not None:
                 parts.append(out)
+        return self._insert_batch(parts)
+
+    def _insert_batch(self, parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """The records ``parts`` (each ``{field: [n, ...]}``) as one insert batch for the memory, with
+        ``policy_version`` per record and, for prioritized agents, their float32 ``priorities``;
+        ``{}`` when there are none."""
         if not parts:
             return {}
         batch = {k: concat([p[k] for p in parts]) for k in parts[0]}

@@ -101,6 +101,16 @@ class OnPolicyConfig(StrictModel):
     )
     optimizer: OnPolicyOptimizerConfig = Field(default_factory=OnPolicyOptimizerConfig)
 
+    def validate_run(self, env, train) -> None:
+        """A recurrent network's ``seq_len`` divides ``n_steps`` (a rollout, or an IMPALA fragment, is
+        cut into sequences); PPO adds its minibatch checks.
+
+        Raises:
+            ConfigError: in one paragraph (:func:`validate_sequences`).
+        """
+        if getattr(self.network, "stateful", False):
+            validate_sequences(self, self.n_steps * env.num_envs)
+
 
 def validate_sequences(config, rollout: int, batch_size: int | None = None) -> None:
     """A recurrent network (``config.network``) trains on whole sequences of ``network.seq_len``

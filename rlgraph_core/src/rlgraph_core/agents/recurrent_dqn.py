@@ -32,14 +32,20 @@ from rlgraph_core.agents.dqn import DQNAgent
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.off_policy import TRAJECTORY_KEYS, OffPolicyAgent, check_trajectory_keys
 from rlgraph_core.agents.slots import make_exploration
-from rlgraph_core.agents.support import acting_starts, action_space_hint
+from rlgraph_core.agents.support import (
+    acting_starts,
+    action_space_hint,
+    recurrent_pending_step,
+    sequence_step_spaces,
+    time_major,
+)
 from rlgraph_core.components.dqn_loss import DQNLoss
 from rlgraph_core.components.masks import mask_layout
 from rlgraph_core.components.recurrent_q import RecurrentQNetwork
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
-from rlgraph_core.memories.obs import batch_len, concat
+from rlgraph_core.memories.obs import batch_len
 from rlgraph_core.memories.sequences import SequenceAssembler, sequence_batch, sequence_priorities
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
 
@@ -158,30 +164,25 @@ class RecurrentDQNAgent(DQNAgent):
         self.state_space = self.graph.policy.state_space
         self.assembler = SequenceAssembler(self.num_envs, self.burn_in, self.seq_len)
 
-        seq = dict(flag=True, time_major=True)
-        obs_t = observation_space.with_batch_rank().with_time_rank(**seq)
-        reset_t = BoolBox().with_batch_rank().with_time_rank(**seq)
-        state = self.state_space
+        step = sequence_step_spaces(observation_space.with_batch_rank(), self.state_space)
         float_b = FloatBox(shape=()).with_batch_rank()
         rows_b = IntBox(0, 2**31 - 1, shape=()).with_batch_rank()
         self.build_report = build(
             self.graph,
             {
                 "act": {
-                    "obs": obs_t,
-                    "state": state,
-                    "reset": reset_t,
-                    "noise": FloatBox(shape=self.exploration.noise_shape).with_batch_rank().with_time_rank(**seq),
+                    **step,
+                    "noise": time_major(FloatBox(shape=self.exploration.noise_shape).with_batch_rank()),
                     "value": FloatBox(shape=()),
                 },
-                "greedy": {"obs": obs_t, "state": state, "reset": reset_t},
-                "q_values": {"obs": obs_t, "state": state, "reset": reset_t},
+                "greedy": dict(step),
+                "q_values": dict(step),
                 "loss": {
-                    "burn_obs": obs_t,
-                    "burn_reset": reset_t,
-                    "obs": obs_t,
-                    "reset": reset_t,
-                    "state": state,
+                    "burn_obs": step["obs"],
+                    "burn_reset": step["reset"],
+                    "obs": step["obs"],
+                    "reset": step["reset"],
+                    "state": step["state"],
                     "rows": rows_b,
                     "boot_rows": rows_b,
                     "actions": IntBox(0, self.num_actions - 1, shape=()).with_batch_rank(),
@@ -230,12 +231,7 @@ class RecurrentDQNAgent(DQNAgent):
         """
         obs = to_obs_array(obs, self.observation_space)
         pending, self._pending = self._pending, None
-        if pending is None or not (pending[0] is obs or np.array_equal(pending[0], obs)):
-            raise ValueError(
-                "A recurrent DQN agent observes only the step it just acted on: call act(obs, explore=True, "
-                "state=..., episode_start=...) and then observe(obs, actions, ...) with the same obs (the step's "
-                "state is known only from that call)."
-            )
+        pending = recurrent_pending_step(pending, obs, "recurrent DQN agent")
         _, state, starts = pending
         self._count_env_steps(len(rewards))
         record = self.assembler.add(obs, starts, state, self._stored_actions(actions), rewards, terminated, truncated)
@@ -273,13 +269,7 @@ class RecurrentDQNAgent(DQNAgent):
             )
             if record is not None:
                 parts.append(record)
-        if not parts:
-            return {}
-        batch = {k: concat([p[k] for p in parts]) for k in parts[0]}
-        batch["policy_version"] = np.full(len(batch["rewards"]), self.weights_version, np.int64)
-        if self.prioritized:
-            batch["priorities"] = self._td_errors(batch)
-        return batch
+        return self._insert_batch(parts)
 
     def replay_record_spaces(self):
         """One sequence record as :class:`~rlgraph_core.memories.sequences.SequenceAssembler` makes it."""

@@ -28,6 +28,7 @@ import numpy as np
 
 from rlgraph_core.agents.impala import ImpalaAgent
 from rlgraph_core.agents.recurrent_on_policy import RecurrentActing, RecurrentOnPolicyGraph, sequences
+from rlgraph_core.agents.support import time_major
 from rlgraph_core.components.vtrace import VTrace
 from rlgraph_core.graph import api
 from rlgraph_core.memories.obs import map_obs
@@ -99,7 +100,7 @@ class RecurrentImpalaAgent(RecurrentActing, ImpalaAgent):
     graph_class = RecurrentImpalaGraph
 
     def _loss_spaces(self, obs_b, action_b, float_b):
-        bool_t = BoolBox().with_batch_rank().with_time_rank(flag=True, time_major=True)
+        bool_t = time_major(BoolBox().with_batch_rank())
         floats = ("behaviour_log_probs", "rewards", "final_values")
         return {
             **self._sequence_loss_spaces(obs_b, action_b, float_b, *floats),

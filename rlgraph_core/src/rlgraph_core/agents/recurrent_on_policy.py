@@ -32,13 +32,12 @@ import numpy as np
 
 from rlgraph_core.agents.observations import to_obs_array
 from rlgraph_core.agents.on_policy import OnPolicyGraph
-from rlgraph_core.agents.support import acting_starts
+from rlgraph_core.agents.support import acting_starts, recurrent_pending_step, sequence_step_spaces, time_major
 from rlgraph_core.components.gae import GAE
 from rlgraph_core.components.recurrent_actor_critic import RecurrentActorCritic
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api
 from rlgraph_core.memories.obs import batch_len, map_obs
-from rlgraph_core.spaces import BoolBox
 
 
 class RecurrentOnPolicyGraph(OnPolicyGraph):
@@ -101,13 +100,10 @@ class RecurrentActing:
     def _sequence_loss_spaces(self, obs_b, action_b, float_b, *floats: str) -> dict:
         """Input spaces of a loss over sequences, all time-major: ``obs``, the ``state`` at the
         sequences' starts, the episode-start mask ``reset``, ``actions``, then a float per name in ``floats``."""
-        seq = dict(flag=True, time_major=True)
-        float_t = float_b.with_time_rank(**seq)
+        float_t = time_major(float_b)
         return {
-            "obs": obs_b.with_time_rank(**seq),
-            "state": self.graph.policy.state_space,
-            "reset": BoolBox().with_batch_rank().with_time_rank(**seq),
-            "actions": action_b.with_time_rank(**seq),
+            **sequence_step_spaces(obs_b, self.graph.policy.state_space),
+            "actions": time_major(action_b),
             **{name: float_t for name in floats},
         }
 
@@ -133,20 +129,12 @@ class RecurrentActing:
         self._last_starts: np.ndarray | None = None
 
     def _policy_spaces(self, obs_b, action_b, noise_b) -> dict:
-        seq = dict(flag=True, time_major=True)
-        obs_t = obs_b.with_time_rank(**seq)
-        reset_t = BoolBox().with_batch_rank().with_time_rank(**seq)
-        state = self.graph.policy.state_space
+        step = sequence_step_spaces(obs_b, self.graph.policy.state_space)
         return {
-            "act": {"obs": obs_t, "state": state, "reset": reset_t, "noise": noise_b.with_time_rank(**seq)},
-            "greedy": {"obs": obs_t, "state": state, "reset": reset_t},
-            "value": {"obs": obs_t, "state": state, "reset": reset_t},
-            "evaluate_actions": {
-                "obs": obs_t,
-                "state": state,
-                "reset": reset_t,
-                "actions": action_b.with_time_rank(**seq),
-            },
+            "act": {**step, "noise": time_major(noise_b)},
+            "greedy": dict(step),
+            "value": dict(step),
+            "evaluate_actions": {**step, "actions": time_major(action_b)},
             "update_normalizer": {"obs": obs_b},
         }
 
@@ -191,12 +179,7 @@ class RecurrentActing:
         """
         obs = self._obs(obs)
         pending, self._pending = self._pending, None
-        if pending is None or not (pending[0] is obs or np.array_equal(pending[0], obs)):
-            raise ValueError(
-                "A recurrent agent observes only the step it just acted on: call act(obs, explore=True, "
-                "state=..., episode_start=...) and then observe(obs, actions, ...) with the same obs (the step's "
-                "state is known only from that call)."
-            )
+        pending = recurrent_pending_step(pending, obs, "recurrent agent")
         _, raw, log_probs, values, env_actions, state, starts, next_state = pending
         if not (env_actions is actions or np.array_equal(env_actions, actions)):
             raw = self._from_env(actions)

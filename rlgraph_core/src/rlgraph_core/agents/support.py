@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.spaces import Discrete, FloatBox, MultiBinary, MultiDiscrete
+from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, MultiBinary, MultiDiscrete, Space
 
 __all__ = [
     "CAPABILITIES",
@@ -14,6 +14,9 @@ __all__ = [
     "acting_starts",
     "agent_capabilities",
     "discrete_or_bounded_box",
+    "recurrent_pending_step",
+    "sequence_step_spaces",
+    "time_major",
 ]
 
 #: What an agent can declare it supports, in its config model's ``capabilities`` class variable
@@ -118,3 +121,31 @@ def refuse_recurrent_problem(problem: str | None, preprocessor, net) -> None:
         )
     if problem is not None:
         raise ConfigError(problem + ".")
+
+
+def time_major(space: Space) -> Space:
+    """``space`` (with its batch rank) with a leading time axis: the layout of a recurrent
+    network's sequences ``[T, B, ...]``."""
+    return space.with_time_rank(flag=True, time_major=True)
+
+
+def sequence_step_spaces(obs_b: Space, state: Space) -> dict[str, Space]:
+    """The inputs every recurrent policy method takes: time-major observations ``obs`` (from the
+    batched ``obs_b``), the ``state`` at the sequences' starts and the episode-start mask ``reset``."""
+    return {"obs": time_major(obs_b), "state": state, "reset": time_major(BoolBox().with_batch_rank())}
+
+
+def recurrent_pending_step(pending: tuple | None, obs, agent: str) -> tuple:
+    """What a recurrent agent's ``act(obs, explore=True, ...)`` cached for the step ``observe(obs, ...)``
+    stores (its first item is that step's ``obs``), checked to be that same step.
+
+    Raises:
+        ValueError: nothing is cached or it is another step's; ``agent`` names the agent in the message.
+    """
+    if pending is None or not (pending[0] is obs or np.array_equal(pending[0], obs)):
+        raise ValueError(
+            f"A {agent} observes only the step it just acted on: call act(obs, explore=True, "
+            "state=..., episode_start=...) and then observe(obs, actions, ...) with the same obs (the step's "
+            "state is known only from that call)."
+        )
+    return pending
