@@ -23,6 +23,7 @@ _EXPORTS = {
     "NetworkSpec": "network",
     "DenseLayer": "network",
     "MLP": "network",
+    "SlotNetwork": "network",
     "A2CLoss": "pg_losses",
     "ImpalaLoss": "pg_losses",
     "BoxNormalizer": "preprocessors",

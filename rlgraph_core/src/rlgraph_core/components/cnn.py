@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rlgraph_core.backend.conv import output_size, pair
 from rlgraph_core.components.initializers import initialize
-from rlgraph_core.components.network import ACTIVATIONS, DenseLayer, check_activation
+from rlgraph_core.components.network import ACTIVATIONS, DenseLayer, check_activation, SlotNetwork
 from rlgraph_core.components.settings import NetworkSettings
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox, SpaceError
@@ -227,7 +227,7 @@ class ResidualStack(Component):
         return x
 
 
-class CNN(Component):
+class CNN(SlotNetwork):
     """The network-slot component ``cnn``: image observations -> rank-1 features.
 
     ``call(x)`` takes a batch of images ``[B, H, W, C]`` (or ``[B, C, H, W]``, ``[B, H, W]``; see
@@ -258,13 +258,6 @@ class CNN(Component):
         self.layout = "last"
         self.scale = 1.0
         self.integer_input = False
-
-    @classmethod
-    def from_settings(
-        cls, settings: CNNSettings, *, name: str = "cnn", rng: np.random.Generator | None = None
-    ) -> "CNN":
-        """The network-slot constructor: a CNN as ``settings`` describe, drawing weights from ``rng``."""
-        return cls(settings, rng, name=name)
 
     def check_input_spaces(self, method, spaces):
         x = spaces["x"]

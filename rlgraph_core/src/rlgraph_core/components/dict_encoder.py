@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from rlgraph_core.components.cnn import CNN, CNNSettings
-from rlgraph_core.components.network import ACTIVATIONS, MLP, DenseLayer, DenseLayersChecks, NetworkSpec
+from rlgraph_core.components.network import ACTIVATIONS, MLP, DenseLayer, DenseLayersChecks, NetworkSpec, SlotNetwork
 from rlgraph_core.components.settings import NetworkSettings
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import BoolBox, Dict, Discrete, FloatBox, IntBox, Space, SpaceError
@@ -54,7 +54,7 @@ def route(space: Space) -> str | None:
     return None
 
 
-class DictEncoder(Component):
+class DictEncoder(SlotNetwork):
     """Encodes a Dict observation key by key and concatenates the features (see the module docstring).
 
     Args:
@@ -72,13 +72,6 @@ class DictEncoder(Component):
         #: (key, route, encoder component or None, one-hot depth and start) per key, in key order
         self.routes: list[tuple[str, str, Component | None, tuple[int, int]]] = []
         self.dense: list[DenseLayer] = []
-
-    @classmethod
-    def from_settings(
-        cls, settings: DictEncoderSettings, *, name: str = "dict_encoder", rng: np.random.Generator | None = None
-    ) -> "DictEncoder":
-        """The network-slot constructor."""
-        return cls(settings, rng, name=name)
 
     def check_input_spaces(self, method, spaces):
         x = spaces["x"]

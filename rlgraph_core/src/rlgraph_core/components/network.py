@@ -8,7 +8,7 @@ settings model :class:`NetworkSpec`); any component registered with a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
@@ -111,7 +111,18 @@ class DenseLayer(Component):
         return y if self.activation == "linear" else self.ops.activation(self.activation, y)
 
 
-class MLP(Component):
+class SlotNetwork(Component):
+    """Base of a network component constructed as ``cls(settings, rng=None, name=...)``: it gets the
+    network-slot constructor ``from_settings(settings, *, name, rng)`` (docs/plugins.md) from here."""
+
+    @classmethod
+    def from_settings(cls, settings: Any, *, name: str | None = None, rng: np.random.Generator | None = None) -> Self:
+        """The network-slot constructor: the component ``settings`` describe, drawing its initial
+        weights from ``rng``, called ``name`` (None: the constructor's default name)."""
+        return cls(settings, rng) if name is None else cls(settings, rng, name=name)
+
+
+class MLP(SlotNetwork):
     """A stack of :class:`DenseLayer` s described by a :class:`NetworkSpec`."""
 
     def __init__(self, spec: NetworkSpec, rng: np.random.Generator | None = None, name: str = "mlp"):
@@ -122,13 +133,6 @@ class MLP(Component):
         ]
         self.add_components(*self.layers)
         self.spec = spec
-
-    @classmethod
-    def from_settings(
-        cls, settings: NetworkSpec, *, name: str = "mlp", rng: np.random.Generator | None = None
-    ) -> "MLP":
-        """The network-slot constructor: an MLP as ``settings`` describe, drawing weights from ``rng``."""
-        return cls(settings, rng, name=name)
 
     @property
     def output_size(self) -> int | None:

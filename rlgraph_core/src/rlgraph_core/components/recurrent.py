@@ -24,9 +24,9 @@ import numpy as np
 from pydantic import Field
 
 from rlgraph_core.components.initializers import initialize
-from rlgraph_core.components.network import MLP, NetworkSpec
+from rlgraph_core.components.network import MLP, NetworkSpec, SlotNetwork
 from rlgraph_core.components.settings import NetworkSettings
-from rlgraph_core.graph import Component, api
+from rlgraph_core.graph import api
 from rlgraph_core.spaces import BoolBox, Dict, FloatBox, SpaceError
 
 #: Gate blocks per cell type (the width of ``w_x`` and ``w_h`` is this times ``units``).
@@ -61,7 +61,7 @@ class RecurrentSettings(NetworkSettings):
     )
 
 
-class RecurrentCore(Component):
+class RecurrentCore(SlotNetwork):
     """An optional MLP encoder, then one LSTM or GRU layer (see the module docstring)."""
 
     def __init__(self, settings: RecurrentSettings, rng: np.random.Generator | None = None, name: str = "recurrent"):
@@ -73,13 +73,6 @@ class RecurrentCore(Component):
         self.encoder = MLP(settings.encoder, self.rng, name="encoder")
         self.add_components(self.encoder)
         self.weights: list = []
-
-    @classmethod
-    def from_settings(
-        cls, settings: RecurrentSettings, *, name: str = "recurrent", rng: np.random.Generator | None = None
-    ) -> "RecurrentCore":
-        """A core as ``settings`` describe, drawing its initial weights from ``rng``."""
-        return cls(settings, rng, name=name)
 
     @property
     def state_space(self) -> Dict:
