@@ -153,6 +153,12 @@ def _install(session: nox.Session, *folders: str, locked: bool = True) -> None:
     session.install(*pins, "pytest>=8", "pytest-xdist", *args)
 
 
+def _build_horovod(session: nox.Session) -> None:
+    """Build and install Horovod itself with ``rlgraph_horovod.install``, which drives pip."""
+    session.install("-c", LOCK, "pip", "setuptools", "wheel")
+    session.run("python", "-m", "rlgraph_horovod.install", env=ENV)
+
+
 def _pytest(session: nox.Session, *paths: str, env: dict[str, str] | None = None, parallel: bool = False) -> None:
     workers = ["-n", WORKERS, "--dist", "worksteal"] if parallel and WORKERS not in ("0", "1") else []
     session.run(
@@ -316,8 +322,7 @@ def horovod(session: nox.Session) -> None:
         "./plugins/rlgraph-jax",
         "./rlgraph_horovod",
     )
-    session.install("-c", LOCK, "pip", "setuptools", "wheel")
-    session.run("python", "-m", "rlgraph_horovod.install", env=ENV)
+    _build_horovod(session)
     _pytest(session, "tests/horovod", env={"RLGRAPH_REQUIRE_HOROVOD": "1"})
 
 
@@ -347,8 +352,7 @@ def heavy(session: nox.Session) -> None:
         "./plugins/rlgraph-jax",
         "./rlgraph_horovod",
     )
-    session.install("-c", LOCK, "pip", "setuptools", "wheel")
-    session.run("python", "-m", "rlgraph_horovod.install", env=ENV)
+    _build_horovod(session)
     _pytest(
         session,
         "tests",

@@ -270,30 +270,28 @@ class Assembly:
         See :mod:`rlgraph_core.memories.sizing`: the observation twice, action, reward, terminal
         and discount per record, plus segment trees for a prioritized memory.
         """
-        settings = getattr(self.config.agent, "memory", None)
-        if settings is None or self.memory_class is None:
-            return None
-        return estimate_replay_bytes(
-            self._transition_capacity(settings),
-            _as_space(observation_space),
-            _as_space(action_space),
-            self._memory_prioritized(),
-            **self._frame_storage(settings),
-        )
+        sizing = self._replay_sizing(observation_space, action_space)
+        return None if sizing is None else estimate_replay_bytes(**sizing)
 
     def check_memory_fits(self, observation_space, action_space) -> int | None:
         """Refuse (ConfigError naming ``agent.memory.capacity``, the estimated size and the memory
         available) a replay memory that cannot fit in this machine's memory; return its estimate."""
+        sizing = self._replay_sizing(observation_space, action_space)
+        return None if sizing is None else check_replay_fits(**sizing)
+
+    def _replay_sizing(self, observation_space, action_space) -> dict[str, Any] | None:
+        """The arguments :mod:`rlgraph_core.memories.sizing` takes for the configured replay memory
+        (capacity in transitions, spaces, prioritized, frame storage), or None without one."""
         settings = getattr(self.config.agent, "memory", None)
         if settings is None or self.memory_class is None:
             return None
-        return check_replay_fits(
-            self._transition_capacity(settings),
-            _as_space(observation_space),
-            _as_space(action_space),
-            prioritized=self._memory_prioritized(),
+        return {
+            "capacity": self._transition_capacity(settings),
+            "observation_space": _as_space(observation_space),
+            "action_space": _as_space(action_space),
+            "prioritized": self._memory_prioritized(),
             **self._frame_storage(settings),
-        )
+        }
 
     def _transition_capacity(self, settings) -> int:
         """The memory's capacity in transition-sized records: a recurrent DQN's record is a window of

@@ -35,6 +35,17 @@ class ExportError(RLGraphError):
     """A policy cannot be exported (an op without an ONNX emitter, an agent without policy_outputs ...)."""
 
 
+def _operator(op: str, reverse: bool = False):
+    """A binary Python operator of :class:`Sym` that appends the ONNX node ``op`` (``reverse``: the
+    reflected one, ``other op self``)."""
+
+    def method(self, other):
+        a, b = (other, self) if reverse else (self, other)
+        return self.graph.binary(op, a, b)
+
+    return method
+
+
 class Sym:
     """A symbolic tensor: the name of an ONNX value, its numpy dtype and rank.
 
@@ -47,36 +58,15 @@ class Sym:
     def __init__(self, graph: "OnnxGraph", name: str, dtype, rank: int):
         self.graph, self.name, self.dtype, self.rank = graph, name, np.dtype(dtype), int(rank)
 
-    def _bin(self, op, other, reverse=False):
-        a, b = (other, self) if reverse else (self, other)
-        return self.graph.binary(op, a, b)
-
-    def __add__(self, o):
-        return self._bin("Add", o)
-
-    def __radd__(self, o):
-        return self._bin("Add", o, True)
-
-    def __sub__(self, o):
-        return self._bin("Sub", o)
-
-    def __rsub__(self, o):
-        return self._bin("Sub", o, True)
-
-    def __mul__(self, o):
-        return self._bin("Mul", o)
-
-    def __rmul__(self, o):
-        return self._bin("Mul", o, True)
-
-    def __truediv__(self, o):
-        return self._bin("Div", o)
-
-    def __rtruediv__(self, o):
-        return self._bin("Div", o, True)
-
-    def __pow__(self, o):
-        return self._bin("Pow", o)
+    __add__ = _operator("Add")
+    __radd__ = _operator("Add", reverse=True)
+    __sub__ = _operator("Sub")
+    __rsub__ = _operator("Sub", reverse=True)
+    __mul__ = _operator("Mul")
+    __rmul__ = _operator("Mul", reverse=True)
+    __truediv__ = _operator("Div")
+    __rtruediv__ = _operator("Div", reverse=True)
+    __pow__ = _operator("Pow")
 
     def __neg__(self):
         return self.graph.node("Neg", [self], self.dtype, self.rank)

@@ -123,31 +123,28 @@ def game_factory(env_id: str, kwargs: dict | None = None) -> Callable[[], Any]:
     return factory
 
 
-def pettingzoo_agents(env_id: str, kwargs: dict | None = None) -> list[str]:
-    """The ``possible_agents`` of the env ``env_id`` (made once and closed)."""
+def _read_env(env_id: str, kwargs: dict | None, read: Callable[[Any], Any]) -> Any:
+    """``read(env)`` of one env ``env_id``, made for it and closed after."""
     env = game_factory(env_id, kwargs)()
     try:
-        return list(env.possible_agents)
+        return read(env)
     finally:
         env.close()
+
+
+def pettingzoo_agents(env_id: str, kwargs: dict | None = None) -> list[str]:
+    """The ``possible_agents`` of the env ``env_id`` (made once and closed)."""
+    return _read_env(env_id, kwargs, lambda env: list(env.possible_agents))
 
 
 def pettingzoo_observation_spaces(env_id: str, kwargs: dict | None = None) -> dict[str, gym.Space]:
     """``{agent: its own observation space}`` of the env ``env_id``, in ``possible_agents`` order."""
-    env = game_factory(env_id, kwargs)()
-    try:
-        return {agent: env.observation_space(agent) for agent in env.possible_agents}
-    finally:
-        env.close()
+    return _read_env(env_id, kwargs, lambda env: {agent: env.observation_space(agent) for agent in env.possible_agents})
 
 
 def pettingzoo_action_spaces(env_id: str, kwargs: dict | None = None) -> dict[str, gym.Space]:
     """``{agent: its own action space}`` of the env ``env_id``, in ``possible_agents`` order."""
-    env = game_factory(env_id, kwargs)()
-    try:
-        return {agent: env.action_space(agent) for agent in env.possible_agents}
-    finally:
-        env.close()
+    return _read_env(env_id, kwargs, lambda env: {agent: env.action_space(agent) for agent in env.possible_agents})
 
 
 def make_pettingzoo_vector_env(env_cfg, seed: int, num_envs: int | None = None, agent_indicator: bool = False):
