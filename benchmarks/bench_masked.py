@@ -21,12 +21,11 @@ sb3-contrib``, and rlgraph-core for the env), so neither library's imports touch
 
 from __future__ import annotations
 
-import argparse
-import json
-import subprocess
 import sys
 import textwrap
 import time
+
+from workloads import PPO_ROLLOUT_KEYS, comparison_parser, rlgraph_ppo, run_sb3_script, settings_keywords
 
 SETTINGS = dict(n_steps=64, batch_size=128, n_epochs=4, gamma=0.9, gae_lambda=0.95, ent_coef=0.01, lr=1e-3, envs=8)
 
@@ -79,29 +78,17 @@ SB3 = textwrap.dedent(
 
 def run_rlgraph(args) -> dict:
     """rlgraph's PPO on the same env and settings (torch eager), timed the same way."""
-    import rlgraph_core as rl
-
     s = SETTINGS
-    algo = rl.make(
-        "ppo",
-        env={
+    algo = rlgraph_ppo(
+        args,
+        {
             "id": "rlgraph_core.testing.masked_env:PickLegalMax",
             "kwargs": {"mask_in": "method"},
             "num_envs": s["envs"],
         },
-        backend="torch",
-        mode=args.mode,
-        seed=args.seed,
         network={"type": "mlp", "hidden": [64, 64], "activation": "tanh", "initializer": "orthogonal"},
-        n_steps=s["n_steps"],
-        batch_size=s["batch_size"],
-        n_epochs=s["n_epochs"],
-        gamma=s["gamma"],
-        gae_lambda=s["gae_lambda"],
-        ent_coef=s["ent_coef"],
+        **settings_keywords(s, *PPO_ROLLOUT_KEYS, "ent_coef"),
         optimizer={"learning_rate": s["lr"]},
-        eval_interval=10**9,
-        num_threads=1,
     )
     t = time.perf_counter()
     if args.warmup:
@@ -120,13 +107,9 @@ def run_rlgraph(args) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sb3-python", required=True, help="an interpreter with sb3-contrib and rlgraph-core")
-    p.add_argument("--steps", type=int, default=32_768)
-    p.add_argument("--eval-every", type=int, default=4096)
-    p.add_argument("--threshold", type=float, default=14.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--mode", default="eager", choices=["eager", "static"])
+    p = comparison_parser(
+        __doc__, steps=32_768, threshold=14.0, sb3_help="an interpreter with sb3-contrib and rlgraph-core"
+    )
     p.add_argument(
         "--warmup",
         type=int,
@@ -134,12 +117,10 @@ def main(argv=None) -> int:
         help="env steps trained before the timed window on both sides (two rollouts: static mode compiles there)",
     )
     args = p.parse_args(argv)
-    payload = json.dumps({**vars(args), "settings": SETTINGS})
-    done = subprocess.run([args.sb3_python, "-c", SB3, payload], capture_output=True, text=True, timeout=7200)
-    if done.returncode != 0:
-        print(done.stderr[-3000:], file=sys.stderr)
+    sb3 = run_sb3_script(args, SB3, SETTINGS)
+    if sb3 is None:
         return 1
-    rows = {"sb3-contrib MaskablePPO": json.loads(done.stdout.strip().splitlines()[-1])}
+    rows = {"sb3-contrib MaskablePPO": sb3}
     rows[f"rlgraph ppo (torch {args.mode})"] = run_rlgraph(args)
     print(f"PickLegalMax, {args.steps:,} env steps, seed {args.seed}, threshold {args.threshold}")
     print(f"{'':28s} {'env steps/s':>12s} {'steps to threshold':>19s} {'final eval':>11s} {'warm-up s':>10s}")

@@ -39,6 +39,7 @@ import torch
 import roofline
 from runs import observed_run
 from reference import ActorCritic, PPORollout, make_vec, ppo_epochs
+from workloads import settings_keywords
 from rlgraph_core.agents.base import Agent
 from rlgraph_core.config.run import apply_overrides, load_config_file, validate_config
 from rlgraph_core.assemble import train
@@ -223,12 +224,7 @@ def run_hand(seed: int, total: int, solve: bool, timeout: float) -> dict:
                 optimizer,
                 rng,
                 rollout.flat(adv),
-                n_epochs=hp["n_epochs"],
-                batch_size=hp["batch_size"],
-                clip=hp["clip"],
-                vf_coef=hp["vf_coef"],
-                ent_coef=hp["ent_coef"],
-                max_grad_norm=hp["max_grad_norm"],
+                **settings_keywords(hp, "n_epochs", "batch_size", "clip", "vf_coef", "ent_coef", "max_grad_norm"),
             )
             clock.mark(steps)
         if solve and steps >= next_eval:

@@ -27,12 +27,11 @@ sb3-contrib``), so neither library's imports touch the other; run on the benchma
 
 from __future__ import annotations
 
-import argparse
-import json
-import subprocess
 import sys
 import textwrap
 import time
+
+from workloads import PPO_ROLLOUT_KEYS, comparison_parser, rlgraph_ppo, run_sb3_script, settings_keywords
 
 SETTINGS = dict(
     envs=8, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, lr=1e-3, clip=0.2, units=64, head=64
@@ -109,19 +108,14 @@ SB3 = textwrap.dedent(
 
 def run_rlgraph(args) -> dict:
     """rlgraph's recurrent PPO on the same env and settings, timed the same way."""
-    import rlgraph_core as rl
-
     s = SETTINGS
-    algo = rl.make(
-        "ppo",
-        env={
+    algo = rlgraph_ppo(
+        args,
+        {
             "id": "CartPole-v1",
             "num_envs": s["envs"],
             "wrappers": [{"type": "select_observation", "indices": [0, 2]}],
         },
-        backend="torch",
-        mode=args.mode,
-        seed=args.seed,
         network={
             "type": args.cell,
             "units": s["units"],
@@ -131,11 +125,7 @@ def run_rlgraph(args) -> dict:
             "seq_len": s["n_steps"],
         },
         shared_trunk=False,
-        n_steps=s["n_steps"],
-        batch_size=s["batch_size"],
-        n_epochs=s["n_epochs"],
-        gamma=s["gamma"],
-        gae_lambda=s["gae_lambda"],
+        **settings_keywords(s, *PPO_ROLLOUT_KEYS),
         ent_coef=0.0,
         vf_coef=0.5,
         clip_range={"type": "linear", "start": s["clip"], "end": 0.0, "steps": args.steps},
@@ -145,8 +135,6 @@ def run_rlgraph(args) -> dict:
             "max_grad_norm": 0.5,
             "eps": 1e-5,
         },
-        eval_interval=10**9,
-        num_threads=1,
     )
     train_s, reached, best, ret, done = 0.0, None, -1.0, None, 0
     while done < args.steps:
@@ -162,13 +150,7 @@ def run_rlgraph(args) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sb3-python", required=True, help="an interpreter with sb3-contrib")
-    p.add_argument("--steps", type=int, default=100_000)
-    p.add_argument("--eval-every", type=int, default=4096)
-    p.add_argument("--threshold", type=float, default=450.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--mode", default="eager", choices=["eager", "static"])
+    p = comparison_parser(__doc__, steps=100_000, threshold=450.0, sb3_help="an interpreter with sb3-contrib")
     p.add_argument("--cell", default="lstm", choices=["lstm", "gru"], help="rlgraph's cell (sb3-contrib: LSTM)")
     p.add_argument(
         "--init",
@@ -180,12 +162,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     rows = {}
     if not args.skip_sb3:
-        payload = json.dumps({**vars(args), "settings": SETTINGS})
-        done = subprocess.run([args.sb3_python, "-c", SB3, payload], capture_output=True, text=True, timeout=7200)
-        if done.returncode != 0:
-            print(done.stderr[-3000:], file=sys.stderr)
+        sb3 = run_sb3_script(args, SB3, SETTINGS)
+        if sb3 is None:
             return 1
-        rows["sb3-contrib RecurrentPPO"] = json.loads(done.stdout.strip().splitlines()[-1])
+        rows["sb3-contrib RecurrentPPO"] = sb3
         print(rows["sb3-contrib RecurrentPPO"], flush=True)
     ours = f"rlgraph ppo {args.cell} (torch {args.mode})"
     rows[ours] = run_rlgraph(args)
