@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from rlgraph_core.backend import TrainStep, describe_non_finite, non_finite_update_error
+from rlgraph_core.backend import InputLearningRateStep, describe_non_finite, non_finite_update_error
 
 #: ``torch.nn.utils.clip_grad_norm_`` adds this to the norm before dividing.
 CLIP_EPS = 1e-6
@@ -319,7 +319,7 @@ class CompiledFunction:
         return self._fn.experimental_get_tracing_count()
 
 
-class TFTrainStep(TrainStep):
+class TFTrainStep(InputLearningRateStep):
     """Loss, gradients, global-norm clipping and update; one ``tf.function`` in static mode.
 
     Without a gradient hook a call is the fused step (static mode: one ``tf.function``, XLA when
@@ -539,15 +539,9 @@ class TFTrainStep(TrainStep):
         """Whether the step runs XLA-compiled (static mode and XLA accepted it)."""
         return self.compiled and self._step.jit_compile
 
-    @property
-    def learning_rate(self) -> float:
-        """Current learning rate (a ``tf.Variable`` inside the step: changing it never retraces)."""
-        return self._lr_value
-
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        self._lr_value = float(value)
-        self.optimizer.lr.assign(self._lr_value)
+    def _push_learning_rate(self, value: float) -> None:
+        """The learning rate is a ``tf.Variable`` the step reads."""
+        self.optimizer.lr.assign(value)
 
     def get_state(self) -> dict[str, np.ndarray]:
         """Optimizer slots and step count as numpy (keys like torch's: ``"0/exp_avg"``)."""

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rlgraph_core.backend import TrainStep, describe_non_finite, non_finite_update_error
+from rlgraph_core.backend import InputLearningRateStep, describe_non_finite, non_finite_update_error
 from rlgraph_jax.state import Cell, CellRegistry, JaxVariable, StatefulFunction, swapped, track_reads, unwrap_tree
 
 #: ``torch.nn.utils.clip_grad_norm_`` adds this to the norm before dividing.
@@ -129,7 +129,7 @@ def _in_trace(cell: Cell) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(cell.value))
 
 
-class JaxTrainStep(TrainStep):
+class JaxTrainStep(InputLearningRateStep):
     """Loss, gradients, global-norm clipping and optax update over :class:`JaxVariable` s.
 
     Eager mode runs the loss and its gradients op by op (``jax.value_and_grad`` without
@@ -343,15 +343,9 @@ class JaxTrainStep(TrainStep):
         parts = [self._step, self._compute, *self._apply_fns.values()]
         return sum(p.trace_count for p in parts)
 
-    @property
-    def learning_rate(self) -> float:
-        """Current learning rate (a traced input of every program: changing it never recompiles)."""
-        return self._lr_value
-
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        self._lr_value = float(value)
-        self._lr.value = jnp.asarray(self._lr_value, jnp.float32)
+    def _push_learning_rate(self, value: float) -> None:
+        """The learning rate is a cell every program takes as a traced input."""
+        self._lr.value = jnp.asarray(value, jnp.float32)
 
     def get_state(self) -> dict[str, np.ndarray]:
         """Optimizer state as numpy, keyed like torch's: ``"0/exp_avg"``, ``"0/step"`` ..."""

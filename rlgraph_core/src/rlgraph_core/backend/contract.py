@@ -221,6 +221,28 @@ class TrainStep(abc.ABC):
     def learning_rate(self, value: float) -> None: ...
 
 
+class InputLearningRateStep(TrainStep):
+    """A :class:`TrainStep` whose programs take the learning rate as an input (a variable or a traced
+    argument), so that changing it never retraces or recompiles: the step keeps the value as a
+    Python float and :meth:`_push_learning_rate` writes each new one into that input."""
+
+    _lr_value: float
+
+    @property
+    def learning_rate(self) -> float:
+        """Current learning rate (an input of the step's programs: changing it never retraces)."""
+        return self._lr_value
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self._lr_value = float(value)
+        self._push_learning_rate(self._lr_value)
+
+    @abc.abstractmethod
+    def _push_learning_rate(self, value: float) -> None:
+        """Write ``value`` into the input the step's programs read the learning rate from."""
+
+
 def parse_device(requested: str | None, backend: str, choices: str) -> str | int:
     """What a ``train.device`` string asks for: ``"auto"``, ``"cpu"``, or the index ``N`` of the GPU
     that ``gpu[:N]`` / ``cuda[:N]`` names (aliases of each other, so one config works on every
