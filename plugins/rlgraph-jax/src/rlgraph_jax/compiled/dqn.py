@@ -36,6 +36,7 @@ import numpy as np
 
 from rlgraph_core.agents.off_policy import round_due, target_due
 from rlgraph_jax.compiled.envs import ChunkOut, env_step, init_env_carry
+from rlgraph_jax.compiled.program import CompiledProgram
 from rlgraph_jax.gymnax_envs import PureEnv
 from rlgraph_jax.state import swapped
 
@@ -66,7 +67,7 @@ class DQNPlan(NamedTuple):
         return (self.epsilon, self.learning_rate, self.train, self.due, self.write, self.stored)
 
 
-class CompiledDQN:
+class CompiledDQN(CompiledProgram):
     """The pure chunk function of one DQN agent on one gymnax env (see the module docstring).
 
     Args:
@@ -76,12 +77,7 @@ class CompiledDQN:
     """
 
     def __init__(self, agent, env: PureEnv, num_envs: int):
-        self.agent = agent
-        self.env = env
-        self.num_envs = int(num_envs)
-        self.backend = agent.backend
-        self.cells = list(self.backend.cells.cells)
-        self.loop = self.backend.scan_loop(agent._round_step)
+        super().__init__(agent, env, num_envs, agent._round_step)
         cfg = agent.config
         self.capacity = int(cfg.memory.capacity)
         if self.capacity < self.num_envs:
@@ -93,7 +89,6 @@ class CompiledDQN:
         self.gradient_steps = int(cfg.gradient_steps)
         self.gamma = float(cfg.gamma)
         self.steps_per_iteration = self.num_envs
-        self._lr_cell = agent.train_step._lr
         #: records in the ring and its next write position (the host's count; the ring is in the carry)
         self.size = 0
         self.next_index = 0

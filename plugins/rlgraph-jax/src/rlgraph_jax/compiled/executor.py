@@ -27,6 +27,7 @@ from rlgraph_core.execution.base import Executor
 from rlgraph_core.execution.recorder import RunRecorder
 from rlgraph_jax.compiled.dqn import CompiledDQN
 from rlgraph_jax.compiled.ppo import CompiledPPO
+from rlgraph_jax.compiled.program import CompiledProgram
 from rlgraph_jax.gymnax_envs import pure_env_of
 from rlgraph_jax.optim import raise_non_finite
 
@@ -105,7 +106,7 @@ class CompiledExecutor(Executor):
 class _ChunkLoop:
     """Calls the compiled chunk until the recorder says the run is done (the recorder's ``loop``)."""
 
-    def __init__(self, program: CompiledPPO | CompiledDQN, parts, settings, cfg, eval_env):
+    def __init__(self, program: CompiledProgram, parts, settings, cfg, eval_env):
         self.program = program
         self.parts = parts
         self.cfg = cfg

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlgraph_jax.compiled.envs import ChunkOut, EnvCarry, env_step, init_env_carry
+from rlgraph_jax.compiled.program import CompiledProgram
 from rlgraph_jax.gymnax_envs import PureEnv
 from rlgraph_jax.state import swapped
 
@@ -40,7 +41,7 @@ class PPOPlan(NamedTuple):
     inputs: tuple
 
 
-class CompiledPPO:
+class CompiledPPO(CompiledProgram):
     """The pure chunk function of one PPO agent on one gymnax env (see the module docstring).
 
     Args:
@@ -54,12 +55,7 @@ class CompiledPPO:
             raise ValueError(
                 f"The compiled loop's PPO acts in Discrete action spaces; '{env.name}' has {env.action_space!r}."
             )
-        self.agent = agent
-        self.env = env
-        self.num_envs = int(num_envs)
-        self.backend = agent.backend
-        self.cells = list(self.backend.cells.cells)
-        self.loop = self.backend.scan_loop(agent._minibatch_step)
+        super().__init__(agent, env, num_envs, agent._minibatch_step)
         cfg = agent.config
         self.n_steps = int(cfg.n_steps)
         self.rollout_size = self.n_steps * self.num_envs
@@ -67,7 +63,6 @@ class CompiledPPO:
         self.n_epochs = int(cfg.n_epochs)
         self.steps_per_rollout = self.n_epochs * (self.rollout_size // self.batch_size)
         self.steps_per_iteration = self.rollout_size
-        self._lr_cell = agent.train_step._lr
 
     # ------------------------------------------------------------------ the host's side
     def plan(self, timesteps: int, iterations: int) -> PPOPlan:
