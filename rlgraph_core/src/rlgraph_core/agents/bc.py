@@ -24,9 +24,9 @@ from pydantic import Field, SerializeAsAny
 
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig
-from rlgraph_core.agents.support import discrete_or_bounded_box
+from rlgraph_core.agents.support import DiscreteOrBoxActions
 from rlgraph_core.agents.slots import ComponentResolver, make_slot_component, network_maker
-from rlgraph_core.components.distributions import scale_action, unscale_action
+from rlgraph_core.components.distributions import scale_action
 from rlgraph_core.components.network import DenseLayer, NetworkSpec
 from rlgraph_core.components.offline_losses import BCLoss
 from rlgraph_core.components.q_head import QNetwork
@@ -34,7 +34,7 @@ from rlgraph_core.components.settings import ComponentSettings, NetworkSettings,
 from rlgraph_core.config.common import ComponentSlot, OptimizerConfig
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
-from rlgraph_core.spaces import Discrete, FloatBox, IntBox
+from rlgraph_core.spaces import FloatBox
 
 __all__ = ["BCAgent", "BCConfig", "BCGraph", "OFFLINE_EXECUTOR"]
 
@@ -134,7 +134,7 @@ class BCGraph(Component):
         return self.bc_loss.loss(self._outputs(obs), actions, weights)
 
 
-class BCAgent(OffPolicyAgent):
+class BCAgent(DiscreteOrBoxActions, OffPolicyAgent):
     """Behaviour cloning on a Discrete or a rank-1 float Box action space (finite bounds).
 
     Replay stores a discrete action as its index ``0 .. n-1`` and a continuous one scaled to
@@ -145,20 +145,10 @@ class BCAgent(OffPolicyAgent):
 
     def _setup_model(self) -> None:
         config, observation_space, action_space, backend, seed, components = self._setup_arguments()
-        discrete, low, high = discrete_or_bounded_box(action_space, "Behaviour cloning (agent.type bc)")
-        if not discrete:
-            self.low, self.high = low, high
+        self.num_outputs, act_b = self._setup_actions(action_space, "Behaviour cloning (agent.type bc)")
         check_observation_space(observation_space, config.network, "BC")
         super()._setup_model()
-        self.discrete = discrete
-        if discrete:
-            self.num_outputs = int(action_space.n)
-            self.action_start = int(action_space.start)
-            act_b = IntBox(0, self.num_outputs - 1, shape=()).with_batch_rank()
-        else:
-            self.num_outputs = int(action_space.shape[0])
-            act_b = FloatBox(-1.0, 1.0, shape=(self.num_outputs,)).with_batch_rank()
-        self.graph = BCGraph(config, observation_space, self.num_outputs, discrete, seed, components)
+        self.graph = BCGraph(config, observation_space, self.num_outputs, self.discrete, seed, components)
         obs_b = observation_space.with_batch_rank()
         self.build_report = build(
             self.graph,
@@ -195,19 +185,6 @@ class BCAgent(OffPolicyAgent):
         if self.discrete:
             return np.asarray(greedy, np.int64) + self.action_start
         return scale_action(np.asarray(greedy, np.float64), self.low, self.high).astype(np.float32)
-
-    def _stored_actions(self, actions):
-        """Action indices ``0 .. n-1`` (discrete) or actions scaled to ``[-1, 1]`` (continuous)."""
-        if self.discrete:
-            return (np.asarray(actions) - self.action_start).astype(self.action_space.dtype, copy=False)
-        return np.clip(unscale_action(np.asarray(actions, np.float64), self.low, self.high), -1.0, 1.0).astype(
-            np.float32
-        )
-
-    def _stored_action_space(self):
-        if self.discrete:
-            return Discrete(self.num_outputs, dtype=self.action_space.dtype)
-        return FloatBox(-1.0, 1.0, shape=(self.num_outputs,))
 
     # --- learning --------------------------------------------------------------------------
     def train_steps(self):

@@ -38,9 +38,9 @@ from pydantic import Field, SerializeAsAny
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig, transition_spaces
 from rlgraph_core.agents.sac import ActorTargetApi, SACNetworkSlot, _sac_network
-from rlgraph_core.agents.support import discrete_or_bounded_box
+from rlgraph_core.agents.support import DiscreteOrBoxActions
 from rlgraph_core.agents.slots import ComponentResolver, network_maker
-from rlgraph_core.components.distributions import Categorical, DiagGaussian, scale_action, unscale_action
+from rlgraph_core.components.distributions import Categorical, DiagGaussian, scale_action
 from rlgraph_core.components.network import DenseLayer, NetworkMaker
 from rlgraph_core.components.offline_losses import AdvantageWeightedLoss, ExpectileLoss
 from rlgraph_core.components.q_head import QNetwork
@@ -50,7 +50,7 @@ from rlgraph_core.config.common import OptimizerConfig
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories.obs import batch_len
 from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
-from rlgraph_core.spaces import Discrete, FloatBox, IntBox
+from rlgraph_core.spaces import FloatBox
 
 __all__ = ["CategoricalPolicy", "DiscreteTwinQ", "IQLAgent", "IQLConfig", "IQLGraph", "TanhMeanGaussianPolicy"]
 
@@ -242,7 +242,7 @@ class IQLGraph(ActorTargetApi, Component):
         return loss, ops.stop_gradient(0.5 * (ops.abs(td1) + ops.abs(td2)))
 
 
-class IQLAgent(OffPolicyAgent):
+class IQLAgent(DiscreteOrBoxActions, OffPolicyAgent):
     """Implicit Q-learning on a rank-1 float Box action space with finite bounds or a Discrete one
     (module docstring).
 
@@ -253,22 +253,16 @@ class IQLAgent(OffPolicyAgent):
 
     def _setup_model(self) -> None:
         config, observation_space, action_space, backend, seed, components = self._setup_arguments()
-        discrete, low, high = discrete_or_bounded_box(action_space, "IQL (agent.type iql)")
+        self.num_actions, act_b = self._setup_actions(action_space, "IQL (agent.type iql)")
         check_observation_space(observation_space, config.actor_network, "IQL", "agent.actor_network")
         check_observation_space(observation_space, config.critic_network, "IQL", "agent.critic_network")
         super()._setup_model()
-        self.discrete = discrete
-        if discrete:
-            self.num_actions = int(action_space.n)
-            self.action_start = int(action_space.start)
-            act_b = IntBox(0, self.num_actions - 1, shape=()).with_batch_rank()
+        if self.discrete:
             noise_b = FloatBox(0.0, 1.0, shape=(self.num_actions,)).with_batch_rank()
         else:
-            self.num_actions = self.action_dim = int(action_space.shape[0])
-            self.low, self.high = low, high
-            act_b = FloatBox(-1.0, 1.0, shape=(self.action_dim,)).with_batch_rank()
+            self.action_dim = self.num_actions
             noise_b = FloatBox(shape=(self.action_dim,)).with_batch_rank()
-        self.graph = IQLGraph(config, self.num_actions, discrete, seed, components)
+        self.graph = IQLGraph(config, self.num_actions, self.discrete, seed, components)
 
         obs_b = observation_space.with_batch_rank()
         float_b = FloatBox(shape=()).with_batch_rank()
@@ -338,17 +332,6 @@ class IQLAgent(OffPolicyAgent):
         if self.discrete:
             return np.asarray(unit, np.int64) + self.action_start
         return scale_action(unit, self.low, self.high).astype(np.float32)
-
-    def _stored_actions(self, actions):
-        """Action indices ``0 .. n-1`` (discrete) or env actions mapped to the unit box."""
-        if self.discrete:
-            return (np.asarray(actions) - self.action_start).astype(self.action_space.dtype, copy=False)
-        return np.clip(unscale_action(actions, self.low, self.high), -1.0, 1.0).astype(np.float32)
-
-    def _stored_action_space(self):
-        if self.discrete:
-            return Discrete(self.num_actions, dtype=self.action_space.dtype)
-        return FloatBox(-1.0, 1.0, shape=(self.action_dim,))
 
     # --- learning --------------------------------------------------------------------------
     def _gradient_step(self, sample):

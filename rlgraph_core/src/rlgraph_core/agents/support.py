@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from rlgraph_core.components.distributions import unscale_action
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, MultiBinary, MultiDiscrete, Space
+from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox, MultiBinary, MultiDiscrete, Space
 
 __all__ = [
     "CAPABILITIES",
     "SUPPORTED_ACTIONS",
     "action_space_hint",
+    "DiscreteOrBoxActions",
     "acting_starts",
     "agent_capabilities",
     "discrete_or_bounded_box",
@@ -92,6 +96,45 @@ def discrete_or_bounded_box(action_space, who: str) -> tuple[bool, np.ndarray, n
             f"(a gymnasium.ActionWrapper; RescaleAction or ClipAction give a Box finite bounds)."
         )
     return discrete, low, high
+
+
+class DiscreteOrBoxActions:
+    """The actions of an agent that acts in a single Discrete space or a bounded rank-1 float Box
+    (the offline agents BC and IQL): replay stores a discrete action as its index ``0 .. n-1`` and
+    a continuous one scaled to ``[-1, 1]``."""
+
+    action_space: Any
+    discrete: bool
+    action_start: int
+    low: np.ndarray
+    high: np.ndarray
+    _num_stored: int
+
+    def _setup_actions(self, action_space, who: str) -> tuple[int, Space]:
+        """Check ``action_space`` (:func:`discrete_or_bounded_box`, naming ``who``) and keep what
+        :meth:`_stored_actions` needs; ``(actions n or action dims, batched space of stored actions)``."""
+        discrete, low, high = discrete_or_bounded_box(action_space, who)
+        self.discrete = discrete
+        if discrete:
+            self.action_start = int(action_space.start)
+            self._num_stored = int(action_space.n)
+            return self._num_stored, IntBox(0, self._num_stored - 1, shape=()).with_batch_rank()
+        self.low, self.high = low, high
+        self._num_stored = int(action_space.shape[0])
+        return self._num_stored, FloatBox(-1.0, 1.0, shape=(self._num_stored,)).with_batch_rank()
+
+    def _stored_actions(self, actions):
+        """Action indices ``0 .. n-1`` (discrete) or env actions mapped to the unit box (continuous)."""
+        if self.discrete:
+            return (np.asarray(actions) - self.action_start).astype(self.action_space.dtype, copy=False)
+        return np.clip(unscale_action(np.asarray(actions, np.float64), self.low, self.high), -1.0, 1.0).astype(
+            np.float32
+        )
+
+    def _stored_action_space(self):
+        if self.discrete:
+            return Discrete(self._num_stored, dtype=self.action_space.dtype)
+        return FloatBox(-1.0, 1.0, shape=(self._num_stored,))
 
 
 def acting_starts(state, episode_start, n: int, who: str) -> np.ndarray:
