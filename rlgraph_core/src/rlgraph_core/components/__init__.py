@@ -26,6 +26,7 @@ _EXPORTS = {
     "SlotNetwork": "network",
     "A2CLoss": "pg_losses",
     "ImpalaLoss": "pg_losses",
+    "PolicyGradientLoss": "pg_losses",
     "BoxNormalizer": "preprocessors",
     "QValueHead": "q_head",
     "QNetwork": "q_head",

@@ -19,7 +19,31 @@ def normalize_advantages(ops, advantages, eps: float = 1e-8):
     return centred / (ops.sqrt(ops.reduce_mean(ops.square(centred))) + eps)
 
 
-class A2CLoss(Component):
+class PolicyGradientLoss(Component):
+    """What the A2C and IMPALA losses share: ``pg_loss - mean(A * log pi(a|s))`` on advantages that
+    carry no gradient (normalised over the batch with ``normalize_advantage``), plus ``vf_coef`` times
+    the algorithm's value loss, minus ``ent_coef`` times the mean entropy."""
+
+    def __init__(self, vf_coef: float, ent_coef: float, normalize_advantage: bool, name: str):
+        super().__init__(name)
+        self.vf_coef = float(vf_coef)
+        self.ent_coef = float(ent_coef)
+        self.normalize_advantage = normalize_advantage
+
+    def _combine(self, log_probs, entropy, advantages, vf_loss):
+        """``(loss, pg_loss, vf_loss, entropy)``, all but the loss without gradient."""
+        ops = self.ops
+        sg = ops.stop_gradient
+        advantages = sg(advantages)
+        if self.normalize_advantage:
+            advantages = normalize_advantages(ops, advantages)
+        pg_loss = -ops.reduce_mean(advantages * log_probs)
+        entropy_mean = ops.reduce_mean(entropy)
+        loss = pg_loss + self.vf_coef * vf_loss - self.ent_coef * entropy_mean
+        return loss, sg(pg_loss), sg(vf_loss), sg(entropy_mean)
+
+
+class A2CLoss(PolicyGradientLoss):
     """Advantage actor-critic loss (synchronous A3C).
 
     The math, top to bottom (B = batch; every mean is over B)::
@@ -42,26 +66,16 @@ class A2CLoss(Component):
     def __init__(
         self, vf_coef: float = 0.5, ent_coef: float = 0.0, normalize_advantage: bool = False, name: str = "a2c_loss"
     ):
-        super().__init__(name)
-        self.vf_coef = float(vf_coef)
-        self.ent_coef = float(ent_coef)
-        self.normalize_advantage = normalize_advantage
+        super().__init__(vf_coef, ent_coef, normalize_advantage, name)
 
     @api
     def loss(self, log_probs, entropy, values, advantages, returns):
         """The A2C loss and its diagnostics (see the class docstring)."""
-        ops = self.ops
-        if self.normalize_advantage:
-            advantages = normalize_advantages(ops, advantages)
-        pg_loss = -ops.reduce_mean(ops.stop_gradient(advantages) * log_probs)
-        vf_loss = ops.reduce_mean(ops.square(values - returns))
-        entropy_mean = ops.reduce_mean(entropy)
-        loss = pg_loss + self.vf_coef * vf_loss - self.ent_coef * entropy_mean
-        sg = ops.stop_gradient
-        return loss, sg(pg_loss), sg(vf_loss), sg(entropy_mean)
+        vf_loss = self.ops.reduce_mean(self.ops.square(values - returns))
+        return self._combine(log_probs, entropy, advantages, vf_loss)
 
 
-class ImpalaLoss(Component):
+class ImpalaLoss(PolicyGradientLoss):
     """IMPALA's actor-critic loss on V-trace targets (Espeholt et al. 2018, section 4.2).
 
     The math, top to bottom (B = batch; every mean is over B; ``vs`` and ``pg_adv`` come from
@@ -87,21 +101,10 @@ class ImpalaLoss(Component):
     def __init__(
         self, vf_coef: float = 0.5, ent_coef: float = 0.01, normalize_advantage: bool = False, name: str = "impala_loss"
     ):
-        super().__init__(name)
-        self.vf_coef = float(vf_coef)
-        self.ent_coef = float(ent_coef)
-        self.normalize_advantage = normalize_advantage
+        super().__init__(vf_coef, ent_coef, normalize_advantage, name)
 
     @api
     def loss(self, log_probs, entropy, values, vs, pg_advantages):
         """The IMPALA loss and its diagnostics (see the class docstring)."""
-        ops = self.ops
-        sg = ops.stop_gradient
-        advantages = sg(pg_advantages)
-        if self.normalize_advantage:
-            advantages = normalize_advantages(ops, advantages)
-        pg_loss = -ops.reduce_mean(advantages * log_probs)
-        vf_loss = 0.5 * ops.reduce_mean(ops.square(sg(vs) - values))
-        entropy_mean = ops.reduce_mean(entropy)
-        loss = pg_loss + self.vf_coef * vf_loss - self.ent_coef * entropy_mean
-        return loss, sg(pg_loss), sg(vf_loss), sg(entropy_mean)
+        vf_loss = 0.5 * self.ops.reduce_mean(self.ops.square(self.ops.stop_gradient(vs) - values))
+        return self._combine(log_probs, entropy, pg_advantages, vf_loss)
