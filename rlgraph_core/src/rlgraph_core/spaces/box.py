@@ -99,10 +99,16 @@ class BoundedSpace(LeafSpace):
 
     def _repr_parts(self) -> list[str]:
         """Shape, bounds and (if not the default) dtype."""
-        parts = [f"shape={self._shape}", f"low={format_bound(self._low)}", f"high={format_bound(self._high)}"]
-        if self._dtype != np.dtype(self._default_dtype):
-            parts.append(f"dtype={self._dtype.name}")
-        return parts
+        return [
+            f"shape={self._shape}",
+            f"low={format_bound(self._low)}",
+            f"high={format_bound(self._high)}",
+            *self._dtype_repr_parts(),
+        ]
+
+    def _dtype_repr_parts(self) -> list[str]:
+        """``["dtype=..."]`` where the dtype is not the class's default, else nothing."""
+        return [] if self._dtype == np.dtype(self._default_dtype) else [f"dtype={self._dtype.name}"]
 
     _default_dtype: str = ""
 

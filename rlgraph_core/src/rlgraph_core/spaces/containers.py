@@ -180,6 +180,18 @@ class ContainerSpace(Space):
         d.update(self._flags_json())
         return d
 
+    def _flags_repr_suffix(self) -> str:
+        """The rank flags for ``repr``, shown only for an empty container (children show their own)."""
+        return "".join(", " + f for f in self._flags_repr()) if not self._leaves else ""
+
+    @classmethod
+    def _json_children(cls, d: dict, kind: type, expected: str):
+        """``d["children"]`` of :meth:`to_json` output, checked to be a ``kind`` (``expected`` in words)."""
+        children = d["children"]
+        if not isinstance(children, kind):
+            raise SpaceError(f"{cls.__name__} JSON 'children' is a {type(children).__name__}: expected {expected}.")
+        return children
+
 
 class Dict(ContainerSpace):
     """Container of named child spaces; keys are sorted for determinism.
@@ -275,8 +287,7 @@ class Dict(ContainerSpace):
     def __repr__(self) -> str:
         """E.g. ``Dict({'a': FloatBox(shape=(), ...)})``."""
         inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._spaces.items())
-        flags = "".join(", " + f for f in self._flags_repr()) if not self._leaves else ""
-        return f"Dict({{{inner}}}{flags})"
+        return f"Dict({{{inner}}}{self._flags_repr_suffix()})"
 
     def to_json(self) -> dict:
         """``{"type": "Dict", "children": {key: child_json}, flags...}``."""
@@ -286,9 +297,7 @@ class Dict(ContainerSpace):
     @classmethod
     def _from_json_fields(cls, d: dict) -> "Dict":
         """Rebuild from :meth:`to_json` output."""
-        children = d["children"]
-        if not isinstance(children, dict):
-            raise SpaceError(f"Dict JSON 'children' is a {type(children).__name__}: expected an object.")
+        children = cls._json_children(d, dict, "an object")
         space = cls({k: Space.from_json(v) for k, v in children.items()})
         return space._apply_json_flags(d) if not children else space
 
@@ -353,8 +362,7 @@ class Tuple(ContainerSpace):
     def __repr__(self) -> str:
         """E.g. ``Tuple(FloatBox(...), Discrete(n=3))``."""
         inner = ", ".join(repr(s) for s in self._spaces)
-        flags = "".join(", " + f for f in self._flags_repr()) if not self._leaves else ""
-        return f"Tuple({inner}{flags})"
+        return f"Tuple({inner}{self._flags_repr_suffix()})"
 
     def to_json(self) -> dict:
         """``{"type": "Tuple", "children": [child_json, ...], flags...}``."""
@@ -364,8 +372,6 @@ class Tuple(ContainerSpace):
     @classmethod
     def _from_json_fields(cls, d: dict) -> "Tuple":
         """Rebuild from :meth:`to_json` output."""
-        children = d["children"]
-        if not isinstance(children, list):
-            raise SpaceError(f"Tuple JSON 'children' is a {type(children).__name__}: expected a list.")
+        children = cls._json_children(d, list, "a list")
         space = cls([Space.from_json(c) for c in children])
         return space._apply_json_flags(d) if not children else space

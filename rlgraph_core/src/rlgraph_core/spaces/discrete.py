@@ -63,12 +63,8 @@ class Discrete(IntBox):
 
     def _repr_parts(self) -> list[str]:
         """``n``, plus ``start``/``dtype`` when not the default."""
-        parts = [f"n={self._n}"]
-        if self._start != 0:
-            parts.append(f"start={self._start}")
-        if self._dtype != np.dtype("int64"):
-            parts.append(f"dtype={self._dtype.name}")
-        return parts
+        start = [f"start={self._start}"] if self._start != 0 else []
+        return [f"n={self._n}", *start, *self._dtype_repr_parts()]
 
     def to_json(self) -> dict:
         """Type, dtype, n, start and rank flags."""
@@ -127,12 +123,8 @@ class MultiDiscrete(IntBox):
 
     def _repr_parts(self) -> list[str]:
         """``nvec``, plus ``start``/``dtype`` when not the default."""
-        parts = [f"nvec={self._nvec.tolist()}"]
-        if np.any(self._start != 0):
-            parts.append(f"start={self._start.tolist()}")
-        if self._dtype != np.dtype("int64"):
-            parts.append(f"dtype={self._dtype.name}")
-        return parts
+        start = [f"start={self._start.tolist()}"] if np.any(self._start != 0) else []
+        return [f"nvec={self._nvec.tolist()}", *start, *self._dtype_repr_parts()]
 
     def to_json(self) -> dict:
         """Type, shape, dtype, nvec, start and rank flags."""
