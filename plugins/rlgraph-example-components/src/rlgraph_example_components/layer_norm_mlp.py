@@ -66,7 +66,7 @@ class LayerNormMLP(Component):
 
     def __init__(self, settings: LayerNormMLPSettings, rng: np.random.Generator | None = None, name: str = "ln_mlp"):
         super().__init__(name)
-        rng = rng if rng is not None else np.random.default_rng()
+        rng = np.random.default_rng(rng)
         self.activation = settings.activation
         self.dense = [
             DenseLayer(h, "linear", settings.initializer, rng, name=f"dense_{i}") for i, h in enumerate(settings.hidden)

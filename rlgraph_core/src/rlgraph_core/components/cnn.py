@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rlgraph_core.backend.conv import output_size, pair
 from rlgraph_core.components.initializers import initialize
-from rlgraph_core.components.network import ACTIVATIONS, DenseLayer, check_activation, SlotNetwork
+from rlgraph_core.components.network import ACTIVATIONS, ActivatedLayer, DenseLayer, SlotNetwork, check_activation
 from rlgraph_core.components.settings import NetworkSettings
 from rlgraph_core.graph import Component, api
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox, SpaceError
@@ -136,7 +136,7 @@ def _conv_kernel(initializer: str, rng: np.random.Generator, kh: int, kw: int, c
     return initialize(initializer, rng, kh * kw * cin, cout).reshape(kh, kw, cin, cout)
 
 
-class Conv2DLayer(Component):
+class Conv2DLayer(ActivatedLayer):
     """``activation(conv2d(x, W, strides, padding) + b)`` on NHWC float images, ``W`` in HWIO.
 
     Args:
@@ -160,15 +160,11 @@ class Conv2DLayer(Component):
         rng: np.random.Generator | None = None,
         name: str = "conv",
     ):
-        super().__init__(name)
+        super().__init__(activation, initializer, rng, name)
         self.filters = int(filters)
         self.kernel = pair(kernel, "kernel")
         self.stride = pair(stride, "stride")
         self.padding = padding
-        self.activation = activation
-        self.initializer = initializer
-        self.rng = rng if rng is not None else np.random.default_rng()
-        self.w = self.b = None
 
     def check_input_spaces(self, method, spaces):
         x = spaces["x"]
@@ -188,8 +184,7 @@ class Conv2DLayer(Component):
     @api
     def call(self, x):
         """Convolve a batch of images ``[B, H, W, C]`` -> ``[B, H', W', filters]``."""
-        y = self.ops.conv2d(x, self.w, self.b, self.stride, self.padding)
-        return y if self.activation == "linear" else self.ops.activation(self.activation, y)
+        return self._activate(self.ops.conv2d(x, self.w, self.b, self.stride, self.padding))
 
 
 class ResidualStack(Component):
@@ -206,7 +201,7 @@ class ResidualStack(Component):
         name: str = "stack",
     ):
         super().__init__(name)
-        rng = rng if rng is not None else np.random.default_rng()
+        rng = np.random.default_rng(rng)
         self.activation = activation
         self.conv = Conv2DLayer(filters, 3, 1, "same", "linear", initializer, rng, name="conv")
         self.blocks = [
@@ -242,7 +237,7 @@ class CNN(SlotNetwork):
 
     def __init__(self, settings: CNNSettings, rng: np.random.Generator | None = None, name: str = "cnn"):
         super().__init__(name)
-        rng = rng if rng is not None else np.random.default_rng()
+        rng = np.random.default_rng(rng)
         self.settings = settings
         act, init = settings.activation, settings.initializer
         self.convs = [

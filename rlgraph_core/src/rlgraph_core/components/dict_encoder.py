@@ -68,7 +68,7 @@ class DictEncoder(SlotNetwork):
     ):
         super().__init__(name)
         self.settings = settings
-        self.rng = rng if rng is not None else np.random.default_rng()
+        self.rng = np.random.default_rng(rng)
         #: (key, route, encoder component or None, one-hot depth and start) per key, in key order
         self.routes: list[tuple[str, str, Component | None, tuple[int, int]]] = []
         self.dense: list[DenseLayer] = []

@@ -222,7 +222,7 @@ class DistributionHead(Component):
         name: str = "distribution",
     ):
         super().__init__(name)
-        rng = rng if rng is not None else np.random.default_rng()
+        rng = np.random.default_rng(rng)
         self.multi = isinstance(action_space, MultiDiscrete) and len(action_space.shape) == 1
         self.discrete = isinstance(action_space, Discrete) or self.multi
         self.squashed = squashed

@@ -63,7 +63,23 @@ class NetworkSpec(NetworkSettings, DenseLayersChecks):
 MLPSettings = NetworkSpec
 
 
-class DenseLayer(Component):
+class ActivatedLayer(Component):
+    """Base of a layer ``activation(affine(x))`` whose weights ``W`` and ``b`` the ``initializer``
+    draws from ``rng`` (a fresh generator when None) in ``create_variables``."""
+
+    def __init__(self, activation: str, initializer: str, rng: np.random.Generator | None, name: str):
+        super().__init__(name)
+        self.activation = activation
+        self.initializer = initializer
+        self.rng = np.random.default_rng(rng)
+        self.w = self.b = None
+
+    def _activate(self, y):
+        """``activation(y)`` (``linear``: ``y`` itself)."""
+        return y if self.activation == "linear" else self.ops.activation(self.activation, y)
+
+
+class DenseLayer(ActivatedLayer):
     """``activation(x @ W + b)`` with ``W`` of shape ``[in, units]``.
 
     Args:
@@ -84,13 +100,9 @@ class DenseLayer(Component):
         gain: float | None = None,
         name: str = "dense",
     ):
-        super().__init__(name)
+        super().__init__(activation, initializer, rng, name)
         self.units = units
-        self.activation = activation
-        self.initializer = initializer
         self.gain = gain
-        self.rng = rng if rng is not None else np.random.default_rng()
-        self.w = self.b = None
 
     def check_input_spaces(self, method, spaces):
         x = spaces["x"]
@@ -107,8 +119,7 @@ class DenseLayer(Component):
     @api
     def call(self, x):
         """Apply the layer to a batch ``x`` of shape ``[B, in]``."""
-        y = self.ops.dense(x, self.w, self.b)
-        return y if self.activation == "linear" else self.ops.activation(self.activation, y)
+        return self._activate(self.ops.dense(x, self.w, self.b))
 
 
 class SlotNetwork(Component):
@@ -127,7 +138,7 @@ class MLP(SlotNetwork):
 
     def __init__(self, spec: NetworkSpec, rng: np.random.Generator | None = None, name: str = "mlp"):
         super().__init__(name)
-        rng = rng if rng is not None else np.random.default_rng()
+        rng = np.random.default_rng(rng)
         self.layers = [
             DenseLayer(h, spec.activation, spec.initializer, rng, name=f"dense_{i}") for i, h in enumerate(spec.hidden)
         ]

@@ -23,7 +23,7 @@ class QValueHead(Component):
         name: str = "q_head",
     ):
         super().__init__(name)
-        rng = rng if rng is not None else np.random.default_rng()
+        rng = np.random.default_rng(rng)
         self.dueling = dueling
         self.num_actions = num_actions
         if dueling:

@@ -69,7 +69,7 @@ class RecurrentCore(SlotNetwork):
         self.settings = settings
         self.cell = settings.type
         self.units = settings.units
-        self.rng = rng if rng is not None else np.random.default_rng()
+        self.rng = np.random.default_rng(rng)
         self.encoder = MLP(settings.encoder, self.rng, name="encoder")
         self.add_components(self.encoder)
         self.weights: list = []

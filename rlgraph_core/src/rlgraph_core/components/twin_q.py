@@ -37,7 +37,7 @@ class ContinuousQNetwork(Component):
 
     def __init__(self, spec: NetworkSpec | NetworkMaker, rng: np.random.Generator | None = None, name: str = "q"):
         super().__init__(name)
-        rng = rng if rng is not None else np.random.default_rng()
+        rng = np.random.default_rng(rng)
         maker = as_network_maker(spec)
         self.trunk = maker(name="trunk", rng=rng)
         self.out = DenseLayer(1, "linear", maker.initializer, rng, name="out")

@@ -43,7 +43,7 @@ def iterate_minibatches(
     if len(set(sizes.values())) > 1:
         raise ValueError(f"every array must have the same number of samples; got {sizes}.")
     total = next(iter(sizes.values()), 0)
-    rng = rng if rng is not None else np.random.default_rng()
+    rng = np.random.default_rng(rng)
     for _ in range(n_epochs):
         order = _epoch_order(total, rng, shuffle)
         for start in range(0, total, batch_size):
@@ -79,7 +79,7 @@ def minibatch_indices(
     """
     if batch_size <= 0 or total % batch_size:
         raise ValueError(f"minibatch_indices needs a batch_size that divides the {total} samples; got {batch_size}.")
-    rng = rng if rng is not None else np.random.default_rng()
+    rng = np.random.default_rng(rng)
     orders = [_epoch_order(total, rng, shuffle) for _ in range(n_epochs)]
     return np.concatenate(orders).astype(np.int64, copy=False).reshape(-1, batch_size)
 
