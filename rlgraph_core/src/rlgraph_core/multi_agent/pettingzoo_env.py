@@ -278,26 +278,21 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
         self.agent_observation_spaces = {a: first.observation_space(a) for a in self.agents}
         #: each agent's own action space (Discrete spaces of different sizes: see :func:`widest_action_space`)
         self.agent_action_spaces = {a: first.action_space(a) for a in self.agents}
-        try:
-            act_space = widest_action_space(self.agent_action_spaces)
-        except ValueError as exc:
-            self.close()
-            raise ConfigError(
-                f"'env.id' = '{env_id}': {exc}. Agents whose action spaces differ are trained on rows of one "
-                f"batch when every one is a Discrete space starting at 0 (each policy then acts in its own agents' "
-                f"space); pad the action spaces to one in the env (SuperSuit's pad_action_space_v0 does) or train "
-                f"the agents in separate runs."
-            ) from None
-        try:
-            obs_space = padded_observation_space(self.agent_observation_spaces)
-        except ValueError as exc:
-            self.close()
-            raise ConfigError(
-                f"'env.id' = '{env_id}': {exc}. Agents whose observation spaces differ are trained on rows of one "
-                f"batch when every one is a vector (a rank-1 Box of one dtype): rlgraph pads the shorter ones "
-                f"with zeros and gives each policy its own agents' length. Pad the observations to one space in "
-                f"the env (SuperSuit's pad_observations_v0 does) or train the agents in separate runs."
-            ) from None
+        act_space = self._joint_space(
+            widest_action_space,
+            self.agent_action_spaces,
+            "Agents whose action spaces differ are trained on rows of one batch when every one is a Discrete "
+            "space starting at 0 (each policy then acts in its own agents' space); pad the action spaces to one "
+            "in the env (SuperSuit's pad_action_space_v0 does) or train the agents in separate runs.",
+        )
+        obs_space = self._joint_space(
+            padded_observation_space,
+            self.agent_observation_spaces,
+            "Agents whose observation spaces differ are trained on rows of one batch when every one is a vector "
+            "(a rank-1 Box of one dtype): rlgraph pads the shorter ones with zeros and gives each policy its own "
+            "agents' length. Pad the observations to one space in the env (SuperSuit's pad_observations_v0 does) "
+            "or train the agents in separate runs.",
+        )
         self.num_envs = self.copies * len(self.agents)
         self._padded_space = obs_space
         self._zero_obs = create_empty_array(obs_space, n=1, fn=np.zeros)
@@ -322,7 +317,17 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(act_space, self.num_envs)
         self._steps = 0
 
+    def _joint_space(self, join, spaces: dict, advice: str):
+        """``join(spaces)``: the one space of a batch row of any agent; where the agents' spaces cannot
+        share one, close the envs and raise a ConfigError naming the env, the reason and ``advice``."""
+        try:
+            return join(spaces)
+        except ValueError as exc:
+            self.close()
+            raise ConfigError(f"'env.id' = '{self.env_id}': {exc}. {advice}") from None
+
     # --- rows ----------------------------------------------------------------------------
+
     def row_agents(self) -> list[str]:
         """The agent name of every row (copy-major)."""
         return self.agents * self.copies
