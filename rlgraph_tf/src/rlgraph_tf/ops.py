@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from rlgraph_core.backend import activation_fn
+from rlgraph_core.backend import activation_fn, sequence_op
 from rlgraph_core.backend.conv import check_padding, pair
 
 _DTYPES = {"float32": tf.float32, "int64": tf.int64, "bool": tf.bool}
@@ -242,15 +242,8 @@ class TFOps:
         """Log-softmax along ``axis``."""
         return tf.nn.log_softmax(x, axis=axis)
 
-    @staticmethod
-    def concat(xs, axis=-1):
-        """Concatenate a list of tensors along ``axis``."""
-        return tf.concat(list(xs), axis=axis)
-
-    @staticmethod
-    def stack(xs, axis=0):
-        """Stack a list of tensors along a new ``axis``."""
-        return tf.stack(list(xs), axis=axis)
+    concat = sequence_op(tf.concat, "Concatenate a list of tensors along ``axis``.", -1)
+    stack = sequence_op(tf.stack, "Stack a list of tensors along a new ``axis``.", 0)
 
     @staticmethod
     def reshape(x, shape):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlgraph_core.backend import unary_op
+from rlgraph_core.backend import sequence_op, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 
 _DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}
@@ -226,13 +226,8 @@ class TorchOps:
     def log_softmax(x, axis=-1):
         return torch.log_softmax(x, dim=axis)
 
-    @staticmethod
-    def concat(xs, axis=-1):
-        return torch.cat(list(xs), dim=axis)
-
-    @staticmethod
-    def stack(xs, axis=0):
-        return torch.stack(list(xs), dim=axis)
+    concat = sequence_op(torch.cat, "Concatenate a list of tensors along ``axis``.", -1, "dim")
+    stack = sequence_op(torch.stack, "Stack a list of tensors along a new ``axis``.", 0, "dim")
 
     @staticmethod
     def reshape(x, shape):

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from jax import lax
-from rlgraph_core.backend import activation_fn, binary_op, unary_op
+from rlgraph_core.backend import activation_fn, binary_op, sequence_op, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 
 from rlgraph_jax.state import JaxVariable, _unwrap
@@ -252,15 +252,8 @@ class JaxOps:
         """Log-softmax along ``axis``."""
         return jax.nn.log_softmax(u(x), axis=axis)
 
-    @staticmethod
-    def concat(xs, axis=-1):
-        """Concatenate a list of tensors along ``axis``."""
-        return jnp.concatenate([u(x) for x in xs], axis=axis)
-
-    @staticmethod
-    def stack(xs, axis=0):
-        """Stack a list of tensors along a new ``axis``."""
-        return jnp.stack([u(x) for x in xs], axis=axis)
+    concat = sequence_op(jnp.concatenate, "Concatenate a list of tensors along ``axis``.", -1, convert=u)
+    stack = sequence_op(jnp.stack, "Stack a list of tensors along a new ``axis``.", 0, convert=u)
 
     @staticmethod
     def reshape(x, shape):

@@ -21,6 +21,7 @@ from rlgraph_core.backend.ops import (
     binary_op,
     canonical_array,
     ops_contract_problems,
+    sequence_op,
     unary_op,
 )
 
@@ -40,5 +41,6 @@ __all__ = [
     "non_finite_update_error",
     "ops_contract_problems",
     "parse_device",
+    "sequence_op",
     "unary_op",
 ]

@@ -250,6 +250,20 @@ def binary_op(fn: Callable, doc: str, convert: Callable | None = None) -> static
     return staticmethod(op)
 
 
+def sequence_op(
+    fn: Callable, doc: str, axis: int, axis_keyword: str = "axis", convert: Callable | None = None
+) -> staticmethod:
+    """An ops entry ``(xs, axis=axis) -> fn([x, ...], <axis_keyword>=axis)`` (``concat``, ``stack``)
+    for a backend's ops class, as :func:`unary_op`: ``axis`` is the contract's default, and
+    ``axis_keyword`` the framework's name for it (``dim`` in torch); ``convert`` is applied to each x."""
+
+    def op(xs, axis=axis):
+        return fn([x if convert is None else convert(x) for x in xs], **{axis_keyword: axis})
+
+    op.__doc__ = doc
+    return staticmethod(op)
+
+
 def ops_contract_problems(ops: object) -> list[str]:
     """Check ``ops`` (a backend's ops namespace) against :class:`Ops`; return what is wrong.
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rlgraph_core.backend.contract import Backend
-from rlgraph_core.backend.ops import activation_fn, binary_op, canonical_array, unary_op
+from rlgraph_core.backend.ops import activation_fn, binary_op, canonical_array, sequence_op, unary_op
 from rlgraph_core.backend.conv import check_padding, pair, same_padding
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
@@ -212,15 +212,8 @@ class NumpyOps:
         shifted = x - np.max(x, axis=axis, keepdims=True)
         return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
-    @staticmethod
-    def concat(xs, axis=-1):
-        """Concatenate a list of arrays along ``axis``."""
-        return np.concatenate(list(xs), axis=axis)
-
-    @staticmethod
-    def stack(xs, axis=0):
-        """Stack a list of arrays along a new ``axis``."""
-        return np.stack(list(xs), axis=axis)
+    concat = sequence_op(np.concatenate, "Concatenate a list of arrays along ``axis``.", -1)
+    stack = sequence_op(np.stack, "Stack a list of arrays along a new ``axis``.", 0)
 
     @staticmethod
     def reshape(x, shape):
