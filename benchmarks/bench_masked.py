@@ -89,6 +89,7 @@ def run_rlgraph(args) -> dict:
         network={"type": "mlp", "hidden": [64, 64], "activation": "tanh", "initializer": "orthogonal"},
         **settings_keywords(s, *PPO_ROLLOUT_KEYS, "ent_coef"),
         optimizer={"learning_rate": s["lr"]},
+        eval_episodes=0,  # learn() ends with no evaluation (it would be timed): evaluated below, untimed, as MaskablePPO
     )
     t = time.perf_counter()
     if args.warmup:

@@ -44,10 +44,27 @@ class Categorical:
         logp = self.ops.log_softmax(masked_logits(self.ops, logits, mask), axis=-1)
         return -self.ops.reduce_sum(self._legal(self.ops.exp(logp) * logp, mask), axis=-1)
 
+    def log_prob_entropy(self, logits, actions, mask=None):
+        """``(log_prob, entropy)`` of :meth:`log_prob` and :meth:`entropy`, masking and normalising
+        the logits once (the loss of every minibatch step asks for both)."""
+        logp = self.ops.log_softmax(masked_logits(self.ops, logits, mask), axis=-1)
+        entropy = -self.ops.reduce_sum(self._legal(self.ops.exp(logp) * logp, mask), axis=-1)
+        return self.ops.gather_last(logp, actions), entropy
+
     def sample(self, logits, uniform_noise, mask=None):
         """Gumbel-max: ``argmax(logits - log(-log u))`` with ``u ~ U(0, 1)`` of shape ``[B, n]``."""
-        gumbel = -self.ops.log(-self.ops.log(uniform_noise))
-        return self.ops.argmax(masked_logits(self.ops, logits, mask) + gumbel, axis=-1)
+        return self._gumbel_max(masked_logits(self.ops, logits, mask), uniform_noise)
+
+    def sample_and_log_prob(self, logits, uniform_noise, mask=None):
+        """``(sample, log_prob(sample))`` of :meth:`sample` and :meth:`log_prob`, masking the logits
+        once (acting asks for both at every env step)."""
+        masked = masked_logits(self.ops, logits, mask)
+        actions = self._gumbel_max(masked, uniform_noise)
+        return actions, self.ops.gather_last(self.ops.log_softmax(masked, axis=-1), actions)
+
+    def _gumbel_max(self, masked, uniform_noise):
+        # ``masked - log(-log u)`` is ``masked + gumbel`` bit for bit (x + (-y) == x - y), one op fewer.
+        return self.ops.argmax(masked - self.ops.log(-self.ops.log(uniform_noise)), axis=-1)
 
     def deterministic(self, logits, mask=None):
         """The mode: ``argmax logits`` (over the legal actions)."""
@@ -64,7 +81,7 @@ class Categorical:
         keeps it exactly so, whatever the logits)."""
         if mask is None:
             return terms
-        return self.ops.where(self.ops.cast(mask, "bool"), terms, self.ops.zeros_like(terms))
+        return self.ops.where(self.ops.cast(mask, "bool"), terms, 0.0)
 
 
 class MultiCategorical:
@@ -108,8 +125,7 @@ class MultiCategorical:
     def log_prob(self, logits, actions, mask=None):
         """``sum_i log pi_i(a_i)`` for actions ``[B, k]``."""
         logits, mask = self._split(logits, mask)
-        logp = self.ops.log_softmax(masked_logits(self.ops, logits, mask), axis=-1)
-        return self.ops.reduce_sum(self.ops.reduce_sum(self.ops.one_hot(actions, self.m) * logp, axis=-1), axis=-1)
+        return self._sum_log_probs(self.ops.log_softmax(masked_logits(self.ops, logits, mask), axis=-1), actions)
 
     def entropy(self, logits, mask=None):
         """``sum_i H(pi_i)`` (each over its legal values)."""
@@ -121,6 +137,25 @@ class MultiCategorical:
         logits, mask = self._split(logits, mask)
         noise = self.ops.reshape(uniform_noise, [-1, self.k, self.m])
         return self.categorical.sample(logits, noise, mask)
+
+    def sample_and_log_prob(self, logits, uniform_noise, mask=None):
+        """``(sample, log_prob(sample))``, splitting and masking the logits once."""
+        logits, mask = self._split(logits, mask)
+        noise = self.ops.reshape(uniform_noise, [-1, self.k, self.m])
+        masked = masked_logits(self.ops, logits, mask)
+        actions = self.categorical._gumbel_max(masked, noise)
+        return actions, self._sum_log_probs(self.ops.log_softmax(masked, axis=-1), actions)
+
+    def log_prob_entropy(self, logits, actions, mask=None):
+        """``(log_prob, entropy)``, splitting and masking the logits once."""
+        logits, mask = self._split(logits, mask)
+        logp = self.ops.log_softmax(masked_logits(self.ops, logits, mask), axis=-1)
+        per_sub = -self.ops.reduce_sum(self.categorical._legal(self.ops.exp(logp) * logp, mask), axis=-1)
+        return self._sum_log_probs(logp, actions), self.ops.reduce_sum(per_sub, axis=-1)
+
+    def _sum_log_probs(self, logp, actions):
+        """``sum_i logp[:, i, a_i]`` of the normalised log-probabilities ``[B, k, m]``."""
+        return self.ops.reduce_sum(self.ops.reduce_sum(self.ops.one_hot(actions, self.m) * logp, axis=-1), axis=-1)
 
     def deterministic(self, logits, mask=None):
         """The mode of every sub-action, ``[B, k]``."""
@@ -283,10 +318,10 @@ class DistributionHead(Component):
         """``(actions, log_probs)``; noise is uniform ``[B, n]`` (discrete) or normal ``[B, d]``."""
         params = self._params(features)
         dist = self._dist()
-        if self.squashed:
-            return dist.sample_and_log_prob(*params, noise)
-        actions = dist.sample(*params, noise, *self._masked(mask))
-        return actions, dist.log_prob(*params, actions, *self._masked(mask))
+        if self.squashed or self.discrete:  # one pass over the (masked) logits for both
+            return dist.sample_and_log_prob(*params, noise, *self._masked(mask))
+        actions = dist.sample(*params, noise)
+        return actions, dist.log_prob(*params, actions)
 
     @api
     def sample_actions(self, features, noise, mask=None):
@@ -312,7 +347,9 @@ class DistributionHead(Component):
         params = self._params(features)
         dist = self._dist()
         masked = self._masked(mask)
-        return dist.log_prob(*params, actions, *masked), dist.entropy(*params, *masked)
+        if self.discrete:  # one pass over the (masked) logits for both
+            return dist.log_prob_entropy(*params, actions, *masked)
+        return dist.log_prob(*params, actions), dist.entropy(*params)
 
 
 def scale_action(unit_action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

@@ -122,7 +122,7 @@ def masked_logits(ops, logits: Any, mask: Any) -> Any:
     """``logits`` where ``mask`` is true (non-zero), :data:`ILLEGAL_LOGIT` elsewhere (``mask`` None: as they are)."""
     if mask is None:
         return logits
-    return ops.where(ops.cast(mask, "bool"), logits, ops.zeros_like(logits) + ILLEGAL_LOGIT)
+    return ops.where(ops.cast(mask, "bool"), logits, ILLEGAL_LOGIT)
 
 
 def check_legal(mask: Any, step: int, nvec: tuple[int, ...] | None = None) -> None:
