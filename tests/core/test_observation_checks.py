@@ -80,6 +80,9 @@ def test_observations_keep_their_dtype():
     assert to_obs_array(np.zeros((2, 4)), VECTOR).dtype == np.float32
     out = to_obs_array({"image": frames, "speed": np.zeros((2, 4))}, DICT)
     assert out["image"].dtype == np.uint8 and out["speed"].dtype == np.float32
+    assert to_obs_array(out, DICT) is out  # already converted: the same dict (observe() matches act()'s by identity)
+    extra = {**out, "other": np.zeros(2)}
+    assert to_obs_array(extra, DICT) is not extra and set(to_obs_array(extra, DICT)) == {"image", "speed"}
 
 
 def test_a_text_space_names_the_image_wrapper():

@@ -92,6 +92,11 @@ def to_obs_array(obs: Any, space: Space) -> Any:
     """Observations as the arrays the graph takes: the space's dtype (uint8 images stay uint8,
     floats become float32), a dict of such arrays for a Dict space."""
     if isinstance(space, Dict):
-        return {k: to_obs_array(obs[k], child) for k, child in space.items()}
+        out = {k: to_obs_array(obs[k], child) for k, child in space.items()}
+        if type(obs) is dict and len(obs) == len(out) and all(out[k] is obs[k] for k in out):
+            # Already the graph's arrays: the same dict back, so observe() knows act()'s
+            # observation by identity instead of comparing every array element by element.
+            return obs
+        return out
     dtype = np.float32 if isinstance(space, FloatBox) else space.dtype
     return np.asarray(obs, dtype)
