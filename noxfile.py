@@ -197,10 +197,12 @@ def core(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def torch(session: nox.Session) -> None:
-    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo, Box2D, PettingZoo) + the offline extra
-    (Minari): core tests again (now also on torch and with the env families) and torch tests
-    (MiniGrid learning, HalfCheetah smoke, offline RL from recorded datasets)."""
-    _install(session, "./rlgraph_core[atari,minigrid,mujoco,box2d,envpool,offline,pettingzoo]", "./rlgraph_torch")
+    """Core + the torch backend + the env extras (Atari, MiniGrid, MuJoCo, Box2D, PettingZoo, POPGym) + the offline
+    extra (Minari): core tests again (now also on torch and with the env families) and torch tests
+    (MiniGrid learning, HalfCheetah smoke, the POPGym memory config, offline RL from recorded datasets)."""
+    _install(
+        session, "./rlgraph_core[atari,minigrid,mujoco,box2d,envpool,offline,pettingzoo,popgym]", "./rlgraph_torch"
+    )
     _pytest(session, "tests/core", "tests/torch", parallel=True)
 
 
@@ -345,7 +347,7 @@ def heavy(session: nox.Session) -> None:
     One venv with every backend, Ray, the jax plugin and Horovod; run by hand (``nox -s heavy``)."""
     _install(
         session,
-        "./rlgraph_core[atari,minigrid,mujoco,box2d,offline,pettingzoo]",
+        "./rlgraph_core[atari,minigrid,mujoco,box2d,offline,pettingzoo,popgym]",
         "./rlgraph_torch",
         "./rlgraph_tf",
         "./rlgraph_ray[tune]",

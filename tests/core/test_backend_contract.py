@@ -98,7 +98,7 @@ def test_ops_contract_is_derived_from_the_protocol():
     from rlgraph_core.backend import OPS_CONTRACT, Ops
 
     methods = {n for n, f in vars(Ops).items() if inspect.isfunction(f) and not n.startswith("_")}
-    assert set(OPS_CONTRACT) == methods and len(methods) == 39
+    assert set(OPS_CONTRACT) == methods and len(methods) == 40
     assert OPS_CONTRACT["dense"] == "dense(x, w, b) -> x @ w + b, w is [in, out]"
     assert "\n" not in OPS_CONTRACT["activation"] and "leaky_relu (negative slope 0.2)" in OPS_CONTRACT["activation"]
 

@@ -718,6 +718,7 @@ def _ops_cases(rng):
         ),
         ("max_pool2d", lambda be: (T(be, img), 2), img.max((1, 2))[:, None, None]),
         ("flatten", lambda be: (T(be, img),), img.reshape(3, -1)),
+        ("split_leading", lambda be: (T(be, seq.reshape(6, 4)), T(be, seq[..., 0])), seq),
         ("image_to_float", lambda be: (T(be, pixels), 0.5), pixels * 0.5),
         # The recurrent ops (several outputs, compared flattened and joined); the conformance
         # suite checks them in depth (resets, gradients, static mode).

@@ -91,12 +91,18 @@ def test_a_text_space_names_the_image_wrapper():
         from_gym(space)
 
 
-@pytest.mark.parametrize("space", [IMAGE, DICT])
-def test_a_recurrent_core_on_images_names_the_flatten_wrapper_not_a_network_without_memory(space):
+@pytest.mark.parametrize(
+    "space, wanted", [(IMAGE, "encoder: {type: cnn, preset: nature}"), (DICT, "encoder: {type: dict_encoder}")]
+)
+def test_a_recurrent_core_names_the_encoder_that_reads_the_observation(space, wanted):
     from rlgraph_core.components.recurrent import RecurrentSettings
 
     with pytest.raises(ConfigError) as info:
         check_observation_space(space, RecurrentSettings(type="gru"), "PPO")
     msg = str(info.value)
-    assert "\n" not in msg and "'gru'" in msg and "{type: flatten, dtype: float32}" in msg
-    assert "not supported yet" in msg
+    assert "\n" not in msg and "'gru' with the encoder 'mlp'" in msg and f"agent.network.{wanted}" in msg
+    # with that encoder the same observation is taken, and a vector is refused naming the mlp encoder
+    encoder = {"type": wanted.split("type: ")[1].split(",")[0].rstrip("}")}
+    check_observation_space(space, RecurrentSettings(type="gru", encoder=encoder), "PPO")
+    with pytest.raises(ConfigError, match=r"agent.network.encoder: \{hidden: \[64\]\} \(an mlp\)"):
+        check_observation_space(VECTOR, RecurrentSettings(type="gru", encoder=encoder), "PPO")

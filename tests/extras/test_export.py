@@ -465,3 +465,45 @@ def test_a_multi_agent_run_exports_one_file_per_policy_equal_to_the_framework(
             assert obs["action_mask"][np.arange(len(got["action"])), got["action"]].all()
     code, _, stderr = run_cli("evaluate", str(tmp_path / f"p.{next(iter(agent.policies))}.onnx"))
     assert code != 0 and "multi-agent run" in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.skipif(not has_backend("torch"), reason="needs the torch backend to write the checkpoint")
+def test_a_cnn_lstm_policy_exports_with_uint8_frames_and_its_state(tmp_path):
+    """A recurrent PPO policy with a CNN in front of each LSTM core (perturbed weights, torch) on uint8
+    frames of RecallCueImage exports as one step: five steps of four envs, two starting an episode at
+    step 2, give torch's outputs and states, each side carrying its own state."""
+    import rlgraph_core as rl
+    from rlgraph_core.export.onnx_policy import OnnxPolicy
+
+    cnn = {"type": "cnn", "preset": "custom", "conv": [{"filters": 4, "kernel": 3, "stride": 3}], "hidden": [8]}
+    algo = rl.make(
+        "ppo",
+        env={"id": "rlgraph_core.testing.memory_env:RecallCueImage", "num_envs": 2},
+        backend="torch",
+        network={"type": "lstm", "units": 8, "encoder": cnn, "seq_len": 4},
+        n_steps=8,
+        batch_size=8,
+        eval_interval=10**9,
+    )
+    agent = algo.agent
+    rng = np.random.default_rng(1)
+    agent.set_weights({k: (v + rng.normal(0, 0.3, v.shape)).astype(v.dtype) for k, v in agent.get_weights().items()})
+    code, _, stderr = run_cli("export", str(algo.save(tmp_path / "ck")), "--out", str(tmp_path / "p.onnx"))
+    assert code == 0, stderr
+    policy = OnnxPolicy(tmp_path / "p.onnx")
+    keys = ["pi_c", "pi_h", "vf_c", "vf_h"]
+    to_t, to_np = agent.backend.to_tensor, agent.backend.to_numpy
+    own_state, onnx_state = agent.initial_state(4), None
+    for step in range(5):
+        obs = rng.integers(0, 256, (4, 6, 6, 1)).astype(np.uint8)
+        starts = np.full(4, step == 0)
+        starts[[0, 2]] |= step == 2
+        own = agent.policy_outputs(to_t(obs), {k: to_t(v) for k, v in own_state.items()}, to_t(starts))
+        own = {k: to_np(v) for k, v in own.items()}
+        got = policy.outputs(obs, onnx_state, None if step == 0 else starts)
+        assert set(got) == {"action", "logits", "value", *(f"next_state.{k}" for k in keys)}
+        for key, value in own.items():
+            np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5, err_msg=f"step {step}: {key}")
+        own_state = {k: own[f"next_state.{k}"] for k in keys}
+        onnx_state = policy.predict(obs, onnx_state, None if step == 0 else starts)[1]
+    assert np.abs(own_state["pi_h"]).max() > 0.1  # a state that matters

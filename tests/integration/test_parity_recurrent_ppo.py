@@ -5,7 +5,8 @@ bit-identical initial weights, the same forward pass over a rollout's sequences 
 entropies, values, unrolled from the stored states with resets inside) within ``1e-5``, and the
 same losses and weights after an update of two epochs of shuffled sequence minibatches (``atol
 1e-5, rtol 1e-4``). The rollout is made up: sequences of 4 steps, episode starts inside them,
-non-zero stored states, old log-probabilities off the policy's so the clip is taken. CI compares
+non-zero stored states, old log-probabilities off the policy's so the clip is taken. ``cnn_lstm`` is an LSTM with a ``cnn`` encoder on
+uint8 frames (``network: {type: lstm, encoder: {type: cnn, ...}}``). CI compares
 the eager pairs; the static ones (``torch.compile``, ``tf.function``: a minute per agent on loaded
 CPUs) are ``heavy``. All six eager and tf-static comparisons passed here (183 s together, load ~9).
 """
@@ -20,17 +21,21 @@ from rlgraph_core.agents.ppo import PPOConfig
 from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
 from rlgraph_core.assemble import make_backend
 from rlgraph_core.components.recurrent import RecurrentSettings
-from rlgraph_core.spaces import Discrete, FloatBox
+from rlgraph_core.spaces import Discrete, FloatBox, IntBox
 
 pytestmark = pytest.mark.filterwarnings("error:torch.compile:RuntimeWarning")
 
 T, N, L = 8, 4, 4  # 8 steps of 4 envs in sequences of 4: 8 sequences, minibatches of 4 sequences
 OBS = FloatBox(shape=(3,))
+#: the uint8 frames of ``cnn_lstm`` and its encoder: one 3x3 convolution of stride 2, then 5 features
+FRAMES = IntBox(0, 255, shape=(7, 7, 2), dtype=np.uint8)
+CNN = {"type": "cnn", "preset": "custom", "conv": [{"filters": 3, "kernel": 3, "stride": 2}], "hidden": [5]}
 
 
 def config(cell: str) -> PPOConfig:
+    encoder = CNN if cell == "cnn_lstm" else {"hidden": [5], "activation": "tanh"}
     return PPOConfig(
-        network=RecurrentSettings(type=cell, units=6, encoder={"hidden": [5], "activation": "tanh"}, seq_len=L),
+        network=RecurrentSettings(type=cell.replace("cnn_", ""), units=6, encoder=encoder, seq_len=L),
         n_steps=T,
         batch_size=2 * L * 2,
         n_epochs=2,
@@ -43,9 +48,12 @@ def rollout(cell: str) -> dict:
     r = np.random.default_rng(7)
     starts = r.random((T, N)) < 0.2
     starts[0] = True
-    keys = ("pi_h", "pi_c", "vf_h", "vf_c") if cell == "lstm" else ("pi_h", "vf_h")
+    keys = ("pi_h", "pi_c", "vf_h", "vf_c") if cell != "gru" else ("pi_h", "vf_h")
+    frames = cell == "cnn_lstm"
     return {
-        "obs": r.standard_normal((T, N, 3)).astype(np.float32),
+        "obs": r.integers(0, 256, (T, N, 7, 7, 2), np.uint8)
+        if frames
+        else r.standard_normal((T, N, 3)).astype(np.float32),
         "actions": r.integers(0, 2, (T, N)),
         "log_probs": (np.log(0.5) + 0.3 * r.standard_normal((T, N))).astype(np.float32),
         "values": (0.5 * r.standard_normal((T, N))).astype(np.float32),
@@ -65,7 +73,9 @@ def run(cell: str, pair) -> dict:
     key = (cell, pair)
     if key not in _RUNS:
         backend = make_backend(pair[0], pair[1], device="cpu", seed=0)
-        agent = RecurrentPPOAgent(config(cell), OBS, Discrete(2), backend, seed=0, num_envs=N)
+        agent = RecurrentPPOAgent(
+            config(cell), FRAMES if cell == "cnn_lstm" else OBS, Discrete(2), backend, seed=0, num_envs=N
+        )
         batch = rollout(cell)
         to_t, to_np = backend.to_tensor, backend.to_numpy
         state = {k: to_t(v[0]) for k, v in batch["sequence_states"].items()}
@@ -89,7 +99,7 @@ PARAMS = [
         id=f"{cell}-{comparison_id(ref, other)}",
         marks=[pytest.mark.heavy] if "static" in (ref[1], other[1]) else [],
     )
-    for cell in ("lstm", "gru")
+    for cell in ("lstm", "gru", "cnn_lstm")
     for ref, other in comparisons()
 ]
 

@@ -100,6 +100,14 @@ class TFOps:
         return tf.reshape(x, tf.concat([tf.shape(x)[:axis], [size]], 0))
 
     @staticmethod
+    def split_leading(x, like):
+        """``x [T * B, ...]`` -> ``[T, B, ...]``, ``T, B`` the leading axes of ``like`` (read at run
+        time: a traced function may have relaxed them to unknown); the static tail shape is kept."""
+        tail = x.shape[1:]
+        rest = tail.as_list() if tail.is_fully_defined() else tf.shape(x)[1:]
+        return tf.reshape(x, tf.concat([tf.shape(like)[:2], rest], 0))
+
+    @staticmethod
     def image_to_float(x, scale=1.0 / 255.0):
         """float32 ``x * scale``."""
         return tf.cast(x, tf.float32) * scale

@@ -100,6 +100,11 @@ class TorchOps:
         return torch.flatten(x, start_dim=axis)
 
     @staticmethod
+    def split_leading(x, like):
+        """``x [T * B, ...]`` -> ``[T, B, ...]``, ``T, B`` the leading axes of ``like``."""
+        return x.reshape(like.shape[0], like.shape[1], *x.shape[1:])
+
+    @staticmethod
     def image_to_float(x, scale=1.0 / 255.0):
         """float32 ``x * scale``."""
         return x.to(torch.float32) * scale

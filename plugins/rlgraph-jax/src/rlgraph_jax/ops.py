@@ -116,6 +116,12 @@ class JaxOps:
         return jnp.reshape(x, (*x.shape[:axis], -1))
 
     @staticmethod
+    def split_leading(x, like):
+        """``x [T * B, ...]`` -> ``[T, B, ...]``, ``T, B`` the leading axes of ``like``."""
+        x = u(x)
+        return jnp.reshape(x, (*u(like).shape[:2], *x.shape[1:]))
+
+    @staticmethod
     def image_to_float(x, scale=1.0 / 255.0):
         """float32 ``x * scale``."""
         return u(x).astype(jnp.float32) * scale

@@ -27,8 +27,14 @@ _NETWORK_FOR = {
     "dict": "'dict_encoder' (network: {type: dict_encoder}: images through a cnn, vectors through an mlp, "
     "Discrete keys one-hot)",
 }
-#: What each built-in network takes.
-_TAKES = {"mlp": "vector", "cnn": "image", "dict_encoder": "dict", "lstm": "vector", "gru": "vector"}
+#: What each built-in network takes (a recurrent core: what its encoder takes).
+_TAKES = {"mlp": "vector", "cnn": "image", "dict_encoder": "dict"}
+#: The encoder a recurrent core needs for each kind of observation, as a config names it.
+_RECURRENT_ENCODER_FOR = {
+    "vector": "encoder: {hidden: [64]} (an mlp)",
+    "image": "encoder: {type: cnn, preset: nature} (or preset: impala)",
+    "dict": "encoder: {type: dict_encoder}",
+}
 
 
 def observation_kind(space: Space) -> str | None:
@@ -55,7 +61,9 @@ def check_observation_space(space: Space, network: Any, algorithm: str, field: s
     """
     kind = observation_kind(space)
     net_type = getattr(network, "type", None)
-    wanted = _TAKES.get(net_type)
+    recurrent = net_type in ("lstm", "gru")
+    encoder_type = getattr(getattr(network, "encoder", None), "type", None) if recurrent else None
+    wanted = _TAKES.get(encoder_type if recurrent else net_type)
     if wanted is None:
         return
     if kind == wanted:
@@ -73,17 +81,13 @@ def check_observation_space(space: Space, network: Any, algorithm: str, field: s
                 "no built-in network encodes it: wrap the env so that it gives a float vector, an image "
                 "or a Dict of those (gymnasium.wrappers.FlattenObservation flattens nested spaces)"
             )
-    elif net_type in ("lstm", "gru"):
-        # the recurrent core's encoder is an MLP so far (docs/recurrent.md, "What does not work yet")
-        hint = (
-            f"a recurrent core reads float vectors only (its encoder is an MLP; a cnn or dict_encoder in front "
-            f"of it is not supported yet): flatten the observation first (env.wrappers: [..., "
-            f"{{type: flatten, dtype: float32}}]), or use the network {_NETWORK_FOR[kind]} without memory"
-        )
+    elif recurrent:
+        hint = f"give the {net_type} core the encoder that reads it: {field}.{_RECURRENT_ENCODER_FOR[kind]}"
     else:
         hint = f"use the network {_NETWORK_FOR[kind]}"
+    what = f"'{net_type}' with the encoder '{encoder_type}'" if recurrent else f"'{net_type}'"
     raise ConfigError(
-        f"{algorithm}'s '{field}' is '{net_type}', which takes {_NETWORK_FOR[wanted].split(' (')[0]}-shaped "
+        f"{algorithm}'s '{field}' is {what}, which takes {_NETWORK_FOR[wanted].split(' (')[0]}-shaped "
         f"observations ({wanted}s), but this environment's observation space is {short}: {hint}."
     )
 

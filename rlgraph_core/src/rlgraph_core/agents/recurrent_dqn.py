@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlgraph_core.agents.dqn import DQNAgent
-from rlgraph_core.agents.observations import check_observation_space, to_obs_array
+from rlgraph_core.agents.observations import check_observation_space, observation_kind, to_obs_array
 from rlgraph_core.agents.off_policy import TRAJECTORY_KEYS, OffPolicyAgent, check_trajectory_keys
 from rlgraph_core.agents.slots import make_exploration
 from rlgraph_core.agents.support import (
@@ -151,6 +151,17 @@ class RecurrentDQNAgent(DQNAgent):
             raise ConfigError(
                 f"'agent.preprocessor' = '{config.preprocessor.type}': a recurrent DQN ('agent.network.type' = "
                 f"'{net.type}') takes no preprocessor yet; remove it, or normalise observations with an env wrapper."
+            )
+        kind, encoder = observation_kind(observation_space), net.encoder.type
+        if encoder != "mlp" or kind in ("image", "dict"):
+            raise ConfigError(
+                f"A recurrent DQN (R2D2-style, 'agent.network.type' = '{net.type}') reads float vectors only so far "
+                f"(the observation space is {str(observation_space)[:80]}, 'agent.network.encoder.type' = "
+                f"'{encoder}'): its replay keeps each window's observations as they are, so overlapping windows "
+                f"would store a frame several times. For images or Dict observations use PPO, A2C or IMPALA with "
+                f"network: {{type: {net.type}, encoder: {{type: cnn}}}} (or {{type: dict_encoder}}), DQN with "
+                f"network: {{type: cnn}} without memory, or flatten the observation "
+                f"(env.wrappers: [{{type: flatten, dtype: float32}}])."
             )
         check_observation_space(observation_space, net, "DQN")
         OffPolicyAgent._setup_model(self)

@@ -31,7 +31,7 @@ from rlgraph_core.agents.recurrent_on_policy import RecurrentActing, RecurrentOn
 from rlgraph_core.agents.support import time_major
 from rlgraph_core.components.vtrace import VTrace
 from rlgraph_core.graph import api
-from rlgraph_core.memories.obs import map_obs
+from rlgraph_core.memories.obs import map_obs, stored_obs
 from rlgraph_core.spaces import BoolBox
 
 #: The fields a recurrent IMPALA batch needs (time-major ``[T, N, ...]``; ``bootstrap_obs``
@@ -132,10 +132,14 @@ class RecurrentImpalaAgent(RecurrentActing, ImpalaAgent):
         seq_len = self.seq_len
         steps, envs = np.shape(rollout["rewards"])
         pieces = steps // seq_len
-        obs = np.asarray(rollout["obs"], np.float32)
-        # the observation after each sequence's last step: the next sequence's first, or the bootstrap one
-        after = np.concatenate([obs[seq_len::seq_len], np.asarray(rollout["bootstrap_obs"], np.float32)], axis=0)
-        after = after.reshape(1, pieces * envs, *after.shape[2:])
+
+        def with_after(obs, bootstrap):
+            # each sequence, then the observation after its last step: the next sequence's first, or the
+            # bootstrap one; in the stored dtype (uint8 frames stay uint8 until the graph)
+            obs = stored_obs(np.asarray(obs))
+            after = np.concatenate([obs[seq_len::seq_len], stored_obs(np.asarray(bootstrap))], axis=0)
+            after = after.reshape(1, pieces * envs, *after.shape[2:])
+            return np.concatenate([sequences(obs, seq_len), after], axis=0)
 
         def seq(x, dtype):
             x = sequences(np.asarray(x, dtype), seq_len)
@@ -144,8 +148,13 @@ class RecurrentImpalaAgent(RecurrentActing, ImpalaAgent):
         states = {
             k: np.asarray(v, np.float32).reshape(pieces * envs, -1) for k, v in rollout["sequence_states"].items()
         }
+        obs = rollout["obs"]
+        if isinstance(obs, dict):
+            observations = {k: with_after(v, rollout["bootstrap_obs"][k]) for k, v in obs.items()}
+        else:
+            observations = with_after(obs, rollout["bootstrap_obs"])
         return [
-            np.concatenate([sequences(obs, seq_len), after], axis=0),
+            observations,
             states,
             seq(rollout["episode_starts"], bool),
             seq(rollout["actions"], None),
@@ -157,7 +166,5 @@ class RecurrentImpalaAgent(RecurrentActing, ImpalaAgent):
     def _learn(self, rollout):
         """``n_epochs`` train steps on all sequences of the batch; the metrics are their means."""
         to_t = self.backend.to_tensor
-        inputs = [
-            {k: to_t(v) for k, v in x.items()} if isinstance(x, dict) else to_t(x) for x in self.sequence_batch(rollout)
-        ]
+        inputs = [map_obs(to_t, x) for x in self.sequence_batch(rollout)]
         return self._train_epochs(inputs)

@@ -19,8 +19,9 @@ sb3-contrib's RecurrentPPO's separate actor and critic cores
 so no padding is needed, and the stored states are stale by at most one rollout's weight change.
 
 Not supported (refused when the config is validated or the agent is built, naming what works): a
-preprocessor, a legal-action mask in the observation, observations other than float vectors (the
-encoder is an MLP).
+preprocessor, a legal-action mask in the observation. Images and Dict observations take a ``cnn`` or
+``dict_encoder`` encoder in front of the cell (:mod:`rlgraph_core.components.recurrent`); their
+frames stay uint8 in the rollouts.
 """
 
 from __future__ import annotations

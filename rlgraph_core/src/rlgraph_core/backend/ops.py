@@ -57,6 +57,11 @@ class Ops(Protocol):
     def flatten(self, x: Tensor, axis: int = 1) -> Tensor:
         """flatten(x, axis=1): merge axes axis.. into one in C order, [B, H, W, C] -> [B, H*W*C]"""
 
+    def split_leading(self, x: Tensor, like: Tensor) -> Tensor:
+        """split_leading(x, like): x [T * B, ...] reshaped to [T, B, ...], where T and B are the two
+        leading axes of like, read when the op runs (a traced graph may not know them): a network
+        run on a sequence with its time axis folded into the batch, given back its time axis"""
+
     def image_to_float(self, x: Tensor, scale: float = 1.0 / 255.0) -> Tensor:
         """image_to_float(x, scale=1/255): cast images (uint8, or any int/float) to float32 and
         multiply by scale, inside the graph (observations stay uint8 until here)"""

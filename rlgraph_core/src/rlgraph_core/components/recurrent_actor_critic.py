@@ -3,7 +3,7 @@
 The math, for a sequence of observations ``s`` ``[T, B, obs_dim]`` (time major), the state at its
 start and the episode-start mask ``reset`` ``[T, B]``::
 
-    y_pi, state_pi = core_pi(s, state_pi, reset)     # encoder MLP, then the LSTM/GRU cell
+    y_pi, state_pi = core_pi(s, state_pi, reset)     # encoder (mlp, cnn, dict_encoder), then the LSTM/GRU cell
     y_v,  state_v  = core_v(s, state_v, reset)       # a core of its own (default), or y_v = y_pi
     y_pi, y_v      = mlp_pi(y_pi), mlp_v(y_v)        # optional (settings.head), one MLP per head
     pi(.|s_t)      = distribution(y_pi[t])           # categorical / diagonal Gaussian

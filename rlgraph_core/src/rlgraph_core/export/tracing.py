@@ -316,6 +316,15 @@ def _flatten(g, x, axis=1):
     return g.node("Reshape", [x, np.asarray([0] * axis + [-1], np.int64)], x.dtype, axis + 1)
 
 
+def _split_leading(g, x, like):
+    # [T * B, ...] -> [T, B, ...]: like's two leading dims, then x's trailing ones, as Reshape's shape
+    x, like = g.const(x), g.const(like)
+    lead = g.node("Shape", [like], np.int64, 1, start=0, end=2)
+    tail = g.node("Shape", [x], np.int64, 1, start=1)
+    shape = g.node("Concat", [lead, tail], np.int64, 1, axis=0)
+    return g.node("Reshape", [x, shape], x.dtype, x.rank + 1)
+
+
 def _one_step(g, x, state, reset):
     """``(x_0 [B, F], the state zeroed where reset_0)`` of a one-step sequence ``x [1, B, F]``: an
     exported recurrent policy takes one step per call (its state is an input and an output), so
@@ -399,6 +408,7 @@ EMITTERS: dict[str, Callable] = {
     "conv2d": _conv2d,
     "max_pool2d": _max_pool2d,
     "flatten": _flatten,
+    "split_leading": _split_leading,
     "lstm": _lstm,
     "gru": _gru,
 }

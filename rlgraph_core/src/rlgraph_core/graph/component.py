@@ -168,6 +168,17 @@ class Component:
                 out[f"{comp.scope}/{name}"[prefix_len:]] = var
         return out
 
+    def keep_space(self, value: Any, space: Any) -> Any:
+        """``value``, which during a build is taken to have ``space`` (a dict of tensors: a Dict space).
+
+        A component that passes a computed tensor on (e.g. an input reshaped) calls this so that the
+        components it is handed to see ``space`` rather than one inferred from its value: a
+        ``Discrete`` stays ``Discrete``, bounds are kept. Outside a build it does nothing.
+        """
+        if self._tracer is not None:
+            self._tracer.declare(value, space)
+        return value
+
     def check_input_spaces(self, method: str, spaces: dict[str, Any]) -> None:
         """Raise :class:`rlgraph_core.spaces.SpaceError` if ``spaces`` cannot feed ``method``.
 

@@ -8,6 +8,10 @@ actions before it pay nothing. The episode then terminates (``delay + 2`` steps)
 Only a policy that remembers the cue earns more than 0.5 per episode on average: the question
 looks the same whichever cue was shown, so a feed-forward policy guesses. A recurrent one can
 earn 1. Small enough to learn in a few thousand env steps, for tests, docs and benchmarks.
+
+:class:`RecallCueImage` is the same task seen in pixels: a small uint8 image (``[size, size, 1]``)
+with the cue as a bright square in the top-left or top-right corner and the question as a bright
+bottom row, for a CNN in front of the recurrent core.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["RecallCue", "r2d2_recall_settings"]
+__all__ = ["RecallCue", "RecallCueImage", "r2d2_recall_settings"]
 
 
 class RecallCue(gym.Env):
@@ -55,6 +59,31 @@ class RecallCue(gym.Env):
         reward = float(int(action) == self._cue) if asked else 0.0
         self._t += 1
         return self._obs(), reward, asked, False, {}
+
+
+class RecallCueImage(RecallCue):
+    """:class:`RecallCue` in uint8 pixels ``[size, size, 1]`` (module docstring).
+
+    Args:
+        delay: blank steps between the cue and the question (>= 0).
+        size: the image's height and width (>= 4).
+    """
+
+    def __init__(self, delay: int = 2, size: int = 6):
+        super().__init__(delay)
+        if int(size) < 4:
+            raise ValueError(f"size is the image's height and width, >= 4; got {size}.")
+        self.size = int(size)
+        self.observation_space = gym.spaces.Box(0, 255, shape=(self.size, self.size, 1), dtype=np.uint8)
+
+    def _obs(self) -> np.ndarray:
+        image = np.zeros((self.size, self.size, 1), np.uint8)
+        half = self.size // 2
+        if self._t == 0:
+            (image[:half, :half] if self._cue == 0 else image[:half, self.size - half :])[:] = 255
+        elif self._t == self.delay + 1:
+            image[-1] = 255
+        return image
 
 
 def r2d2_recall_settings() -> dict:

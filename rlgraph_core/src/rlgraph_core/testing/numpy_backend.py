@@ -115,6 +115,12 @@ class NumpyOps:
         return x.reshape(x.shape[:axis] + (-1,))
 
     @staticmethod
+    def split_leading(x, like):
+        """``x [T * B, ...]`` -> ``[T, B, ...]``, ``T, B`` the leading axes of ``like``."""
+        x = np.asarray(x)
+        return x.reshape(np.shape(like)[:2] + x.shape[1:])
+
+    @staticmethod
     def image_to_float(x, scale=1.0 / 255.0):
         """float32 ``x * scale``."""
         return np.asarray(x).astype(np.float32) * np.float32(scale)

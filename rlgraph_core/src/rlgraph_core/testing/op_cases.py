@@ -216,6 +216,10 @@ CASES = {
         )
     ],
     "flatten": [(lambda o, x: o.flatten(x), (X3,), X3.reshape(2, 12))],
+    "split_leading": [
+        (lambda o, x, like: o.split_leading(x, like), (X3.reshape(8, 3), X3[..., 0]), X3),
+        (lambda o, x, like: o.split_leading(x, like), (X, X[:, :1, None]), X[:, None]),
+    ],
     "image_to_float": [
         (
             lambda o, i: o.image_to_float(i),
