@@ -230,8 +230,19 @@ class PPOAgent(OnPolicyAgent):
             and self.train_step.gradient_hook is None
             and cfg.target_kl is None
             and total % batch_size == 0
-            and not isinstance(self.observation_space, Dict)  # a fused loop takes flat tensors, not dicts
+            and self._obs_leaf_keys() is not None
         )
+
+    def _obs_leaf_keys(self) -> tuple[str, ...] | None:
+        """The keys of a Dict observation whose values are arrays (a masked env's ``{observation,
+        action_mask}``), passed to the fused loop as one tensor each; ``()`` for an array
+        observation; None for a nested Dict (the loop takes flat tensors: step by step then)."""
+        space = self.observation_space
+        if not isinstance(space, Dict):
+            return ()
+        if any(isinstance(child, Dict) for _, child in space.items()):
+            return None
+        return tuple(space.keys())
 
     def _minibatch_epochs(self, samples, batch_size: int, clip_t) -> tuple[np.ndarray, bool]:
         """The epochs step by step: ``([K, 6] loss outputs per step, early_stop)``."""
@@ -258,16 +269,28 @@ class PPOAgent(OnPolicyAgent):
         loop = self._epoch_loop
         if loop is None:
             loop = self._epoch_loop = self.backend.fused_loop(self._minibatch_step)
-        constants = [to_t(samples[k]) for k in MINIBATCH_FIELDS] + [clip_t]
+        keys, obs = self._obs_leaf_keys(), samples["obs"]
+        leaves = [to_t(obs[k]) for k in keys] if keys else [to_t(obs)]
+        constants = leaves + [to_t(samples[k]) for k in MINIBATCH_FIELDS[1:]] + [clip_t]
         outputs = loop([to_t(indices)], constants)
         self.updates += len(indices)
         return np.stack([to_np(x) for x in outputs], axis=1).astype(np.float64)
 
-    def _minibatch_step(self, idx, obs, actions, log_probs, values, advantages, returns, clip_range):
-        """Body of the fused round: one PPO step on the minibatch ``idx`` (rows of the rollout)."""
+    def _minibatch_step(self, idx, *rollout):
+        """Body of the fused round: one PPO step on the minibatch ``idx`` (rows of the rollout).
+
+        ``rollout``: the observation (one tensor per key of a Dict observation, in
+        :meth:`_obs_leaf_keys` order), then actions, log-probs, values, advantages, returns and
+        the clip range."""
         take = self.backend.ops.take
+        keys = self._obs_leaf_keys() or ()
+        leaves, (actions, log_probs, values, advantages, returns, clip_range) = (
+            rollout[: len(keys) or 1],
+            rollout[len(keys) or 1 :],
+        )
+        obs = {k: take(v, idx) for k, v in zip(keys, leaves)} if keys else take(leaves[0], idx)
         return self.train_step.inline(
-            take(obs, idx),
+            obs,
             take(actions, idx),
             take(log_probs, idx),
             take(values, idx),
