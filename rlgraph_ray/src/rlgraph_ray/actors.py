@@ -18,6 +18,7 @@ import ray
 from ray.exceptions import RayError
 
 from rlgraph_core.agents.base import VersionedWeights
+from rlgraph_core.agents.policy_set import policy_batches
 from rlgraph_core.errors import NonFiniteError
 from rlgraph_core.execution.env_runner import EnvRunner
 from rlgraph_core.memories.snapshot import load_memory_snapshot, load_memory_state, save_memory_snapshot
@@ -28,9 +29,9 @@ from rlgraph_ray.worker_entry import shard_memory, worker_assembly
 #: wrapped in a list so that Ray does not fetch the weights unless the worker needs them).
 WeightsBox = tuple[int, list]
 
-#: What an Ape-X worker is told about the replay shards: ``(version, [actor handles])``; the
-#: version changes when a shard is restarted.
-ShardsBox = tuple[int, list]
+#: What an Ape-X worker is told about the replay shards: ``(version, {policy: [actor handles]})``
+#: (policy None: the run's one agent); the version changes when a shard is restarted.
+ShardsBox = tuple[int, dict]
 
 
 def writable(weights: VersionedWeights) -> VersionedWeights:
@@ -131,10 +132,12 @@ class SyncWorker(_Worker):
 class ApexWorker(_Worker):
     """``ray_apex`` worker: collects fragments, folds n-step transitions and initial priorities on
     the worker, and inserts them into replay shards directly (the driver never relays samples).
+    With several policies (a PettingZoo env) each policy's records go to that policy's shards.
 
-    One insert is in flight at a time; its outcome is reported with the next fragment's stats
-    (``acks``: ``[shard, generation, shard inserts after it]``; ``insert_failed``: ``[shard,
-    records]`` when the shard died), so the driver can tell what a dead shard had received.
+    One insert per policy is in flight at a time; its outcome is reported with the next fragment's
+    stats (``acks``: ``[policy, shard, generation, shard inserts after it]``; ``insert_failed``:
+    ``[policy, shard, records]`` when the shard died), so the driver can tell what a dead shard had
+    received.
     """
 
     def __init__(self, config_dict, index, seed, num_envs, agent_update, shards: ShardsBox, fragment_length: int):
@@ -142,7 +145,7 @@ class ApexWorker(_Worker):
         self.shards_version, self.shards = shards
         self.fragment_length = fragment_length
         self.sent = 0
-        self._pending_insert: tuple[int, int, Any] | None = None  # (shard, records, ref)
+        self._pending_inserts: list[tuple[str | None, int, int, Any]] = []  # (policy, shard, records, ref)
 
     def collect(self, box: WeightsBox | None, shards: ShardsBox | None = None) -> dict[str, Any]:
         """Collect ``fragment_length`` vector steps, postprocess them and send them to a shard.
@@ -155,22 +158,26 @@ class ApexWorker(_Worker):
             self.shards_version, self.shards = shards
         t0, start = time.perf_counter(), self.runner.env_steps
         # time-major [T, N, ...]; dtypes kept (uint8 frames stay uint8), Dict observations per key
-        batch = self.agent.postprocess(self.runner.trajectory(self.fragment_length))
-        records = len(batch.get("rewards", ()))
+        batches = policy_batches(self.agent, self.runner.trajectory(self.fragment_length))
         acks, failed = [], []
-        if self._pending_insert is not None:  # one insert in flight: the previous one is done first
-            k, n, ref = self._pending_insert
-            self._pending_insert = None
+        pending, self._pending_inserts = self._pending_inserts, []
+        for policy, k, n, ref in pending:  # one insert per policy in flight: the previous ones are done first
             ray.wait([ref])
             try:
                 generation, inserted = ray.get(ref)
-                acks.append([k, generation, inserted])
+                acks.append([policy, k, generation, inserted])
             except RayError:  # the shard died: those records never made it (the driver restarts it)
-                failed.append([k, n])
+                failed.append([policy, k, n])
+        records = 0
+        for policy, batch in batches.items():
+            n = len(batch.get("rewards", ()))
+            if n:
+                shards = self.shards[policy]
+                k = (self.index + self.sent) % len(shards)
+                self._pending_inserts.append((policy, k, n, shards[k].add.remote(batch)))
+                records += n
         if records:
-            k = (self.index + self.sent) % len(self.shards)
             self.sent += 1
-            self._pending_insert = (k, records, self.shards[k].add.remote(batch))
         return self._stats(self.runner.env_steps - start, t0, records=records, acks=acks, insert_failed=failed)
 
 

@@ -3,21 +3,53 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import ray
 
+from rlgraph_core.agents.base import LearnResult
+from rlgraph_core.agents.policy_set import PolicySet
 from rlgraph_core.memories.obs import map_obs
 from rlgraph_core.execution.recorder import RunRecorder
-from rlgraph_ray.actors import ApexWorker
-from rlgraph_ray.apex_shards import ReplayShards
+from rlgraph_ray.actors import ApexWorker, ShardsBox
+from rlgraph_ray.apex_shards import ReplayShards, ShardRestarts, replay_attachments
 from rlgraph_ray.base import WORKER_FAULTS, RayExecutor
 
 
 def _copy(array) -> np.ndarray:
     """A writable copy of an array received from a shard (Ray hands out read-only views)."""
     return np.array(array, copy=True)
+
+
+@dataclass
+class _Lane:
+    """One policy's replay and learning on the driver: its shards, its requests and batches in
+    flight, its replay ratio. A single-agent run has one lane (``name`` None, the learner itself)."""
+
+    name: str | None
+    agent: Any  #: the learner's agent of this policy (its counters and schedules)
+    config: Any  #: its agent config (batch_size, train_freq, gradient_steps, learning_starts)
+    learn: Callable[[dict], LearnResult]
+    replay: ReplayShards | None = None
+    sampling: dict[Any, int] = field(default_factory=dict)  # sample request -> shard
+    held: dict[int, list] = field(default_factory=dict)  # batches fetched but not yet learned from, by shard
+    start_updates: int = 0
+    loop_start: int = 0
+    learn_from: int = 0
+
+    @property
+    def shards(self) -> ReplayShards:
+        assert self.replay is not None  # started by _start_actors, before the loop
+        return self.replay
+
+    def forget(self, index: int) -> None:
+        """Forget what the loop holds of shard ``index``'s dead predecessor (requests, batches)."""
+        for ref, k in list(self.sampling.items()):
+            if k == index:
+                del self.sampling[ref]
+        self.held.pop(index, None)  # sampled from the lost state: their indices mean nothing now
 
 
 class RayApexExecutor(RayExecutor):
@@ -55,87 +87,144 @@ class RayApexExecutor(RayExecutor):
     ``replay_lost_on_restart``. A resumed run learns from restored shards (``save_replay``) at
     once, and from empty ones after ``agent.learning_starts`` new env steps. The shards and their
     care are :class:`~rlgraph_ray.apex_shards.ReplayShards` (``self.replay``).
+
+    Several policies (a PettingZoo env, docs/multi_agent.md): independent DQN. Each policy has its
+    own ``num_replay_shards`` shards of its own ``agent.memory``, its own optimizer, target network,
+    replay ratio and checkpoint entries; a worker's policy set acts for every row and sends each
+    policy's records to that policy's shards; the learner keeps each policy's sample requests in
+    flight and learns each as its own schedule says (the throttle holds workers while any policy is
+    more than a round behind). Self-play pools follow the learner's as on ``ray_sync``.
     """
 
     replay: ReplayShards | None = None
+    lanes: list[_Lane] = []
 
     def _make_worker(self, index: int, seed: int):
         settings = self.config.executor
         eps = settings.worker_epsilon(index)
         return self._spawn_worker(
-            ApexWorker, index, seed, {"exploration": eps}, self._shards.box(), settings.fragment_length
+            ApexWorker, index, seed, {"exploration": eps}, self._shards_box(), settings.fragment_length
         )
+
+    def _make_lanes(self) -> list[_Lane]:
+        """One lane per policy of a :class:`PolicySet` learner, else one for the learner."""
+        learner = self.learner
+        if not isinstance(learner, PolicySet):
+            return [_Lane(None, learner, self.config.agent, learner.learn)]
+        return [
+            _Lane(name, agent, agent.config, lambda batch, name=name: learner.learn_policy(name, batch))
+            for name, agent in learner.policies.items()
+        ]
 
     def _start_actors(self) -> None:
-        self.sampling: dict[Any, int] = {}  # sample request -> shard
-        self.held: dict[int, list] = {}  # batches fetched but not yet learned from, by shard
-        self.replay = ReplayShards(
-            self.config,
-            self.tag,
-            self.out_dir,
-            self.resume_dir,
-            self.learner.replay_record_spaces(),
-            on_restart=self._shard_restarted,
-        )
-        self.replay.start(self.config.executor.num_replay_shards)
+        self.lanes = self._make_lanes()
+        budget = ShardRestarts()
+        for i, lane in enumerate(self.lanes):
+            lane.replay = ReplayShards(
+                self.config,
+                self.tag,
+                self.out_dir,
+                self.resume_dir,
+                lane.agent.replay_record_spaces(),
+                on_restart=lane.forget,
+                policy=lane.name,
+                memory=lane.config.memory,
+                lane=i,
+                budget=budget,
+            )
+            lane.replay.start(self.config.executor.num_replay_shards)
+        self.replay = self.lanes[0].replay if len(self.lanes) == 1 else None
         self._start_workers()
 
+    def _shards_box(self) -> ShardsBox:
+        """Every policy's current shard handles, as workers are told about them: ``(version, {policy: handles})``."""
+        boxes = [lane.shards.box() for lane in self.lanes]
+        return sum(version for version, _ in boxes), {
+            lane.name: handles for lane, (_, handles) in zip(self.lanes, boxes)
+        }
+
     def shard_names(self) -> list[str]:
-        return [] if self.replay is None else self.replay.names()
+        return [name for lane in self.lanes if lane.replay is not None for name in lane.replay.names()]
 
     def _stop_actors(self) -> None:
         super()._stop_actors()
-        if self.replay is not None:
-            self.replay.stop()
+        for lane in self.lanes:
+            if lane.replay is not None:
+                lane.replay.stop()
 
     def _configure_recorder(self, recorder: RunRecorder) -> None:
-        if self.replay is not None and self.config.executor.save_replay:
-            recorder.checkpoint_attachments = self.replay.attachments
+        if self.lanes and self.config.executor.save_replay:
+            sets = [lane.shards for lane in self.lanes]
+            recorder.checkpoint_attachments = lambda: replay_attachments(sets)
 
-    @property
-    def _shards(self) -> ReplayShards:
-        assert self.replay is not None  # started by _start_actors, before the loop
-        return self.replay
-
-    def _shard_restarted(self, index: int) -> None:
-        """Forget what the loop holds of shard ``index``'s dead predecessor (requests, batches)."""
-        for ref, k in list(self.sampling.items()):
-            if k == index:
-                del self.sampling[ref]
-        self.held.pop(index, None)  # sampled from the lost state: their indices mean nothing now
-
-    def _behind(self, start_updates: int) -> float:
-        """Updates a throttled learner still owes (``gradient_steps`` per ``train_freq`` env steps)."""
-        acfg, learner = self.config.agent, self.learner
+    def _behind(self, lane: _Lane) -> float:
+        """Updates a throttled learner still owes policy ``lane`` (``gradient_steps`` per ``train_freq``
+        of its env steps)."""
+        acfg, agent = lane.config, lane.agent
         # (shards must be able to serve a batch, or parked workers would wait for ever)
-        start = max(self._learn_from, 2 * acfg.batch_size * len(self._shards.handles))
-        if learner.timesteps < start:
+        start = max(lane.learn_from, 2 * acfg.batch_size * len(lane.shards.handles))
+        if agent.timesteps < start:
             return 0
         # a resumed run owes nothing for the steps before it (those updates are in the checkpoint)
-        rounds = (learner.timesteps - max(start, self._loop_start)) // acfg.train_freq + 1
-        return rounds * acfg.gradient_steps - (learner.updates - start_updates)
+        rounds = (agent.timesteps - max(start, lane.loop_start)) // acfg.train_freq + 1
+        return rounds * acfg.gradient_steps - (agent.updates - lane.start_updates)
 
-    def _request_samples(self, sampling: dict, held: dict[int, list]) -> None:
+    def _request_samples(self, lane: _Lane) -> None:
         """One sample request in flight per shard, unless the learner still holds two requests' batches."""
-        settings, busy = self.config.executor, set(sampling.values())
-        for k, shard in enumerate(self._shards.handles):
-            if k not in busy and len(held.get(k, ())) < 2 * settings.sample_batches:
-                sampling[shard.sample.remote(self.config.agent.batch_size, settings.sample_batches)] = k
+        settings, busy = self.config.executor, set(lane.sampling.values())
+        for k, shard in enumerate(lane.shards.handles):
+            if k not in busy and len(lane.held.get(k, ())) < 2 * settings.sample_batches:
+                lane.sampling[shard.sample.remote(lane.config.batch_size, settings.sample_batches)] = k
+
+    def _learn_lane(self, lane: _Lane, staleness: list[float]) -> int:
+        """Fetch what policy ``lane``'s shards sent, learn what its replay ratio allows (priorities go
+        back without waiting); the updates made."""
+        settings = self.config.executor
+        learned = 0
+        if lane.agent.timesteps < lane.learn_from:
+            return learned
+        due = self._behind(lane) if settings.throttle else np.inf
+        self._request_samples(lane)
+        got, _ = ray.wait(list(lane.sampling), num_returns=len(lane.sampling), timeout=0)
+        for ref in got:
+            if ref not in lane.sampling:
+                continue  # its shard was restarted meanwhile
+            k = lane.sampling.pop(ref)
+            try:
+                batches = ray.get(ref)
+            except WORKER_FAULTS as exc:  # the shard died with the request in flight
+                lane.shards.ensure(k, exc)
+                continue
+            if batches is not None:
+                lane.held.setdefault(k, []).extend({name: map_obs(_copy, v) for name, v in b.items()} for b in batches)
+        # the next request of each shard is in flight while the learner learns
+        self._request_samples(lane)
+        for k in list(lane.held):
+            while lane.held[k] and learned < due:
+                result = lane.learn(lane.held[k].pop(0))
+                learned += 1
+                staleness.append(float(result.metrics.get("staleness", 0.0)))
+                if result.priorities is not None:
+                    lane.shards.handles[k].update_priorities.remote(result.indices, result.priorities)
+            if not lane.held[k]:
+                del lane.held[k]
+        return learned
 
     def _loop(self, recorder: RunRecorder, stop) -> None:
-        settings, acfg = self.config.executor, self.config.agent
+        settings = self.config.executor
         learner = self.learner
+        several = isinstance(learner, PolicySet)
         fragment = settings.fragment_length * settings.workers_envs(self.config.env)
         box = self._weights_box()
         synced_at = learner.updates
-        collecting = {w.collect.remote(box, self._shards.box()): i for i, w in enumerate(self.workers)}
-        sampling, held = self.sampling, self.held
-        start_updates = learner.updates
-        self._loop_start = learner.timesteps
-        # restored (or fresh) shards: agent.learning_starts as usual; empty shards of a resumed
-        # run: learning_starts more env steps to refill them
-        restored = self.resume_dir is None or self._shards.restored is not None
-        self._learn_from = acfg.learning_starts + (0 if restored else learner.timesteps)
+        collecting = {w.collect.remote(box, self._shards_box()): i for i, w in enumerate(self.workers)}
+        for lane in self.lanes:
+            lane.start_updates = lane.agent.updates
+            lane.loop_start = lane.agent.timesteps
+            # restored (or fresh) shards: agent.learning_starts as usual; empty shards of a resumed
+            # run: learning_starts more env steps to refill them
+            restored = self.resume_dir is None or lane.shards.restored is not None
+            lane.learn_from = lane.config.learning_starts + (0 if restored else lane.agent.timesteps)
         staleness: list[float] = []
         parked: list[int] = []  # workers whose next fragment waits for the learner
         starting: dict[Any, tuple[int, float]] = {}  # ready() of replacement workers -> (worker, since)
@@ -152,7 +241,8 @@ class RayApexExecutor(RayExecutor):
                     continue
                 new_steps += stats["steps"]
                 self._note_worker(stats, recorder)
-                self.samples_lost += self._shards.note_inserts(stats)
+                for lane in self.lanes:
+                    self.samples_lost += lane.shards.note_inserts(stats)
                 parked.append(i)
             for ref, (i, since) in list(starting.items()):
                 started = self._worker_started(i, ref, since)
@@ -164,71 +254,53 @@ class RayApexExecutor(RayExecutor):
                     del starting[ref]
                     parked.append(i)
             recorder.add_env_steps(new_steps)  # before learning: learning_starts and the throttle read it
-            if parked and (not settings.throttle or self._behind(start_updates) <= acfg.gradient_steps):
+            if several and new_steps:
+                learner.count_policy_steps(new_steps)  # each policy's own schedule reads its rows' steps
+            if parked and (
+                not settings.throttle or all(self._behind(lane) <= lane.config.gradient_steps for lane in self.lanes)
+            ):
                 # Workers wait while a throttled learner is more than one update round behind them.
-                shards = self._shards.box()
+                shards = self._shards_box()
                 for i in parked:
                     collecting[self.workers[i].collect.remote(box, shards)] = i
                 parked.clear()
-            learned = 0
-            if learner.timesteps >= self._learn_from:
-                due = self._behind(start_updates) if settings.throttle else np.inf
-                self._request_samples(sampling, held)
-                got, _ = ray.wait(list(sampling), num_returns=len(sampling), timeout=0)
-                for ref in got:
-                    if ref not in sampling:
-                        continue  # its shard was restarted meanwhile
-                    k = sampling.pop(ref)
-                    try:
-                        batches = ray.get(ref)
-                    except WORKER_FAULTS as exc:  # the shard died with the request in flight
-                        self._shards.ensure(k, exc)
-                        continue
-                    if batches is not None:
-                        held.setdefault(k, []).extend(
-                            {name: map_obs(_copy, v) for name, v in b.items()} for b in batches
-                        )
-                # the next request of each shard is in flight while the learner learns
-                self._request_samples(sampling, held)
-                for k in list(held):
-                    while held[k] and learned < due:
-                        result = learner.learn(held[k].pop(0))
-                        learned += 1
-                        staleness.append(float(result.metrics.get("staleness", 0.0)))
-                        if result.priorities is not None:
-                            self._shards.handles[k].update_priorities.remote(result.indices, result.priorities)
-                    if not held[k]:
-                        del held[k]
-                if learner.updates - synced_at >= settings.weight_sync_interval:
-                    box = self._weights_box()
-                    synced_at = learner.updates
+            learned = sum(self._learn_lane(lane, staleness) for lane in self.lanes)
+            if learned and learner.updates - synced_at >= settings.weight_sync_interval:
+                box = self._weights_box()
+                synced_at = learner.updates
             if learned and not new_steps:
                 recorder.refresh_snapshot()  # a throttled learner catching up: step() below is not called
             if new_steps == 0 and learned == 0:
                 # Nothing arrived and nothing to learn: wait for the next fragment or sample.
-                waiting = list(collecting) + list(sampling) + list(starting)
+                waiting = list(collecting) + [ref for lane in self.lanes for ref in lane.sampling] + list(starting)
                 if waiting:
                     ray.wait(waiting, num_returns=1, timeout=0.5)
             if new_steps:
 
                 def extra(staleness=staleness) -> dict:
-                    sizes = self._shards.sizes()
                     acting = [v for v in self._worker_versions if v is not None]
                     row = {
-                        "shard_restarts": self._shards.restarts,
-                        "replay_lost_on_restart": self._shards.lost_on_restart(),
+                        "shard_restarts": sum(lane.shards.restarts for lane in self.lanes),
+                        "replay_lost_on_restart": sum(lane.shards.lost_on_restart() for lane in self.lanes),
                         # policy lag: how many updates behind the learner the workers act
                         "staleness": float(learner.weights_version - np.mean(acting)) if acting else None,
                         # replay age: learner version minus the version that collected the sampled records
                         "replay_age": float(np.mean(staleness)) if staleness else None,
-                        "replay_size": int(sum(sizes)),
                         # the learner's own epsilon is not what acts: each worker has its Ape-X epsilon
                         "epsilon": None,
                     }
+                    total = 0
+                    for lane in self.lanes:
+                        sizes = lane.shards.sizes()
+                        total += int(sum(sizes))
+                        prefix = "" if lane.name is None else f"{lane.name}/"
+                        if lane.name is not None:
+                            row[f"{prefix}replay_size"] = int(sum(sizes))
+                        for k, size in enumerate(sizes):
+                            row[f"{prefix}replay_fill_shard_{k}"] = size
+                    row["replay_size"] = total
                     for i in range(len(self.workers)):
                         row[f"worker_{i}_epsilon"] = settings.worker_epsilon(i)
-                    for k, size in enumerate(sizes):
-                        row[f"replay_fill_shard_{k}"] = size
                     staleness.clear()
                     return row
 
@@ -237,10 +309,12 @@ class RayApexExecutor(RayExecutor):
     def _totals(self) -> dict:
         """``summary.json`` adds the shard restarts, the records they lost and those restored on resume."""
         totals = super()._totals()
-        if self.replay is not None and self.replay.handles:
+        sets = [lane.replay for lane in self.lanes if lane.replay is not None and lane.replay.handles]
+        if sets:
+            restored = [shards.restored for shards in sets if shards.restored is not None]
             totals.update(
-                shard_restarts=self.replay.restarts,
-                replay_lost_on_restart=self.replay.lost_on_restart(),
-                replay_restored=self.replay.restored,
+                shard_restarts=sum(shards.restarts for shards in sets),
+                replay_lost_on_restart=sum(shards.lost_on_restart() for shards in sets),
+                replay_restored=sum(restored) if restored else None,
             )
         return totals

@@ -1,4 +1,9 @@
-"""``ray_apex``'s replay shards: the shard actors, their snapshots, restarts and checkpointed contents."""
+"""``ray_apex``'s replay shards: the shard actors, their snapshots, restarts and checkpointed contents.
+
+A run of several policies (a PettingZoo env, docs/multi_agent.md) has one :class:`ReplayShards` per
+policy: its own ``executor.num_replay_shards`` shards of its own ``agent.memory``, snapshots under
+``replay_snapshots/NAME/`` and its records under ``NAME/`` in the checkpoint's ``replay`` attachment.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +34,14 @@ SNAPSHOT_DIR = "replay_snapshots"
 _SHARD_KEY = re.compile(r"^shard_(\d+)/(.+)$")
 
 
+class ShardRestarts:
+    """Shard restarts of a whole run, counted across the shard sets of its policies (one budget:
+    ``executor.max_worker_restarts``)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class ReplayShards:
     """The K replay shard actors of one ``ray_apex`` run, and the care they get.
 
@@ -45,6 +58,11 @@ class ReplayShards:
         learner_records: ``{field: Space}`` of one learner record (None: the agent declares none).
         on_restart: called with a shard's index once it was replaced, so the caller can forget
             what it holds of the dead one (sample requests, batches).
+        policy: the policy whose replay these shards hold, in a run of several policies (None:
+            the run's one agent).
+        memory: that policy's ``agent.memory`` settings (None: the run's ``agent.memory``).
+        lane: the policy's position among the run's policies (seeds its shards apart from the others').
+        budget: the run's shard restarts, shared by the shard sets of its policies (None: these alone).
     """
 
     def __init__(
@@ -55,8 +73,18 @@ class ReplayShards:
         resume_dir: str | None,
         learner_records: dict[str, Space] | None,
         on_restart: Callable[[int], None],
+        *,
+        policy: str | None = None,
+        memory: Any = None,
+        lane: int = 0,
+        budget: ShardRestarts | None = None,
     ):
         self.config, self.tag, self.out_dir, self.resume_dir = config, tag, out_dir, resume_dir
+        self.policy, self.lane = policy, lane
+        self.memory = config.agent.memory if memory is None else memory
+        self.budget = ShardRestarts() if budget is None else budget
+        #: where this set's arrays sit in the checkpoint's replay attachment ("" or "NAME/")
+        self.prefix = "" if policy is None else f"{policy}/"
         #: one record as shards store it: the learner's, plus ``policy_version``
         self.records = (
             None
@@ -81,7 +109,8 @@ class ReplayShards:
         return [self._name(k) for k in range(len(self._generation))]
 
     def _name(self, index: int) -> str:
-        return f"rlgraph-{self.tag}-shard-{index}-{self._generation[index]}"
+        policy = "" if self.policy is None else f"{self.policy}-"
+        return f"rlgraph-{self.tag}-{policy}shard-{index}-{self._generation[index]}"
 
     def _snapshot_dir(self, index: int) -> str:
         """The snapshot folder of shard ``index`` (absolute: shard processes may run elsewhere).
@@ -96,12 +125,13 @@ class ReplayShards:
         """The run folder's ``replay_snapshots``, or the temporary folder of a run without one."""
         if self._scratch is not None:
             return Path(self._scratch.name)
-        return Path(self.out_dir).resolve() / SNAPSHOT_DIR
+        root = Path(self.out_dir).resolve() / SNAPSHOT_DIR
+        return root if self.policy is None else root / self.policy
 
     def capacity(self) -> int:
         """Records one shard holds at most: ``agent.memory.capacity / executor.num_replay_shards``
         (from the settings, not from the handles, which are still filling while shards start)."""
-        return int(self.config.agent.memory.capacity) // int(self.config.executor.num_replay_shards)
+        return int(self.memory.capacity) // int(self.config.executor.num_replay_shards)
 
     def box(self) -> ShardsBox:
         """The current shard handles as workers are told about them: ``(version, handles)``."""
@@ -111,7 +141,7 @@ class ReplayShards:
     def _make(self, index: int, restore: bool):
         """A new shard actor ``index`` (not yet waited for); ``restore``: from its snapshot."""
         settings, cfg = self.config.executor, self.config
-        memory = cfg.agent.memory.model_dump()
+        memory = self.memory.model_dump()
         memory["capacity"] = self.capacity()
         generation = self._generation[index]
         return (
@@ -119,7 +149,7 @@ class ReplayShards:
             .options(**actor_options(self._name(index), 0))
             .remote(
                 memory,
-                cfg.train.seed + 7 * index + 1000 * generation,
+                cfg.train.seed + 7 * index + 1000 * generation + 100 * self.lane,
                 index,
                 generation,
                 self._snapshot_dir(index),
@@ -164,9 +194,11 @@ class ReplayShards:
         """
         settings = self.config.executor
         self.restarts += 1
-        if self.restarts > settings.max_worker_restarts:
+        self.budget.count += 1
+        if self.budget.count > settings.max_worker_restarts:
             raise WorkerRestartsExceeded(
-                f"replay shard {index} failed ({fault_reason(exc)}); that is shard restart {self.restarts}, more "
+                f"replay shard {self._shown(index)} failed ({fault_reason(exc)}); that is shard restart "
+                f"{self.budget.count}, more "
                 f"than executor.max_worker_restarts = {settings.max_worker_restarts}, so the run stops (the "
                 f"learner is checkpointed; resume with --resume)."
             ) from exc
@@ -182,20 +214,29 @@ class ReplayShards:
         self._start[(index, self._generation[index])] = counts["inserted"]
         self._on_restart(index)
         print(
-            f"rlgraph-ray: replay shard {index} failed ({fault_reason(exc)}); restarted it "
-            f"({self.restarts}/{settings.max_worker_restarts}) from its snapshot ({counts['size']} records); "
+            f"rlgraph-ray: replay shard {self._shown(index)} failed ({fault_reason(exc)}); restarted it "
+            f"({self.budget.count}/{settings.max_worker_restarts}) from its snapshot ({counts['size']} records); "
             f"the records it received since are lost (replay_lost_on_restart)"
         )
 
+    def _shown(self, index: int) -> str:
+        """Shard ``index`` as messages name it (``'1'``, or ``'1 of policy NAME'``)."""
+        return str(index) if self.policy is None else f"{index} of policy '{self.policy}'"
+
     # ------------------------------------------------------------------ counts
     def note_inserts(self, stats: dict[str, Any]) -> int:
-        """Fold a worker's insert outcomes in (acknowledged inserts; a shard that refused a batch
-        is checked and restarted if dead); the records that were refused, lost."""
-        for k, generation, inserted in stats.get("acks", ()):
+        """Fold a worker's insert outcomes into these shards' (acknowledged inserts ``[policy, shard,
+        generation, inserts]``; a shard that refused a batch, ``[policy, shard, records]``, is checked
+        and restarted if dead); the records that were refused, lost."""
+        for policy, k, generation, inserted in stats.get("acks", ()):
+            if policy != self.policy:
+                continue
             key = (int(k), int(generation))
             self._acked[key] = max(self._acked.get(key, 0), int(inserted))
         refused = 0
-        for k, records in stats.get("insert_failed", ()):
+        for policy, k, records in stats.get("insert_failed", ()):
+            if policy != self.policy:
+                continue
             refused += int(records)
             self.ensure(int(k))
         return refused
@@ -223,15 +264,21 @@ class ReplayShards:
     # ------------------------------------------------------------------ checkpoints
     def attachments(self) -> Attachments:
         """Every shard's memory state, for a checkpoint (``executor.save_replay``)."""
+        return {REPLAY_ATTACHMENT: self.attachment_part()}
+
+    def attachment_part(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """``(arrays, info)`` of these shards in the ``replay`` attachment: arrays ``[NAME/]shard_K/...``,
+        info ``{"shards", "capacity", "inserted"}`` (a run of several policies keeps each policy's
+        info under ``info["policies"][NAME]``, :func:`replay_attachments`)."""
         timeout = self.config.executor.placement_timeout_s
         states = ray.get([s.state.remote() for s in self.handles], timeout=timeout)
-        arrays = {f"shard_{k}/{key}": v for k, (state, _) in enumerate(states) for key, v in state.items()}
+        arrays = {f"{self.prefix}shard_{k}/{key}": v for k, (state, _) in enumerate(states) for key, v in state.items()}
         info = {
             "shards": len(self.handles),
             "capacity": self.capacity(),
             "inserted": [int(meta["inserted"]) for _, meta in states],
         }
-        return {REPLAY_ATTACHMENT: (arrays, info)}
+        return arrays, info
 
     def _restore(self) -> None:
         """On ``--resume`` with ``executor.save_replay``: load the checkpoint's replay into the new shards.
@@ -246,15 +293,21 @@ class ReplayShards:
             return
         count, capacity = len(self.handles), self.capacity()
         shown = f"Checkpoint '{self.resume_dir}' ({REPLAY_ATTACHMENT}.npz)"
+        if self.policy is not None:
+            shown += f", policy '{self.policy}'"
         per_shard = memory_state_check(capacity, self.records, shown)
+        prefix, own = self.prefix, self._own_keys
 
         def check(headers: Headers) -> None:
             by_shard: dict[int, Headers] = {}
-            for name, header in headers.items():
+            for key, header in headers.items():
+                if not own(key):
+                    continue  # another policy's (each policy's shards check their own)
+                name = key[len(prefix) :]
                 m = _SHARD_KEY.match(name)
                 if m is None or int(m.group(1)) >= count:
                     raise CheckpointError(
-                        f"{shown}: array '{name}' belongs to no replay shard of this run ({count} shards; "
+                        f"{shown}: array '{key}' belongs to no replay shard of this run ({count} shards; "
                         f"executor.num_replay_shards must be what the checkpoint was written with)."
                     )
                 by_shard.setdefault(int(m.group(1)), {})[m.group(2)] = header
@@ -266,6 +319,15 @@ class ReplayShards:
             print(f"rlgraph-ray: {self.resume_dir} holds no replay (executor.save_replay was off); shards start empty")
             return
         info, arrays = found
+        if self.policy is not None:
+            policies = info.get("policies")
+            info = policies.get(self.policy) if isinstance(policies, dict) else None
+            if not isinstance(info, dict):
+                raise CheckpointError(
+                    f"{shown}: the checkpoint holds no replay of policy '{self.policy}' (it holds "
+                    f"{sorted(policies) if isinstance(policies, dict) else 'one agent'}'s); resume with the policies "
+                    f"it was written with, or set executor.save_replay=false to start with empty shards."
+                )
         if info.get("shards") != count or info.get("capacity") != capacity:
             raise CheckpointError(
                 f"{shown} holds {info.get('shards')!r} replay shards of {info.get('capacity')!r} records, but this run "
@@ -277,8 +339,10 @@ class ReplayShards:
         if not isinstance(inserted, list) or len(inserted) != count or not all(isinstance(n, int) for n in inserted):
             raise CheckpointError(f"{shown} records inserts {inserted!r}, not one count per shard; corrupt checkpoint.")
         parts: list[dict] = [{} for _ in range(count)]
-        for name, value in arrays.items():
-            m = _SHARD_KEY.match(name)
+        for key, value in arrays.items():
+            if not own(key):
+                continue
+            m = _SHARD_KEY.match(key[len(prefix) :])
             assert m is not None  # checked above
             parts[int(m.group(1))][m.group(2)] = value
         try:
@@ -291,4 +355,25 @@ class ReplayShards:
         for k in range(count):
             self._start[(k, 0)] = int(inserted[k])
         self.restored = int(sum(sizes))
-        print(f"rlgraph-ray: restored {self.restored} replay records into {count} shards from {self.resume_dir}")
+        whose = "" if self.policy is None else f" of policy '{self.policy}'"
+        print(f"rlgraph-ray: restored {self.restored} replay records into {count} shards{whose} from {self.resume_dir}")
+
+    def _own_keys(self, key: str) -> bool:
+        """Whether attachment array ``key`` is one of these shards' (``[NAME/]shard_K/...``)."""
+        if self.policy is None:
+            return True
+        return key.startswith(self.prefix)
+
+
+def replay_attachments(sets: list[ReplayShards]) -> Attachments:
+    """The checkpoint's ``replay`` attachment of a run's shard sets: one set's as it is; several
+    policies' arrays side by side (``NAME/shard_K/...``), their infos under ``info["policies"][NAME]``."""
+    if len(sets) == 1 and sets[0].policy is None:
+        return sets[0].attachments()
+    arrays: dict[str, np.ndarray] = {}
+    infos: dict[str, Any] = {}
+    for shards in sets:
+        own, info = shards.attachment_part()
+        arrays.update(own)
+        infos[str(shards.policy)] = info
+    return {REPLAY_ATTACHMENT: (arrays, {"policies": infos})}

@@ -275,7 +275,9 @@ class RayExecutor(Executor):
             return
         try:
             with zipfile.ZipFile(resolve_checkpoint(self.resume_dir) / "state.npz") as zf:
-                records = max((_leading_dim(zf, n) for n in zf.namelist() if n.startswith("memory/data/")), default=0)
+                # the agent's memory, or each policy's (NAME/memory/data/...)
+                names = [n for n in zf.namelist() if n.startswith("memory/data/") or "/memory/data/" in n]
+                records = max((_leading_dim(zf, n) for n in names), default=0)
         except (OSError, ValueError, zipfile.BadZipFile, CheckpointError):
             return  # a missing or corrupt checkpoint is reported by the load, naming the file
         if records <= 1:  # a Ray learner's own placeholder memory (capacity 1), or nothing stored

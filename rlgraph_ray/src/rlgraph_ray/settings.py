@@ -120,8 +120,13 @@ class RayApexSettings(RaySettings):
 
     Worker ``i`` of ``N`` explores with ``epsilon ** (1 + epsilon_alpha * i / (N - 1))``; its
     fragments are n-step folded and given initial priorities on the worker and sent straight to
-    one of ``num_replay_shards`` replay shards (``agent.memory`` split into equal parts).
+    one of ``num_replay_shards`` replay shards (``agent.memory`` split into equal parts). A
+    PettingZoo env's policies run as independent DQN (docs/multi_agent.md): each policy has its own
+    ``num_replay_shards`` shards of its own memory, optimizer, target network and replay ratio.
     """
+
+    #: a multi-agent run's PolicySet plays the worker's rows; each policy learns from its own shards
+    runs_several_policies: ClassVar[bool] = True
 
     fragment_length: Optional[int] = Field(
         50, gt=0, description="env steps per env a worker collects before sending them to a shard"

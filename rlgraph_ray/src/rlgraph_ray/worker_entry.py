@@ -24,10 +24,16 @@ def worker_assembly(config_dict: dict, *, num_envs: int | None = None, agent_upd
         config_dict: the driver's validated run config as a plain dict.
         num_envs: the envs this worker steps (replaces ``env.num_envs`` after validation, so the
             run's checks, e.g. PPO's batch size against the whole round, stay the driver's).
-        agent_update: agent fields this worker sets differently (Ape-X: ``exploration``).
+        agent_update: agent fields this worker sets differently (Ape-X: ``exploration``), for every
+            policy of a multi-agent run too.
     """
     raw = copy.deepcopy(config_dict)
     raw["agent"].update(agent_update or {})
+    # a policy's own change of such a field would win over the agent section's: the worker's wins
+    for changes in ((raw.get("multi_agent") or {}).get("policies") or {}).values():
+        for key, value in (agent_update or {}).items():
+            if changes and key in changes:
+                changes[key] = value
     pm = get_plugin_manager()
     config = validate_config(raw, pm)
     if num_envs is not None:

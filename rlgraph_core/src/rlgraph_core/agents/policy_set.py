@@ -24,7 +24,7 @@ from rlgraph_core.agents.base import Agent, LearnResult, VersionedWeights
 from rlgraph_core.evaluation import agent_policy, evaluate_policy
 from rlgraph_core.memories.obs import batch_len, map_obs
 
-__all__ = ["PolicySet"]
+__all__ = ["PolicySet", "policy_batches"]
 
 #: Where a checkpoint keeps a self-play opponent pool (``~pool/NAME/K/VARIABLE``): not a policy
 #: name (those start with a letter or '_'), so it never meets a policy's own entries.
@@ -204,6 +204,52 @@ class PolicySet(Agent):
                 f"n_steps (remove n_steps from multi_agent.policies' changes)."
             )
         return {f"{name}/{k}": v for name, batch in batches.items() for k, v in batch.items()}  # type: ignore[union-attr]
+
+    # --- the actor and learner roles of a replay executor (ray_apex) --------------------------
+    def postprocess(self, trajectory: Mapping[str, Any]) -> dict[str, Any]:
+        """Actor role (replay): every policy's postprocessed records of a time-major ``[T, N, ...]``
+        trajectory of all rows, as ``NAME/field`` (:func:`policy_batches` gives them per policy)."""
+        return {
+            f"{name}/{k}": v for name, batch in self.postprocess_policies(trajectory).items() for k, v in batch.items()
+        }
+
+    def postprocess_policies(self, trajectory: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """``{policy: its agent's postprocess of its rows of trajectory}`` (n-step records, initial
+        priorities under its weights); a stateful policy's rows get its own ``states``."""
+        rows = self.rows(int(np.shape(trajectory["rewards"])[1]))
+        out: dict[str, dict[str, Any]] = {}
+        for name, agent in self.policies.items():
+            r = rows[name]
+            own: dict[str, Any] = {}
+            for key, value in trajectory.items():
+                if key == "states":
+                    if name in value:
+                        own[key] = value[name]
+                    continue
+                own[key] = map_obs(lambda x, r=r: np.asarray(x)[:, r], value)
+            size = self.observation_sizes.get(name)
+            if size is not None:
+                for key in ("obs", "next_obs"):
+                    own[key] = np.asarray(own[key])[..., :size]
+            out[name] = agent.postprocess(own)
+        return out
+
+    def count_policy_steps(self, steps: int) -> dict[str, int]:
+        """Count ``steps`` row steps of the whole env (every row steps at each vector step) into each
+        policy's own ``timesteps`` by its share of the rows (its schedules read them); ``{policy: steps}``."""
+        n = len(self.agent_policy)
+        out = {name: int(steps) * self.agent_policy.count(name) // n for name in self.policies}
+        for name, agent in self.policies.items():
+            agent._count_env_steps(out[name])
+        return out
+
+    def learn_policy(self, name: str, batch: Mapping[str, Any]) -> LearnResult:
+        """Learner role (replay): policy ``name`` learns from one batch of its own replay (its new
+        priorities in the result); a self-play pool takes the copies that update makes due."""
+        result = self.policies[name].learn(batch)
+        if self.opponents is not None:
+            self.opponents.after_update()
+        return result
 
     def learn(self, batch: Mapping[str, Any]) -> LearnResult:
         """Learner role: each policy learns from its part of ``batch`` (``NAME/field``, e.g. from
@@ -433,3 +479,11 @@ def _outcomes(outcomes: Sequence[float]) -> dict[str, float]:
 def _size(rows, batch: int) -> int:
     """How many rows ``rows`` (a slice of all ``batch`` rows, or an index array) selects."""
     return batch if isinstance(rows, slice) else len(rows)
+
+
+def policy_batches(agent: Agent, trajectory: Mapping[str, Any]) -> dict[str | None, dict[str, Any]]:
+    """An actor's postprocessed replay records of ``trajectory``, by the policy whose replay takes
+    them: a :class:`PolicySet`'s per policy name, any other agent's under None (its one replay)."""
+    if isinstance(agent, PolicySet):
+        return dict(agent.postprocess_policies(trajectory))
+    return {None: agent.postprocess(trajectory)}

@@ -275,8 +275,10 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
         runs = [
             (c, env.model_copy(update={"num_envs": env.num_envs * agent_policy.count(n)})) for n, c in configs.items()
         ]
+        policy_names = list(configs)
     else:
         runs = [(agent, env)]
+        policy_names = ["agent"]
     for policy_agent, policy_env in runs:
         validate_run = getattr(policy_agent, "validate_run", None)
         if callable(validate_run):
@@ -289,9 +291,20 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
             f"executor's PolicySet). Set train.executor: local (docs/multi_agent.md)."
         )
     # The same for the executor's settings (e.g. an executor that runs only some agents).
+    # A policy that changes the agent section is checked too, with the rows of its agents (e.g.
+    # ray_apex: its own memory must split into shards that hold its own batch).
     validate_executor_run = getattr(executor, "validate_run", None)
     if callable(validate_executor_run):
         validate_executor_run(agent, env, train)
+        for name, (policy_agent, policy_env) in zip(policy_names, runs):
+            if policy_agent is not agent:
+                try:
+                    validate_executor_run(policy_agent, policy_env, train)
+                except ConfigError as exc:
+                    raise ConfigError(
+                        f"{exc} (policy '{name}': its agent settings are the agent section with "
+                        f"multi_agent.policies.{name} applied)"
+                    ) from None
     backend = validate_backend_settings(pm, train.backend, raw.get("backend"), device=train.device)
     return run_config_model(pm)(
         agent=agent, env=env, train=train, executor=executor, backend=backend, multi_agent=multi_agent
@@ -314,7 +327,11 @@ def policy_agent_configs(plugin_manager, agent_config, multi_agent: MultiAgentCo
             out[name] = agent_config
             continue
         field = f"multi_agent.policies.{name}"
-        raw = validate_agent_slots(plugin_manager, model, deep_merge(base, changes), prefix=field)
+        raw = deep_merge(base, changes)
+        if "memory" in model.model_fields and raw.get("memory") is not None:
+            # the memory's own registered model (a prioritized memory's fields), as for agent.memory
+            raw["memory"] = validate_memory_settings(plugin_manager, raw["memory"], field=f"{field}.memory")
+        raw = validate_agent_slots(plugin_manager, model, raw, prefix=field)
         try:
             out[name] = model.model_validate(raw)
         except ValidationError as exc:
