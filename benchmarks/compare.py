@@ -423,6 +423,8 @@ def available_impls() -> list[str]:
 BASE = "@base"
 #: ``--baseline-tree DIR`` (set by main)
 BASELINE_TREE: str | None = None
+#: whether SB3 and the hand-written loop run with denormals flushed (--flush-denormal-baselines)
+FLUSH_BASELINES = False
 
 
 def run_in_tree(tree: str, algo: str, impl: str, seed: int, budget: int, time_cap: float, full: bool) -> RunResult:
@@ -454,6 +456,10 @@ def run_one(algo: str, impl: str, seed: int, budget: int, time_cap: float, full_
     tc = load(spec).train
     clock = RunClock(tc.eval_interval, tc.eval_episodes, spec.threshold, seed, time_cap, full_budget)
     try:
+        if impl in ("sb3", "hand"):
+            # rlgraph's torch backend flushes denormals in this thread (as TF and JAX do by default);
+            # the baselines run with torch's own default (kept) unless --flush-denormal-baselines.
+            torch.set_flush_denormal(FLUSH_BASELINES)
         if impl == "sb3":
             return run_sb3(algo, spec, seed, budget, clock)
         if impl == "hand":
@@ -674,8 +680,16 @@ def main() -> None:
         default=None,
         help="another checkout (e.g. git worktree of a release): its rlgraph runs too, as IMPL@base, same run",
     )
+    parser.add_argument(
+        "--flush-denormal-baselines",
+        action="store_true",
+        help="run SB3 and the hand-written loop with denormals flushed too (torch.set_flush_denormal(True), "
+        "rlgraph's torch default; torch's own default keeps them)",
+    )
     parser.add_argument("--child-run", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global FLUSH_BASELINES
+    FLUSH_BASELINES = args.flush_denormal_baselines
     if args.child_run:  # one run for --baseline-tree, in this (older) tree's packages
         set_threads()
         result = run_one(*json.loads(args.child_run))

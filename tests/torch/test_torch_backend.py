@@ -472,3 +472,26 @@ def test_compile_failure_falls_back_to_eager_with_a_warning_and_updates_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert fn(2) == 3  # eager from now on, no second warning
+
+
+# --------------------------------------------------------------------------- denormals
+def _denormal_survives() -> bool:
+    """Whether a float32 denormal (1e-39) survives a multiplication in this thread."""
+    return float(torch.tensor(1e-39, dtype=torch.float32) * 1.0001) != 0.0
+
+
+def test_backend_flushes_denormals_by_default_and_the_setting_turns_it_off():
+    """The backend flushes denormals in its thread (as TF and JAX do); ``flush_denormal: false``
+    leaves the thread as it was. The thread's state is restored afterwards."""
+    from rlgraph_torch.settings import TorchSettings
+
+    before = not _denormal_survives()
+    try:
+        torch.set_flush_denormal(False)
+        backend = TorchBackend(mode="eager", device="cpu", settings=TorchSettings(flush_denormal=False))
+        assert backend.flush_denormal is False and _denormal_survives()
+        backend = TorchBackend(mode="eager", device="cpu", settings=TorchSettings())
+        if backend.flush_denormal:  # False only on a CPU without the flush-to-zero bits
+            assert not _denormal_survives()
+    finally:
+        torch.set_flush_denormal(before)
