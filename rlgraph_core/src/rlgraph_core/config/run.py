@@ -287,8 +287,9 @@ def validate_config(raw: dict, plugin_manager=None) -> RunConfig:
     if is_pettingzoo_id(env.id) and not getattr(type(executor), "runs_several_policies", False):
         raise ConfigError(
             f"'train.executor' = '{train.executor}' does not run the policies of a multi-agent env yet, and "
-            f"'env.id' = '{env.id}' is a PettingZoo env (its agents' rows are split among policies by the local "
-            f"executor's PolicySet). Set train.executor: local (docs/multi_agent.md)."
+            f"'env.id' = '{env.id}' is a PettingZoo env (its agents' rows are split among policies by a PolicySet, which this "
+            f"executor does not run). Set train.executor to an installed executor that runs several policies: "
+            f"{', '.join(_multi_policy_executors(pm))} (docs/multi_agent.md)."
         )
     # The same for the executor's settings (e.g. an executor that runs only some agents).
     # A policy that changes the agent section is checked too, with the rows of its agents (e.g.
@@ -407,6 +408,20 @@ def _section_mapping(raw: Any, settings_class: type, field: str, kind: str, name
             f"train.{kind} '{name}'."
         )
     return raw
+
+
+def _multi_policy_executors(plugin_manager) -> list[str]:
+    """The installed executors whose settings model says they run several policies (``local`` among
+    them); their settings models are read, their executors are not imported."""
+    names = []
+    for name in sorted(plugin_manager.names("executors")):
+        try:
+            _, model = executor_entry(plugin_manager.get("executors", name))
+        except PluginError:
+            continue
+        if getattr(model, "runs_several_policies", False):
+            names.append(name)
+    return names
 
 
 def validate_executor_settings(plugin_manager, name: str, raw: Any, field: str = "executor") -> ExecutorSettings:
