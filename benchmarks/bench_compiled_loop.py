@@ -28,6 +28,11 @@ programs. Then, interleaved ``--repeats`` times, the compiled executor with ``ex
 one call, no evaluation: total env steps/s (medians), so the 16-seed target stands beside what
 the same machine gives the reference.
 
+Last, a roofline: the dense-layer FLOPs of one env step of this workload (its share of the 20
+epochs of gradient steps on each rollout, plus the acting forward passes; ``roofline.py`` counts
+them) against one core's measured matmul speed give the env steps/s that no implementation on
+this core can pass, and each target's env steps/s is printed as a share of that ceiling.
+
     taskset -c 0 python benchmarks/bench_compiled_loop.py
     taskset -c 0 python benchmarks/bench_compiled_loop.py --skip-local --skip-sb3 --budget 60000
 """
@@ -302,6 +307,38 @@ def run_seeds(num_seeds: int, budget: int, cache: Path) -> dict:
 # ---------------------------------------------------------------------------- report
 
 
+def flops_per_env_step() -> float:
+    """Dense-layer FLOPs of one env step of this workload: its share of the rollout's gradient steps
+    (``n_epochs`` x ``rollout / batch_size`` minibatch steps per ``num_envs * n_steps`` env steps)
+    plus acting (policy and value forward on one observation). CartPole: 4 observations, 2 actions."""
+    import roofline  # the sibling benchmarks/roofline.py (imports torch)
+
+    hidden = [64, 64]
+    rollout = HP["num_envs"] * HP["n_steps"]
+    update = roofline.ppo_update_flops(obs_dim=4, n_actions=2, hidden=hidden, batch=HP["batch_size"])
+    updates_per_step = HP["n_epochs"] * (rollout // HP["batch_size"]) / rollout
+    acting = roofline.dense_flops(1, [4, *hidden, 2]) + roofline.dense_flops(1, [4, *hidden, 1])
+    return update * updates_per_step + acting
+
+
+def print_roofline(rates: dict[str, float]) -> None:
+    """The env steps/s ceiling of one core for this workload, and each rate in ``rates`` (name -> env
+    steps/s, targets included) as a share of it. The ceiling takes the fastest measured matmul rate,
+    so it is generous: bias adds, tanh, softmax, Adam, the env and GAE are not counted."""
+    import roofline
+
+    flops = flops_per_env_step()
+    matmul = roofline.matmul_gflops(((HP["batch_size"], 64, 64), (2048, 2048, 2048)))
+    best = max(g for _, g in matmul.rates)
+    ceiling = best * 1e9 / flops
+    print(
+        f"\nroofline: {flops / 1e6:.3f} MFLOP of dense layers per env step; 1-thread matmul {matmul.describe()}: "
+        f"no implementation on this core passes {ceiling:,.0f} env steps/s"
+    )
+    for name, rate in rates.items():
+        print(f"  {name:<44} {rate:>11,.0f} env steps/s = {rate / ceiling:6.1%} of the ceiling")
+
+
 def _row(name: str, r: dict, ref_rate: float | None) -> str:
     solved = r.get("solved")
     to = f"{solved[0]:>7,} {solved[1]:>8.1f}" if solved else f"{'-':>7} {'-':>8}"
@@ -412,6 +449,12 @@ def main() -> None:
         )
     b, a = median["(b) compiled executor"], median["(a) reference"]
     print(f"(b) / (a): 1 seed {b[1] / a[1]:.2f}x, 16 seeds {b[16] / a[16]:.2f}x")
+    rates = {"(a) reference, 1 seed": a[1], "(b) compiled, 1 seed": b[1], "(b) compiled, 16 seeds": b[16]}
+    local = [r["steps_per_s"] for name, r in rows.items() if name.startswith("(c)") and r.get("steps_per_s")]
+    if local:
+        rates["target (b) >= 20x best (c)"] = 20 * max(local)
+    rates["target 16 seeds >= 5x (b) 1 seed"] = 5 * b[1]
+    print_roofline(rates)
     print(f"load (1 min) at the end {os.getloadavg()[0]:.1f}")
     shutil.rmtree(cache, ignore_errors=True)
 
