@@ -281,7 +281,7 @@ def measure_breakdown(algo: str, variant: str, steps: int, block: int, seed: int
     parts, envs, agent, recorder = make_parts(algo, backend, mode, seed)
     timers = _Timers(clock)
     timers.acc.update({"checks": 0.0, "callbacks": 0.0})  # parts an older tree may not have
-    names = ("observation_problem", "reward_problem", "step_ok")
+    names = ("observation_problem", "reward_problem", "step_ok", "dict_step_ok", "batch_ok")
     saved = {name: getattr(checks, name) for name in names if hasattr(checks, name)}
     try:
         for name, fn in saved.items():  # CheckedEnv looks them up at call time: time them in place

@@ -225,3 +225,139 @@ def test_the_dict_shortcut_passes_only_what_the_full_checks_pass():
     obs, *_ = env.step(int(np.flatnonzero(env.unwrapped._mask)[0]))
     assert dict_step_ok(obs, 0.0, layout)  # what the env really returns takes the shortcut
     env.close()
+
+
+def _run_both(env_id: str, steps: int, **kwargs):
+    """Each step's outputs of rlgraph's sync vector env and of ``gym.make_vec``'s (same seed and actions)."""
+    from rlgraph_core.env_checks import CheckedSyncVectorEnv
+
+    ours = make_vector_env(EnvConfig(id=env_id, num_envs=3, kwargs=kwargs), seed=0)
+    assert isinstance(ours, CheckedSyncVectorEnv)
+    theirs = gym.make_vec(
+        env_id,
+        num_envs=3,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        **kwargs,
+    )
+    outputs = []
+    for envs in (ours, theirs):
+        envs.action_space.seed(1)
+        out = [envs.reset(seed=5)]
+        out += [envs.step(envs.action_space.sample()) for _ in range(steps)]
+        envs.close()
+        outputs.append(out)
+    return outputs
+
+
+def _assert_same(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_same(a[key], b[key])
+    elif isinstance(a, (tuple, list)) or (isinstance(a, np.ndarray) and a.dtype == object):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    else:
+        np.testing.assert_array_equal(a, b)
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "DictWalkTest-v0"])
+def test_the_checked_sync_vector_env_steps_as_gymnasiums(env_id):
+    """Issue 36: the checks moved into the vector step (no CheckedEnv frame per sub-env step); what
+    it returns (observations, rewards, flags, infos with final observations, resets) is
+    gymnasium's SyncVectorEnv's, on a float Box (the batch shortcut) and a Dict space (per-env checks)."""
+    ours, theirs = _run_both(env_id, 300)
+    ended = sum(int(step[2].sum() + step[3].sum()) for step in ours[1:])
+    assert ended >= 3  # autoresets were exercised
+    for a, b in zip(ours, theirs):
+        _assert_same(a, b)
+
+
+class EndsBadly(gym.Env):
+    """Ends its episode at step 3 with a bad final observation or reward (``bad``); fine otherwise."""
+
+    observation_space = gym.spaces.Box(-1e30, 1e30, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, bad="final_nan", at=3):
+        self.bad, self.at, self.t = bad, at, 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs, reward = np.full(2, 1e20 if self.bad == "huge" else 0.5, np.float32), 1.0
+        if self.t == self.at:
+            if self.bad == "final_nan":
+                obs[1] = np.nan
+            elif self.bad == "final_reward_inf":
+                reward = float("inf")
+            elif self.bad == "reward_bool":
+                reward = True
+        return obs, reward, self.t == self.at, False, {}
+
+
+class DictWalk(gym.Env):
+    """A Dict observation (float position, uint8 counter) with random steps, rewards, infos and episode lengths."""
+
+    observation_space = gym.spaces.Dict(
+        {"pos": gym.spaces.Box(-100, 100, (2,), np.float32), "count": gym.spaces.Box(0, 255, (1,), np.uint8)}
+    )
+    action_space = gym.spaces.Discrete(3)
+
+    def _obs(self):
+        return {"pos": self.pos.copy(), "count": np.array([self.t % 256], np.uint8)}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.t = self.np_random.normal(size=2).astype(np.float32), 0
+        return self._obs(), {"start": float(self.pos[0])}
+
+    def step(self, action):
+        self.t += 1
+        self.pos += self.np_random.normal(size=2).astype(np.float32) + (action - 1)
+        info = {"odd": True} if self.t % 2 else {}
+        ended = bool(self.np_random.random() < 0.05)
+        return self._obs(), float(self.pos[0]), ended, self.t >= 30, info
+
+
+for _id, _entry in (("EndsBadlyTest-v0", EndsBadly), ("DictWalkTest-v0", DictWalk)):
+    if _id not in gym.registry:
+        gym.register(_id, entry_point=_entry)
+
+
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ("final_nan", "field 'observation' holds nan at index (1,)"),
+        ("final_reward_inf", "the reward is inf"),
+        ("reward_bool", "the reward is True of type bool, not a number"),
+    ],
+)
+def test_an_ended_episodes_final_values_are_checked(bad, fragment):
+    """The final observation of an ended episode goes to infos["final_obs"], not into the batch the
+    vector step checks at once: it is checked on its own, with the step of its episode named."""
+    envs = make_vector_env(EnvConfig(id="EndsBadlyTest-v0", num_envs=2, kwargs={"bad": bad}), seed=0)
+    envs.reset(seed=0)
+    envs.step(np.zeros(2, np.int64))
+    envs.step(np.zeros(2, np.int64))
+    with pytest.raises(EnvDataError) as info:
+        envs.step(np.zeros(2, np.int64))
+    envs.close()
+    message = str(info.value)
+    assert "env step 3 (step 3 of its episode)" in message and fragment in message
+
+
+def test_huge_finite_observations_pass_the_batch_check():
+    """A batch whose sum of squares overflows is finite value by value: the per-env checks pass it."""
+    envs = make_vector_env(EnvConfig(id="EndsBadlyTest-v0", num_envs=2, kwargs={"bad": "huge", "at": 10}), seed=0)
+    envs.reset(seed=0)
+    obs, *_ = envs.step(np.zeros(2, np.int64))
+    assert obs[0, 0] == np.float32(1e20)
+    envs.close()

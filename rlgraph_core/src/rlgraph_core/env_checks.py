@@ -19,14 +19,24 @@ from __future__ import annotations
 
 import math
 import numbers
+from copy import deepcopy
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector.utils import concatenate, iterate
 
 from rlgraph_core.errors import EnvDataError
 
-__all__ = ["CheckedEnv", "dict_step_ok", "observation_problem", "reward_problem", "step_ok"]
+__all__ = [
+    "CheckedEnv",
+    "CheckedSyncVectorEnv",
+    "batch_ok",
+    "dict_step_ok",
+    "observation_problem",
+    "reward_problem",
+    "step_ok",
+]
 
 
 def _short(value: Any) -> str:
@@ -38,6 +48,7 @@ def _short(value: Any) -> str:
 #: ``math.isfinite`` alone, the common case of every env step
 _FLOAT_TYPES = frozenset({float, np.float64, np.float32, np.float16})
 _INT_TYPES = frozenset({int, np.int64, np.int32})
+_REAL_TYPES = _FLOAT_TYPES | _INT_TYPES
 
 
 def reward_problem(reward: Any) -> str | None:
@@ -206,8 +217,18 @@ class CheckedEnv(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
         self._episode_steps += 1
+        if not (step_ok(obs, reward, self._float_shape) or dict_step_ok(obs, reward, self._layout)):
+            self.check_step(obs, reward, self._steps, self._episode_steps)
+        return obs, reward, terminated, truncated, info
+
+    def check_step(self, obs: Any, reward: Any, steps: int, episode_steps: int) -> None:
+        """Raise :class:`EnvDataError` if the wrapped env's step returned a bad ``obs`` or ``reward``;
+        ``steps`` and ``episode_steps`` count that step (since this wrapper was made, and in its
+        episode) and become this wrapper's counters. :class:`CheckedSyncVectorEnv` calls it for
+        the steps it does not pass itself, having stepped the wrapped env directly."""
+        self._steps, self._episode_steps = steps, episode_steps
         if step_ok(obs, reward, self._float_shape) or dict_step_ok(obs, reward, self._layout):
-            return obs, reward, terminated, truncated, info
+            return
         problem = reward_problem(reward)
         if problem:
             raise self._fail("reward", f"the reward {problem}")
@@ -217,13 +238,93 @@ class CheckedEnv(gym.Wrapper):
         problem = self._shape_problem(obs)
         if problem:
             raise self._fail("observation", problem, _SPACE_HINT)
-        return obs, reward, terminated, truncated, info
 
 
 _SPACE_HINT = (
     "Fix the environment (or a wrapper) so that every observation has the shape and dtype its "
     "observation_space declares, or declare the space it really returns."
 )
+
+
+def batch_ok(obs: np.ndarray, rewards: np.ndarray) -> bool:
+    """Whether a whole batch of float observations and the float64 rewards are finite, in two BLAS
+    calls (a sum of squares is finite only if every value is; False means only "check each env")."""
+    return math.isfinite(np.vdot(obs, obs)) and math.isfinite(np.vdot(rewards, rewards))
+
+
+class CheckedSyncVectorEnv(gym.vector.SyncVectorEnv):
+    """gymnasium's sync vector env (same-step autoreset) that runs :class:`CheckedEnv`'s checks itself.
+
+    Every sub-env's outermost wrapper is a :class:`CheckedEnv` (its reset checks the reset
+    observation and notes the episode start, as ever). A step calls the env beneath each
+    CheckedEnv directly, so the check costs no Python frame per sub-env: where the observation
+    space is one float Box, each sub-env's reward type and observation type and shape are
+    compared inline and the finiteness of the whole batch (observations and rewards) is one
+    :func:`batch_ok`; an ended episode's final observation and reward, and every step of any
+    other space, go through :meth:`CheckedEnv.check_step` per sub-env. Anything the shortcut does
+    not pass goes through that full check too, which names the env, the step and the field, so
+    what is refused, and how, is what a CheckedEnv's own step refuses. The step is gymnasium's
+    ``SAME_STEP`` loop otherwise unchanged (infos, final observations, copies), with empty info
+    dicts skipped.
+
+    Args: as :class:`gymnasium.vector.SyncVectorEnv`; ``autoreset_mode`` must be ``SAME_STEP``.
+    """
+
+    def __init__(self, env_fns, **kwargs):
+        super().__init__(env_fns, **kwargs)
+        if self.autoreset_mode != gym.vector.AutoresetMode.SAME_STEP:
+            raise ValueError(f"CheckedSyncVectorEnv steps with SAME_STEP autoreset only, not {self.autoreset_mode}")
+        unchecked = [i for i, env in enumerate(self.envs) if not isinstance(env, CheckedEnv)]
+        if unchecked:
+            raise TypeError(f"CheckedSyncVectorEnv needs a CheckedEnv outermost on every sub-env; not on {unchecked}")
+        self._checked: list[CheckedEnv] = list(self.envs)  # type: ignore[arg-type]
+        self._inner = [env.env for env in self._checked]
+        shapes = {env._float_shape for env in self._checked}
+        #: the float Box shape every sub-env declares, checked by the shortcut (None: per-env checks)
+        self._fast_shape = shapes.pop() if len(shapes) == 1 else None
+        self._steps = 0
+        #: per sub-env, ``_steps`` when its episode began (its steps in the episode, for messages)
+        self._began = [0] * self.num_envs
+
+    def reset(self, *, seed=None, options=None):
+        result = super().reset(seed=seed, options=options)
+        self._began = [self._steps] * self.num_envs
+        return result
+
+    def step(self, actions):
+        self._steps = steps = self._steps + 1
+        began, checked, env_obs, rewards = self._began, self._checked, self._env_obs, self._rewards
+        terminations, truncations, fast = self._terminations, self._truncations, self._fast_shape
+        infos: dict[str, Any] = {}
+        for i, (action, env) in enumerate(zip(iterate(self.action_space, actions), self._inner, strict=True)):
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+            if (
+                fast is None
+                or done
+                or type(reward) not in _REAL_TYPES
+                or type(obs) is not np.ndarray
+                or obs.shape != fast
+                or obs.dtype.kind != "f"
+            ):
+                checked[i].check_step(obs, reward, steps, steps - began[i])
+            env_obs[i], rewards[i], terminations[i], truncations[i] = obs, reward, terminated, truncated
+            if done:
+                infos = self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
+                env_obs[i], info = checked[i].reset()
+                began[i] = steps
+            if info:
+                infos = self._add_info(infos, info, i)
+        self._observations = concatenate(self.single_observation_space, env_obs, self._observations)
+        if fast is not None and not batch_ok(self._observations, rewards):
+            for i, env in enumerate(checked):  # ended episodes' rows were checked above (reset rows by the reset)
+                if steps - began[i]:
+                    env.check_step(env_obs[i], rewards[i], steps, steps - began[i])
+        self._autoreset_envs = np.logical_or(terminations, truncations)
+        obs_out = self._observations
+        if self.copy:
+            obs_out = obs_out.copy() if type(obs_out) is np.ndarray else deepcopy(obs_out)
+        return obs_out, np.copy(rewards), np.copy(terminations), np.copy(truncations), infos
 
 
 def _declared_boxes(space) -> list[tuple[str, Any, tuple, np.dtype]]:

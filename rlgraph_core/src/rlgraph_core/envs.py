@@ -39,7 +39,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from rlgraph_core.action_masks import mask_wrapper
-from rlgraph_core.env_checks import CheckedEnv
+from rlgraph_core.env_checks import CheckedEnv, CheckedSyncVectorEnv
 from rlgraph_core.envpool_envs import make_envpool_env
 from rlgraph_core.errors import ConfigError, prefix, shorten
 from rlgraph_core.spaces import SpaceError, from_gym
@@ -383,26 +383,36 @@ def make_vector_env(env_cfg, seed: int, wrappers: Sequence[Callable] | None = No
     finished env, and ``info["final_obs"]`` the true last observation, which replay needs.
     ``wrappers`` (``env -> env`` callables, see :func:`rlgraph_core.wrappers.resolve_wrappers`)
     wrap each copy, innermost first; outermost, :class:`~rlgraph_core.env_checks.CheckedEnv` checks
-    that observations and rewards are finite numbers as the agent will see them.
+    that observations and rewards are finite numbers as the agent will see them (in a sync vector
+    env, :class:`~rlgraph_core.env_checks.CheckedSyncVectorEnv` runs those checks in its own step).
     """
     if is_pettingzoo_id(env_cfg.id):  # rows are (copy, agent) pairs: rlgraph_core.multi_agent
         return make_pettingzoo_vector_env(env_cfg, seed)
     if env_cfg.vectorization == "envpool":  # C++ batch envs: the wrappers are EnvPool's own (translated)
         return _checked_vector_env(make_envpool_env(env_cfg, seed), env_cfg.id, seed)
-    mode = gym.VectorizeMode.ASYNC if env_cfg.vectorization == "async" else gym.VectorizeMode.SYNC
     wrap = _all_wrappers(env_cfg, wrappers)
-    envs = _made(
-        env_cfg,
-        lambda target, kwargs: gym.make_vec(
-            target,
-            num_envs=env_cfg.num_envs,
-            vectorization_mode=mode,
-            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-            wrappers=wrap,
-            **kwargs,
-        ),
-    )
+    if env_cfg.vectorization == "async":
+        envs = _made(
+            env_cfg,
+            lambda target, kwargs: gym.make_vec(
+                target,
+                num_envs=env_cfg.num_envs,
+                vectorization_mode=gym.VectorizeMode.ASYNC,
+                vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+                wrappers=wrap,
+                **kwargs,
+            ),
+        )
+    else:  # gym.make_vec's sync vector env, with the checks of each sub-env's CheckedEnv in its step
+        envs = _made(env_cfg, lambda target, kwargs: _checked_sync_vector_env(target, kwargs, wrap, env_cfg.num_envs))
     return _checked_vector_env(envs, env_cfg.id, seed)
+
+
+def _checked_sync_vector_env(target, kwargs: dict, wrap: list[Callable], num_envs: int) -> CheckedSyncVectorEnv:
+    """What ``gym.make_vec(target, num_envs, "sync", wrappers=wrap, **kwargs)`` makes (same-step
+    autoreset), as a :class:`CheckedSyncVectorEnv` (``wrap`` ends with the CheckedEnv)."""
+    make = lambda: apply_wrappers(gym.make(target, **kwargs), wrap)  # noqa: E731
+    return CheckedSyncVectorEnv([make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callable] | None = None):
@@ -414,7 +424,7 @@ def make_vector_env_from(factory, env_cfg, seed: int, wrappers: Sequence[Callabl
             "gymnasium env or env factory; pass the env id (e.g. env='ALE/Pong-v5') or use sync or async."
         )
     wrap = _all_wrappers(env_cfg, wrappers)
-    cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else gym.vector.SyncVectorEnv
+    cls = gym.vector.AsyncVectorEnv if env_cfg.vectorization == "async" else CheckedSyncVectorEnv
     make = lambda: apply_wrappers(factory(), wrap)  # noqa: E731
     envs = cls([make] * env_cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return _checked_vector_env(envs, env_cfg.id, seed)
