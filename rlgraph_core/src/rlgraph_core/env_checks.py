@@ -282,6 +282,9 @@ class CheckedSyncVectorEnv(gym.vector.SyncVectorEnv):
         shapes = {env._float_shape for env in self._checked}
         #: the float Box shape every sub-env declares, checked by the shortcut (None: per-env checks)
         self._fast_shape = shapes.pop() if len(shapes) == 1 else None
+        self._plain_actions = isinstance(
+            self.action_space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+        )
         self._steps = 0
         #: per sub-env, ``_steps`` when its episode began (its steps in the episode, for messages)
         self._began = [0] * self.num_envs
@@ -293,10 +296,14 @@ class CheckedSyncVectorEnv(gym.vector.SyncVectorEnv):
 
     def step(self, actions):
         self._steps = steps = self._steps + 1
-        began, checked, env_obs, rewards = self._began, self._checked, self._env_obs, self._rewards
-        terminations, truncations, fast = self._terminations, self._truncations, self._fast_shape
+        began, checked, env_obs, fast = self._began, self._checked, self._env_obs, self._fast_shape
+        rewards, terminations, truncations = [], [], []
         infos: dict[str, Any] = {}
-        for i, (action, env) in enumerate(zip(iterate(self.action_space, actions), self._inner, strict=True)):
+        if self._plain_actions and type(actions) is np.ndarray:
+            actions_iter = iter(actions)  # what gymnasium's iterate gives for a Box / MultiDiscrete / MultiBinary
+        else:
+            actions_iter = iterate(self.action_space, actions)
+        for i, (action, env) in enumerate(zip(actions_iter, self._inner, strict=True)):
             obs, reward, terminated, truncated, info = env.step(action)
             done = terminated or truncated
             if (
@@ -308,23 +315,30 @@ class CheckedSyncVectorEnv(gym.vector.SyncVectorEnv):
                 or obs.dtype.kind != "f"
             ):
                 checked[i].check_step(obs, reward, steps, steps - began[i])
-            env_obs[i], rewards[i], terminations[i], truncations[i] = obs, reward, terminated, truncated
+            env_obs[i] = obs
+            rewards.append(reward)
+            terminations.append(terminated)
+            truncations.append(truncated)
             if done:
                 infos = self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
                 env_obs[i], info = checked[i].reset()
                 began[i] = steps
             if info:
                 infos = self._add_info(infos, info, i)
+        # Fresh arrays each step (gymnasium writes into kept ones, then returns copies of them).
+        self._rewards = np.array(rewards, np.float64)
+        self._terminations = np.array(terminations, np.bool_)
+        self._truncations = np.array(truncations, np.bool_)
         self._observations = concatenate(self.single_observation_space, env_obs, self._observations)
-        if fast is not None and not batch_ok(self._observations, rewards):
+        if fast is not None and not batch_ok(self._observations, self._rewards):
             for i, env in enumerate(checked):  # ended episodes' rows were checked above (reset rows by the reset)
                 if steps - began[i]:
                     env.check_step(env_obs[i], rewards[i], steps, steps - began[i])
-        self._autoreset_envs = np.logical_or(terminations, truncations)
+        self._autoreset_envs = self._terminations | self._truncations
         obs_out = self._observations
         if self.copy:
             obs_out = obs_out.copy() if type(obs_out) is np.ndarray else deepcopy(obs_out)
-        return obs_out, np.copy(rewards), np.copy(terminations), np.copy(truncations), infos
+        return obs_out, self._rewards, self._terminations, self._truncations, infos
 
 
 def _declared_boxes(space) -> list[tuple[str, Any, tuple, np.dtype]]:

@@ -118,7 +118,7 @@ class TorchBackend(Backend):
         return str(self._device)
 
     def to_tensor(self, value, dtype=None):
-        if torch.is_tensor(value):
+        if isinstance(value, torch.Tensor):  # torch.is_tensor's test, without its Python frame
             return value
         if isinstance(value, dict):  # a Dict observation: one tensor per key
             return {k: self.to_tensor(v, dtype) for k, v in value.items()}
@@ -129,7 +129,9 @@ class TorchBackend(Backend):
         return torch.as_tensor(arr, dtype=tdtype, device=self._device)
 
     def to_numpy(self, tensor) -> np.ndarray:
-        if torch.is_tensor(tensor):
+        if isinstance(tensor, torch.Tensor):
+            if tensor.is_cpu and not tensor.requires_grad:
+                return tensor.numpy()  # what .detach().cpu().numpy() gives here (shared memory), in one call
             return tensor.detach().cpu().numpy()
         return np.asarray(tensor)
 

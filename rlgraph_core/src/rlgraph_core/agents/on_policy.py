@@ -258,6 +258,8 @@ class OnPolicyAgent(Agent):
 
     #: the root component class (a subclass of :class:`OnPolicyGraph`).
     graph_class: type = OnPolicyGraph
+    #: the (read-only) zero ``final_values`` of a step without a cut episode, made at the first one
+    _no_final_values: np.ndarray | None = None
     #: registry name of the algorithm (root component name).
     algorithm: str = "on_policy"
 
@@ -372,8 +374,9 @@ class OnPolicyAgent(Agent):
 
     def _to_env(self, raw: np.ndarray) -> np.ndarray:
         """Policy actions -> env actions (shift discrete; scale and clip bounded boxes)."""
-        if self.discrete:
-            return raw.astype(np.int64) + self.action_start
+        if self.discrete:  # the sampled int64 actions themselves where no shift is needed (no copy)
+            actions = raw.astype(np.int64, copy=False)
+            return actions + self.action_start if self.multi or self.action_start else actions
         if self.bounded:
             return np.clip(
                 scale_action(raw, self.action_low, self.action_high), self.action_low, self.action_high
@@ -461,9 +464,13 @@ class OnPolicyAgent(Agent):
         ``extras`` are the per-step fields of a subclass (IMPALA's ``next_obs``, recurrent PPO's
         ``episode_starts``)."""
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
-        final_values = np.zeros(len(rewards), np.float32)
         if truncated.any():
             final_values = np.where(truncated, final_value(), 0.0).astype(np.float32)
+        else:  # the buffer copies it: one zeros array serves every step without a cut episode
+            final_values = self._no_final_values
+            if final_values is None or len(final_values) != len(rewards):
+                final_values = self._no_final_values = np.zeros(len(rewards), np.float32)
+                final_values.flags.writeable = False
         self.buffer.add(
             obs=obs,
             actions=raw,

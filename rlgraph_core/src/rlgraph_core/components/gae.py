@@ -82,10 +82,13 @@ class GAE(Component):
         not_terminal = 1.0 - ops.cast(terminated, "float32")
         not_done = not_terminal * (1.0 - ops.cast(truncated, "float32"))
         deltas = rewards + self.gamma * not_terminal * next_values - values
+        # gamma * lambda * not_done for every step at once (the same products, one op per rollout
+        # instead of one per step: the loop below is most of this method's ops)
+        decay = (self.gamma * self.gae_lambda) * not_done
         carry = ops.zeros_like(deltas[0])
         backwards = []
         for t in reversed(range(int(deltas.shape[0]))):
-            carry = deltas[t] + (self.gamma * self.gae_lambda) * not_done[t] * carry
+            carry = deltas[t] + decay[t] * carry
             backwards.append(carry)
         advantages = ops.stack(backwards[::-1], axis=0)
         returns = advantages + values
