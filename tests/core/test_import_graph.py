@@ -27,7 +27,10 @@ DOC = REPO / "docs" / "architecture.md"
 #: below, never above. Each entry is ``(floor, module prefixes)``; a module belongs to the floor
 #: of its longest matching prefix (a prefix matches the module itself and everything under it).
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("spaces/errors", ("spaces", "errors", "lazy", "registration", "warning_lines", "install_hints", "stats")),
+    (
+        "spaces/errors",
+        ("spaces", "errors", "lazy", "readonly", "registration", "warning_lines", "install_hints", "stats"),
+    ),
     (
         "graph/backend/checkpoint",
         ("graph", "backend", "checkpoint", "testing.numpy_backend", "testing.recurrent_reference"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlgraph_core.readonly import ReadOnly
 from rlgraph_core.memories._checks import check_float, check_int
 from rlgraph_core.memories.obs import flatten_fields, map_obs, unflatten_fields
 
@@ -52,20 +53,9 @@ class NStepAssembler:
         self._head = np.zeros(self._num_envs, dtype=np.int64)  # slot of the oldest pending step
         self._count = np.zeros(self._num_envs, dtype=np.int64)  # pending steps per env
 
-    @property
-    def num_envs(self) -> int:
-        """Number of environments."""
-        return self._num_envs
-
-    @property
-    def n_step(self) -> int:
-        """Maximum number of steps a transition spans."""
-        return self._n
-
-    @property
-    def gamma(self) -> float:
-        """Discount factor."""
-        return self._gamma
+    num_envs = ReadOnly[int]("_num_envs", "Number of environments.")
+    n_step = ReadOnly[int]("_n", "Maximum number of steps a transition spans.")
+    gamma = ReadOnly[float]("_gamma", "Discount factor.")
 
     @property
     def pending(self) -> np.ndarray:

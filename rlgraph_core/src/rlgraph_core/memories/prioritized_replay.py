@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgraph_core.readonly import ReadOnly
 from rlgraph_core.memories._checks import (
     as_index_array,
     check_float,
@@ -65,10 +66,7 @@ class PrioritizedReplay(ReplayMemory):
         self._max_priority = 1.0  # already in stored form, (p + epsilon) ** alpha
         self._sample_calls = 0
 
-    @property
-    def alpha(self) -> float:
-        """Priority exponent."""
-        return self._alpha
+    alpha = ReadOnly[float]("_alpha", "Priority exponent.")
 
     @property
     def beta(self) -> float:
@@ -78,10 +76,7 @@ class PrioritizedReplay(ReplayMemory):
         frac = min(1.0, self._sample_calls / self._beta_steps)
         return self._beta_initial + frac * (self._beta_final - self._beta_initial)
 
-    @property
-    def max_priority(self) -> float:
-        """Largest stored priority so far; new records are inserted with it."""
-        return self._max_priority
+    max_priority = ReadOnly[float]("_max_priority", "Largest stored priority so far; new records are inserted with it.")
 
     def priorities(self, indices: np.ndarray) -> np.ndarray:
         """Return the stored priorities ``(|td| + epsilon) ** alpha`` at ``indices`` (float64)."""

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgraph_core.readonly import ReadOnly
 from rlgraph_core.memories._checks import check_int, state_scalar
 from rlgraph_core.memories.frames import FrameStore, frame_layout, frames_of, stacks_of
 from rlgraph_core.memories.obs import SEP, flatten_fields, unflatten_fields
@@ -87,10 +88,7 @@ class ReplayMemory:
 
     # ------------------------------------------------------------------ properties
 
-    @property
-    def capacity(self) -> int:
-        """Maximum number of records held."""
-        return self._capacity
+    capacity = ReadOnly[int]("_capacity", "Maximum number of records held.")
 
     @property
     def fields(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlgraph_core.readonly import ReadOnly
 from rlgraph_core.memories._checks import as_index_array, check_int
 
 __all__ = ["SumSegmentTree", "MinSegmentTree"]
@@ -42,10 +43,7 @@ class _SegmentTree:
         self._tree = np.full(2 * self._size, self._neutral, dtype=np.float64)
         self._levels = np.arange(1, self._depth + 1, dtype=np.int64)[:, None]
 
-    @property
-    def capacity(self) -> int:
-        """Number of usable leaves (the value passed to the constructor)."""
-        return self._capacity
+    capacity = ReadOnly[int]("_capacity", "Number of usable leaves (the value passed to the constructor).")
 
     def _check_values(self, values: np.ndarray) -> None:
         """Raise ValueError if ``values`` cannot be stored; subclasses may tighten this."""

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgraph_core.readonly import ReadOnly
 from .base import SpaceError, decode_array, encode_array, format_bound
 from .leaf import LeafSpace, normalize_shape
 
@@ -61,15 +62,8 @@ class BoundedSpace(LeafSpace):
         self._low = _readonly(low)
         self._high = _readonly(high)
 
-    @property
-    def low(self) -> np.ndarray:
-        """Inclusive lower bound, a read-only array of shape ``self.shape``."""
-        return self._low
-
-    @property
-    def high(self) -> np.ndarray:
-        """Inclusive upper bound, a read-only array of shape ``self.shape``."""
-        return self._high
+    low = ReadOnly[np.ndarray]("_low", "Inclusive lower bound, a read-only array of shape ``self.shape``.")
+    high = ReadOnly[np.ndarray]("_high", "Inclusive upper bound, a read-only array of shape ``self.shape``.")
 
     def _bounds_problem(self, arr: np.ndarray, path: str) -> str | None:
         """Describe the first element outside ``[low, high]`` (NaN counts as outside)."""

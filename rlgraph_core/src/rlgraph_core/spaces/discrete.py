@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgraph_core.readonly import ReadOnly
 from .base import SpaceError, encode_array
 from .box import IntBox, _readonly
 from .leaf import normalize_shape
@@ -46,20 +47,9 @@ class Discrete(IntBox):
         self._n = n
         self._start = int(start)
 
-    @property
-    def n(self) -> int:
-        """Number of categories."""
-        return self._n
-
-    @property
-    def start(self) -> int:
-        """Smallest value."""
-        return self._start
-
-    @property
-    def num_categories(self) -> int:
-        """Alias of :attr:`n`."""
-        return self._n
+    n = ReadOnly[int]("_n", "Number of categories.")
+    start = ReadOnly[int]("_start", "Smallest value.")
+    num_categories = ReadOnly[int]("_n", "Alias of :attr:`n`.")
 
     def _repr_parts(self) -> list[str]:
         """``n``, plus ``start``/``dtype`` when not the default."""
@@ -111,15 +101,8 @@ class MultiDiscrete(IntBox):
         self._nvec = _readonly(nvec_a.astype(self._dtype))
         self._start = _readonly(start_a.astype(self._dtype))
 
-    @property
-    def nvec(self) -> np.ndarray:
-        """Number of categories per element (read-only array)."""
-        return self._nvec
-
-    @property
-    def start(self) -> np.ndarray:
-        """Smallest value per element (read-only array)."""
-        return self._start
+    nvec = ReadOnly[np.ndarray]("_nvec", "Number of categories per element (read-only array).")
+    start = ReadOnly[np.ndarray]("_start", "Smallest value per element (read-only array).")
 
     def _repr_parts(self) -> list[str]:
         """``nvec``, plus ``start``/``dtype`` when not the default."""

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgraph_core.readonly import ReadOnly
 from .base import Space, SpaceError, normalize_size, resolve_rng
 
 __all__ = ["LeafSpace", "normalize_shape", "format_shape"]
@@ -50,20 +51,14 @@ class LeafSpace(Space):
         self._dtype = np.dtype(dtype)
 
     # ----------------------------------------------------------- properties
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape of one value, without batch/time axes."""
-        return self._shape
+    shape = ReadOnly[tuple[int, ...]]("_shape", "Shape of one value, without batch/time axes.")
 
     @property
     def rank(self) -> int:
         """Number of axes of one value, without batch/time axes."""
         return len(self._shape)
 
-    @property
-    def dtype(self) -> np.dtype:
-        """Numpy dtype of values."""
-        return self._dtype
+    dtype = ReadOnly[np.dtype]("_dtype", "Numpy dtype of values.")
 
     @property
     def flat_dim(self) -> int:
