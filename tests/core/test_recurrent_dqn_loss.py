@@ -20,7 +20,7 @@ from rlgraph_core.agents.recurrent_dqn import RecurrentDQNGraph
 from rlgraph_core.components.recurrent import RecurrentSettings
 from rlgraph_core.memories.sequences import sequence_batch, sequence_priorities
 from rlgraph_core.spaces import BoolBox, FloatBox, IntBox
-from rlgraph_core.testing import ComponentTest, backend_params
+from rlgraph_core.testing import ComponentTest, NumpyOps, backend_params
 from rlgraph_core.testing.recurrent_reference import reference_gru, reference_lstm
 
 B, L, F, A, UNITS, GAMMA, ETA = 3, 7, 3, 2, 4, 0.9, 0.9
@@ -48,18 +48,21 @@ def window_sample(rng, cell):
     }
 
 
-def make(cell, burn_in, n_step, loss_type):
+def make(cell, burn_in, n_step, loss_type, encoder=None, obs_space=None):
+    """The graph and its input spaces; ``encoder`` in front of the cell reads ``obs_space`` (default:
+    none on float vectors of ``F``)."""
+    obs_space = obs_space or FloatBox(shape=(F,))
     config = DQNConfig(
-        network=RecurrentSettings(type=cell, units=UNITS, encoder={"hidden": []}, seq_len=L),
+        network=RecurrentSettings(type=cell, units=UNITS, encoder=encoder or {"hidden": []}, seq_len=L),
         burn_in=burn_in,
         n_step=n_step,
         gamma=GAMMA,
         loss_type=loss_type,
         double_q=True,
     )
-    graph = RecurrentDQNGraph(config, FloatBox(shape=(F,)), A, seed=5)
+    graph = RecurrentDQNGraph(config, obs_space, A, seed=5)
     seq = dict(flag=True, time_major=True)
-    obs = FloatBox(shape=(F,)).with_batch_rank().with_time_rank(**seq)
+    obs = obs_space.with_batch_rank().with_time_rank(**seq)
     reset = BoolBox().with_batch_rank().with_time_rank(**seq)
     state = graph.policy.state_space
     float_b = FloatBox(shape=()).with_batch_rank()
@@ -104,17 +107,23 @@ def unroll(w, prefix, cell, obs, state, reset):
     return y @ w[f"{prefix}/head/q/W"] + w[f"{prefix}/head/q/b"], out
 
 
-def reference(w, cell, sample, burn_in, n_step, loss_type, warm=None):
+def reference(w, cell, sample, burn_in, n_step, loss_type, warm=None, features=None):
     """``(loss, |TD| [S, B], mask [S, B])`` of R2D2's loss, step by step from its definition.
-    ``warm``: the online state after the burn-in to use (None: unrolled from these weights)."""
+    ``warm``: the online state after the burn-in to use (None: unrolled from these weights);
+    ``features``: what each network's cell reads, ``{"policy" | "target": [B, L + 1, F]}`` (None: the observations)."""
     obs = np.swapaxes(sample["obs"], 0, 1).astype(np.float64)
+    if features is not None:
+        obs = np.swapaxes(features["policy"], 0, 1).astype(np.float64)
+        target_obs = np.swapaxes(features["target"], 0, 1).astype(np.float64)
+    else:
+        target_obs = obs
     reset = np.swapaxes(sample["starts"], 0, 1)
     state = {k: v.astype(np.float64) for k, v in sample["state"].items()}
     if warm is None:
         warm = unroll(w, "policy", cell, obs[:burn_in], state, reset[:burn_in])[1] if burn_in else state
-    target_warm = unroll(w, "target", cell, obs[:burn_in], state, reset[:burn_in])[1] if burn_in else state
+    target_warm = unroll(w, "target", cell, target_obs[:burn_in], state, reset[:burn_in])[1] if burn_in else state
     q_on = unroll(w, "policy", cell, obs[burn_in:], warm, reset[burn_in:])[0]
-    q_tg = unroll(w, "target", cell, obs[burn_in:], target_warm, reset[burn_in:])[0]
+    q_tg = unroll(w, "target", cell, target_obs[burn_in:], target_warm, reset[burn_in:])[0]
     trained = L - burn_in
     td = np.zeros((trained, B))
     mask = np.ones((trained, B))
@@ -181,6 +190,43 @@ def test_sequence_loss_with_burn_in_matches_numpy(pair, cell, burn_in, n_step):
     valid = [ref_td[:, b][ref_mask[:, b] > 0] for b in range(B)]
     expected = [ETA * v.max() + (1 - ETA) * v.mean() for v in valid]
     np.testing.assert_allclose(priorities, expected, rtol=1e-4, atol=1e-5)
+
+
+#: R2D2 on uint8 frames: one 3x3 convolution of stride 2 on 7x7x2 images, then F features for the cell
+CNN = {"type": "cnn", "preset": "custom", "conv": [{"filters": 3, "kernel": 3, "stride": 2}], "hidden": [F]}
+FRAMES = IntBox(0, 255, shape=(7, 7, 2), dtype=np.uint8)
+
+
+def np_cnn_features(w, prefix, frames):
+    """:data:`CNN` on uint8 ``frames [..., 7, 7, 2]`` with the weights under ``prefix``, in numpy (float64)."""
+    lead = frames.shape[:-3]
+    x = frames.reshape(-1, 7, 7, 2).astype(np.float64) / 255
+    x = np.maximum(NumpyOps().conv2d(x, w[f"{prefix}conv_0/W"], w[f"{prefix}conv_0/b"], 2, "valid"), 0)
+    x = np.maximum(x.reshape(len(x), -1) @ w[f"{prefix}dense_0/W"] + w[f"{prefix}dense_0/b"], 0)
+    return x.reshape(*lead, F)
+
+
+def test_sequence_loss_of_a_cnn_lstm_on_uint8_windows_matches_numpy(pair):
+    """R2D2 on image observations: the CNN runs on every step of a window of uint8 frames (time folded
+    into the batch) before the LSTM; the loss and |TD| equal the reference on the CNN's features
+    recomputed in numpy from each network's weights."""
+    rng = np.random.default_rng(3)
+    burn_in, n_step = 2, 2
+    graph, spaces = make("lstm", burn_in, n_step, "huber", encoder=CNN, obs_space=FRAMES)
+    test = ComponentTest(graph, spaces, pair)
+    w = test.get_weights()
+    w.update({k: v + 0.3 * rng.standard_normal(v.shape).astype(np.float32) for k, v in w.items() if "target" in k})
+    test.set_weights(w)
+    sample = dict(window_sample(rng, "lstm"), obs=rng.integers(0, 256, (B, L + 1, 7, 7, 2), dtype=np.uint8))
+    inputs, mask = sequence_batch(sample, burn_in, n_step, GAMMA)
+    assert inputs[0].dtype == inputs[2].dtype == np.uint8  # the frames reach the graph as uint8
+    loss, td = test.call("loss", *inputs)
+    w64 = {k: v.astype(np.float64) for k, v in w.items()}
+    features = {p: np_cnn_features(w64, f"{p}/core/encoder/", sample["obs"]) for p in ("policy", "target")}
+    ref_loss, ref_td, ref_mask = reference(w64, "lstm", sample, burn_in, n_step, "huber", features=features)
+    np.testing.assert_array_equal(mask, ref_mask)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(td.reshape(L - burn_in, B) * mask, ref_td * ref_mask, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("pair", _pairs(framework_only=True))

@@ -17,9 +17,11 @@ what changes is what replay holds and how the loss reads it (Kapturowski et al. 
 ``batch_size`` and ``memory.capacity`` count sequences (records), as R2D2's batch of 64 sequences.
 Sequences run across episode ends with the state reset there (as this library's recurrent PPO),
 so no padding; a step whose n-step window meets a truncation is left out of the loss (its
-bootstrap would need the final observation). Not supported (refused when the config is validated
-or the agent is built): a preprocessor, a legal-action mask, observations other than float
-vectors and fused rounds (rounds run step by step). ONNX export writes one greedy step with the
+bootstrap would need the final observation). Images and Dict observations go through the
+network's ``cnn`` / ``dict_encoder`` (folded over a window's steps); replay keeps uint8 frames
+uint8 and stores each distinct frame once, the windows holding frame slots
+(:mod:`rlgraph_core.memories.frames`). Not supported (refused when the config is validated or the
+agent is built): a preprocessor, a legal-action mask and fused rounds (rounds run step by step). ONNX export writes one greedy step with the
 state as extra inputs and outputs, as for recurrent PPO.
 """
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlgraph_core.agents.dqn import DQNAgent
-from rlgraph_core.agents.observations import check_observation_space, observation_kind, to_obs_array
+from rlgraph_core.agents.observations import check_observation_space, to_obs_array
 from rlgraph_core.agents.off_policy import TRAJECTORY_KEYS, OffPolicyAgent, check_trajectory_keys
 from rlgraph_core.agents.slots import make_exploration
 from rlgraph_core.agents.support import (
@@ -45,9 +47,9 @@ from rlgraph_core.components.recurrent_q import RecurrentQNetwork
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
-from rlgraph_core.memories.obs import batch_len
+from rlgraph_core.memories.obs import SEP, batch_len, map_obs
 from rlgraph_core.memories.sequences import SequenceAssembler, sequence_batch, sequence_priorities
-from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox
+from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox, Space
 
 __all__ = ["RecurrentDQNAgent", "RecurrentDQNGraph"]
 
@@ -152,17 +154,6 @@ class RecurrentDQNAgent(DQNAgent):
                 f"'agent.preprocessor' = '{config.preprocessor.type}': a recurrent DQN ('agent.network.type' = "
                 f"'{net.type}') takes no preprocessor yet; remove it, or normalise observations with an env wrapper."
             )
-        kind, encoder = observation_kind(observation_space), net.encoder.type
-        if encoder != "mlp" or kind in ("image", "dict"):
-            raise ConfigError(
-                f"A recurrent DQN (R2D2-style, 'agent.network.type' = '{net.type}') reads float vectors only so far "
-                f"(the observation space is {str(observation_space)[:80]}, 'agent.network.encoder.type' = "
-                f"'{encoder}'): its replay keeps each window's observations as they are, so overlapping windows "
-                f"would store a frame several times. For images or Dict observations use PPO, A2C or IMPALA with "
-                f"network: {{type: {net.type}, encoder: {{type: cnn}}}} (or {{type: dict_encoder}}), DQN with "
-                f"network: {{type: cnn}} without memory, or flatten the observation "
-                f"(env.wrappers: [{{type: flatten, dtype: float32}}])."
-            )
         check_observation_space(observation_space, net, "DQN")
         OffPolicyAgent._setup_model(self)
         self.mask = None
@@ -222,7 +213,11 @@ class RecurrentDQNAgent(DQNAgent):
         n = batch_len(obs)
         starts = acting_starts(state, episode_start, n, f"A recurrent DQN ('{self.config.network.type}')")
         to_t, to_np = self.backend.to_tensor, self.backend.to_numpy
-        obs_t, state_t, reset_t = to_t(obs[None]), {k: to_t(v) for k, v in state.items()}, to_t(starts[None])
+        obs_t, state_t, reset_t = (
+            to_t(map_obs(lambda v: v[None], obs)),
+            {k: to_t(v) for k, v in state.items()},
+            to_t(starts[None]),
+        )
         if not explore:
             actions, out = self.graph.greedy(obs_t, state_t, reset_t)
         else:
@@ -283,17 +278,31 @@ class RecurrentDQNAgent(DQNAgent):
         return self._insert_batch(parts)
 
     def replay_record_spaces(self):
-        """One sequence record as :class:`~rlgraph_core.memories.sequences.SequenceAssembler` makes it."""
-        obs = self.observation_space
+        """One sequence record as :class:`~rlgraph_core.memories.sequences.SequenceAssembler` makes it:
+        ``L + 1`` observations per key of a Dict observation (``obs/<key>``), float ones as float32,
+        others (uint8 frames) in their dtype and bounds."""
         length = self.seq_len
-        spaces = {
-            "obs": FloatBox(shape=(length + 1, *obs.shape)),
-            "starts": BoolBox(shape=(length + 1,)),
-            "actions": IntBox(0, self.num_actions - 1, shape=(length,), dtype=self.action_space.dtype),
-            "rewards": FloatBox(shape=(length,)),
-            "terminated": BoolBox(shape=(length,)),
-            "truncated": BoolBox(shape=(length,)),
-        }
+        spaces: dict[str, Space] = {}
+        for key, leaf in self.observation_space.flatten().items():
+            shape = (length + 1, *leaf.shape)
+            if np.dtype(leaf.dtype).kind == "f":
+                stored: Space = FloatBox(shape=shape)
+            elif isinstance(leaf, IntBox):
+                stored = IntBox(np.broadcast_to(leaf.low, shape), np.broadcast_to(leaf.high, shape), shape, leaf.dtype)
+            elif isinstance(leaf, BoolBox):
+                stored = BoolBox(shape=shape)
+            else:
+                return None
+            spaces["obs" + (SEP + key if key else "")] = stored
+        spaces.update(
+            {
+                "starts": BoolBox(shape=(length + 1,)),
+                "actions": IntBox(0, self.num_actions - 1, shape=(length,), dtype=self.action_space.dtype),
+                "rewards": FloatBox(shape=(length,)),
+                "terminated": BoolBox(shape=(length,)),
+                "truncated": BoolBox(shape=(length,)),
+            }
+        )
         spaces.update({f"state/{k}": FloatBox(shape=s.shape) for k, s in self.state_space.items()})
         return spaces
 
@@ -348,7 +357,8 @@ class RecurrentDQNAgent(DQNAgent):
                 "A recurrent policy's outputs are those of one step from a state: pass policy_outputs(obs, state, "
                 "episode_start) (state as agent.initial_state(B) gives it, episode_start a [B] bool tensor)."
             )
-        q, next_state = self.graph.policy.call(ops.expand_dims(obs, 0), state, ops.expand_dims(episode_start, 0))
+        seq_obs = map_obs(lambda v: ops.expand_dims(v, 0), obs)
+        q, next_state = self.graph.policy.call(seq_obs, state, ops.expand_dims(episode_start, 0))
         action = ops.argmax(q, axis=-1)
         return {
             "action": action + self.action_start if self.action_start else action,

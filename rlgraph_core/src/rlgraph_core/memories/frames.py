@@ -6,7 +6,10 @@ naively that is 8 copies of every frame. :class:`FrameStore` keeps each distinct
 records hold references: for an observation of shape ``(H, W, C)`` (``C`` stacked frames or
 channels, the last axis as the ``frame_stack`` wrapper and NHWC networks have it) a record
 stores ``C`` int32 frame slots, and a frame is an ``(H, W)`` plane; an observation of lower rank
-is one frame. Sampling gathers the planes and rebuilds the stacks.
+is one frame. A record with axes before the image, a window ``(T, H, W, C)`` of the sequence
+replay of a recurrent DQN, stores ``(T, C)`` slots: overlapping windows share their frames, so
+every distinct frame is stored once however many windows hold it. Sampling gathers the planes
+and rebuilds the stacks.
 
 Frames are found by content (a hash of their bytes, confirmed by comparing the bytes), so
 sharing needs no knowledge of env ids, episode boundaries, n-step folding or insertion order:
@@ -22,33 +25,54 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FrameStore", "frames_of", "frame_layout", "stacks_of"]
+__all__ = ["FrameStore", "frame_layout", "frames_of", "record_shape_of", "slot_layout", "stacks_of"]
 
 
 def frame_layout(record_shape: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
-    """``(frames per record, frame shape)``: an image ``(H, W, C)`` (rank 3 and up) is ``C`` frames
-    of ``(H, W)``; anything of lower rank is one frame."""
-    if len(record_shape) >= 3:
-        return int(record_shape[-1]), tuple(record_shape[:-1])
-    return 1, tuple(record_shape)
+    """``(frames per record, frame shape)``: an image ``(H, W, C)`` is ``C`` frames of ``(H, W)``, and
+    a record with axes before the image (a sequence ``(T, H, W, C)`` of a recurrent replay) is
+    ``T * C`` of them; anything below rank 3 is one frame."""
+    slots, frame = slot_layout(record_shape)
+    return int(np.prod(slots, dtype=np.int64)), frame
+
+
+def slot_layout(record_shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(slot shape, frame shape)`` of a record: the frame slots a record holds are shaped like the
+    record without its frame axes, ``(*lead, C)`` for ``(*lead, H, W, C)``; ``(1,)`` below rank 3."""
+    shape = tuple(int(d) for d in record_shape)
+    if len(shape) >= 3:
+        return (*shape[:-3], shape[-1]), shape[-3:-1]
+    return (1,), shape
+
+
+def record_shape_of(slot_shape: tuple[int, ...], frame_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The inverse of :func:`slot_layout`: a record's shape from its slots' and its frames' shapes
+    (frames of rank 2 and up are image planes, the last slot axis the channels)."""
+    if len(frame_shape) < 2:
+        return tuple(frame_shape)
+    return (*slot_shape[:-1], *frame_shape, slot_shape[-1])
 
 
 def frames_of(records: np.ndarray) -> np.ndarray:
-    """``[n, *shape]`` records -> ``[n, k, *frame_shape]`` frames (see :func:`frame_layout`)."""
+    """``[n, *shape]`` records -> ``[n, k, *frame_shape]`` frames (see :func:`frame_layout`): the
+    frames of a record in the order of its slots (:func:`slot_layout`), channels last."""
     if records.ndim >= 4:
-        return np.moveaxis(records, -1, 1)
+        n, shape = len(records), records.shape[1:]
+        lead = int(np.prod(shape[:-3], dtype=np.int64))
+        planes = np.moveaxis(records.reshape(n, lead, *shape[-3:]), -1, 2)  # [n, lead, C, H, W]
+        return planes.reshape(n, lead * shape[-1], *shape[-3:-1])
     return records[:, None]
 
 
 def stacks_of(store: "FrameStore", slots: np.ndarray, split: bool) -> np.ndarray:
-    """The records whose frames are ``slots`` (``[n, k]``), as contiguous ``[n, *shape]``: the
-    inverse of :func:`frames_of`. Each of the ``k`` frames is gathered into its place on the last
-    axis (4x faster than gathering ``[n, k, ...]`` and moving the axis, numpy 2.4)."""
+    """The records whose frames are ``slots`` (``[n, *slot_shape]``), as contiguous ``[n, *shape]``:
+    the inverse of :func:`frames_of`. Each channel's frames are gathered into their place on the
+    last axis (4x faster than gathering ``[n, k, ...]`` and moving the axis, numpy 2.4)."""
     if not split:
         return store.pool[slots[:, 0]]
-    out = np.empty((len(slots), *store.frame_shape, slots.shape[1]), store.dtype)
-    for j in range(slots.shape[1]):
-        out[..., j] = store.pool[slots[:, j]]
+    out = np.empty((*slots.shape[:-1], *store.frame_shape, slots.shape[-1]), store.dtype)
+    for j in range(slots.shape[-1]):
+        out[..., j] = store.pool[slots[..., j]]
     return out
 
 

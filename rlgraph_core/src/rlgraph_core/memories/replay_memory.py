@@ -9,7 +9,7 @@ import numpy as np
 
 from rlgraph_core.readonly import ReadOnly
 from rlgraph_core.memories._checks import check_int, state_scalar
-from rlgraph_core.memories.frames import FrameStore, frame_layout, frames_of, stacks_of
+from rlgraph_core.memories.frames import FrameStore, frames_of, record_shape_of, slot_layout, stacks_of
 from rlgraph_core.memories.obs import SEP, flatten_fields, unflatten_fields
 
 __all__ = ["ReplayMemory"]
@@ -130,9 +130,9 @@ class ReplayMemory:
             if group is None:
                 self._storage[name] = np.zeros((self._capacity,) + shape, dtype=arr.dtype)
                 continue
-            k, frame_shape = frame_layout(shape)
+            slot_shape, frame_shape = slot_layout(shape)
             self._framed[name] = group
-            self._storage[name] = np.zeros((self._capacity, k), dtype=np.int32)
+            self._storage[name] = np.zeros((self._capacity, *slot_shape), dtype=np.int32)
             if group not in self._frame_stores:
                 self._frame_stores[group] = FrameStore(frame_shape, arr.dtype, initial=min(self._capacity, 4096) + 16)
 
@@ -251,8 +251,10 @@ class ReplayMemory:
     def _insert_frames(self, name: str, slots: np.ndarray, records: np.ndarray, positions: np.ndarray) -> None:
         """Reference the frames of ``records`` at ``positions`` and release what they overwrite."""
         frames = self._frame_stores[self._framed[name]]
-        k = slots.shape[1]
-        new = frames.add(frames_of(records).reshape(len(records) * k, *frames.frame_shape)).reshape(len(records), k)
+        slot_shape = slots.shape[1:]
+        k = int(np.prod(slot_shape, dtype=np.int64))
+        new = frames.add(frames_of(records).reshape(len(records) * k, *frames.frame_shape))
+        new = new.reshape(len(records), *slot_shape)
         occupied = positions[positions < self._size] if self._size < self._capacity else positions
         old = slots[occupied]  # a copy (fancy index), taken before the slots are overwritten
         slots[positions] = new
@@ -396,9 +398,9 @@ class ReplayMemory:
                 raise ValueError(
                     f"state_dict['{_FRAME_INDEX_PREFIX}{name}'] has no frames ('{_FRAMES_PREFIX}{group}')."
                 )
-            if slots.ndim != 2 or slots.shape[0] != size or slots.dtype.kind not in "iu":
+            if slots.ndim < 2 or slots.shape[0] != size or slots.dtype.kind not in "iu":
                 raise ValueError(
-                    f"state_dict['{_FRAME_INDEX_PREFIX}{name}'] must be integer frame slots of shape ({size}, k), "
+                    f"state_dict['{_FRAME_INDEX_PREFIX}{name}'] must be integer frame slots of shape ({size}, ..., k), "
                     f"got shape {slots.shape} and dtype {slots.dtype}."
                 )
             if slots.size and (slots.min() < 0 or slots.max() >= len(pool)):
@@ -406,10 +408,12 @@ class ReplayMemory:
                     f"state_dict['{_FRAME_INDEX_PREFIX}{name}'] refers to frames outside the {len(pool)} "
                     f"of '{_FRAMES_PREFIX}{group}'."
                 )
-            k = slots.shape[1]
-            if pool.ndim < 3 and k != 1:  # frames below rank 2 are whole records (frames.frame_layout)
-                raise ValueError(f"state_dict['{_FRAME_INDEX_PREFIX}{name}'] has {k} slots per record; expected 1.")
-            shape = tuple(pool.shape[1:]) + ((k,) if pool.ndim >= 3 else ())
+            shape = record_shape_of(slots.shape[1:], pool.shape[1:])
+            if slot_layout(shape) != (slots.shape[1:], pool.shape[1:]):  # frames.slot_layout
+                raise ValueError(
+                    f"state_dict['{_FRAME_INDEX_PREFIX}{name}'] has slots of shape {slots.shape[1:]} for frames of "
+                    f"shape {pool.shape[1:]}, which no record is stored as; expected {slot_layout(shape)[0]}."
+                )
             out[name] = (group, (shape, pool.dtype))
         unused = set(frames) - {g for g, _ in out.values()}
         if unused:
@@ -439,7 +443,7 @@ class ReplayMemory:
                 self._storage[name][: state["size"]] = arr
             for name, (group, slots) in state["framed"].items():
                 self._framed[name] = group
-                self._storage[name] = np.zeros((self._capacity, slots.shape[1]), dtype=np.int32)
+                self._storage[name] = np.zeros((self._capacity, *slots.shape[1:]), dtype=np.int32)
                 self._storage[name][: state["size"]] = slots
             for group, pool in state["frames"].items():
                 used = np.concatenate(

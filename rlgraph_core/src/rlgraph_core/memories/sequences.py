@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from rlgraph_core.memories.obs import map_obs
+
 __all__ = ["SequenceAssembler", "sequence_batch", "sequence_priorities", "sequence_targets", "trained_rows"]
 
 #: Per-step fields of a sequence record that hold ``L`` values (``obs`` and ``starts`` hold ``L + 1``).
@@ -187,9 +189,9 @@ def sequence_batch(sample, burn_in: int, n_step: int, gamma: float) -> tuple[tup
     obs, starts = sample["obs"], sample["starts"]
     burn = slice(0, max(burn_in, 1))
     inputs = (
-        time_major(obs[:, burn]),
+        map_obs(lambda x: time_major(x[:, burn]), obs),
         time_major(starts[:, burn]),
-        time_major(obs[:, burn_in:]),
+        map_obs(lambda x: time_major(x[:, burn_in:]), obs),
         time_major(starts[:, burn_in:]),
         {k: np.asarray(v, np.float32) for k, v in sample["state"].items()},
         rows,

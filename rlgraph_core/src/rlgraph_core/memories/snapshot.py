@@ -19,6 +19,7 @@ import numpy as np
 
 from rlgraph_core.checkpoint import Headers, dtype_family, is_count, load_arrays, nonfinite_records_problem, save_arrays
 from rlgraph_core.errors import CheckpointError, NonFiniteError
+from rlgraph_core.memories.frames import slot_layout
 from rlgraph_core.spaces import BoundedSpace, Space, SpaceError
 
 #: Bytes per record allowed for a replay field without a declared record space.
@@ -54,14 +55,16 @@ class RecordBounds:
     def frames_problem(self, group: str, shape: tuple[int, ...], dtype: Any) -> str | None:
         """Why the array cannot hold the shared frames of the observation field ``group`` (``obs``
         or ``obs/<key>``): at most two records' frames per record held, each frame the record's
-        image without its last (stack) axis, or the whole record below rank 3."""
+        image's ``(H, W)`` planes (:func:`~rlgraph_core.memories.frames.slot_layout`), or the whole record
+        below rank 3."""
         shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
         if not shape:
             return "must hold frames along its first axis, but is 0-d"
         space = self.records.get(group) if self.records is not None else None
         if space is not None:
             record = tuple(space.shape)
-            frame, k = (record[:-1], record[-1]) if len(record) >= 3 else (record, 1)
+            slots, frame = slot_layout(record)
+            k = math.prod(slots)
             if shape[1:] != frame or dtype != space.dtype:
                 return (
                     f"holds frames of shape {shape[1:]} and dtype {dtype}, but '{group}' records of shape {record} "
@@ -111,8 +114,8 @@ class RecordBounds:
             return self.field_problem(name[len(DATA_PREFIX) :], shape, dtype)
         if name.startswith(FRAMES_PREFIX):
             return self.frames_problem(name[len(FRAMES_PREFIX) :], shape, dtype)
-        if len(shape) != 2 or shape[1] > 4096 or np.dtype(dtype).kind not in "iu":
-            return "must hold integer frame slots of shape (records, frames per record)"
+        if len(shape) < 2 or math.prod(shape[1:]) > 2**16 or np.dtype(dtype).kind not in "iu":
+            return "must hold integer frame slots of shape (records, ..., frames per record)"
         return self._count_problem(shape[0]) or self._unstored_problem(
             name[len(FRAME_INDEX_PREFIX) :], "is a replay field"
         )
