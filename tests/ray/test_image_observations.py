@@ -5,6 +5,9 @@
   copy), and the fragments workers send are uint8.
 * A Dict observation (uint8 image + float vector) through ``ray_apex`` with ``dict_encoder``:
   the shard stores it per key, the image as shared uint8 frames, the vector as float32.
+* A recurrent CNN core (``network: {type: lstm, encoder: {type: cnn}}``) on uint8 frames
+  (RecallCueImage) through ``ray_sync`` (PPO) and ``ray_impala`` with 2 workers: the fragments
+  carry uint8 frames and the LSTM states each sequence started from, and the learner trains on them.
 
 Budgets are a few hundred env steps with a small CNN: these check the data path, not learning.
 """
@@ -159,3 +162,60 @@ def test_dict_observations_through_apex(image_session, tmp_path):
     (state,) = probe.shard_states
     assert state["frames/obs/image"].dtype == np.uint8 and state["frames/obs/image"].shape[1:] == (16, 16)
     assert state["data/obs/vector"].dtype == np.float32 and "data/obs/image" not in state
+
+
+#: RecallCueImage (6x6x1 uint8 frames) and a CNN small enough for them before a 16-unit LSTM
+RECALL_IMAGE = "rlgraph_core.testing.memory_env:RecallCueImage"
+CNN_LSTM = {
+    "type": "lstm",
+    "units": 16,
+    "encoder": {"type": "cnn", "preset": "custom", "conv": [{"filters": 8, "kernel": 3, "stride": 3}], "hidden": [16]},
+    "seq_len": 4,
+}
+
+
+class FragmentProbe:
+    """At the end of the run, asks worker 0 for one more fragment, as the learner gets it."""
+
+    def __init__(self):
+        self.fragment = None
+
+    @hookimpl
+    def rlgraph_on_train_start(self, run_info):
+        self.workers = run_info["ray"]["workers"]
+
+    @hookimpl
+    def rlgraph_on_train_end(self, summary):
+        self.fragment, _ = ray.get(ray.get_actor(self.workers[0]).sample.remote(None))
+
+
+def _cnn_lstm(algo: str, executor: str, tmp_path, **executor_settings):
+    """A CNN-LSTM ``algo`` on RecallCueImage (2 workers of 4 envs, 8-step fragments), 256 env steps."""
+    raw = {
+        "agent": {"type": algo, "network": CNN_LSTM, "n_steps": 8, "ent_coef": 0.01},
+        "env": {"id": RECALL_IMAGE, "num_envs": 8},
+        "train": {**TRAIN, "executor": executor, "total_timesteps": 256, "eval_interval": 256, "log_interval": 128},
+        "executor": {"num_workers": 2, "placement_timeout_s": 300, **executor_settings},
+    }
+    if algo == "ppo":
+        raw["agent"].update(batch_size=32, n_epochs=2)
+    probe = FragmentProbe()
+    summary = _run(raw, tmp_path, probe)
+    assert summary["updates"] > 0 and summary["samples_lost"] == 0, summary
+    fragment = probe.fragment
+    assert fragment["obs"].dtype == np.uint8 and fragment["obs"].shape[-4:] == (4, 6, 6, 1), fragment["obs"].shape
+    states = fragment["sequence_states"]
+    # one state per 4-step sequence of each of the worker's 4 envs: 2 sequences per 8-step fragment
+    assert {"pi_c", "pi_h"} <= set(states), sorted(states)
+    for value in states.values():
+        assert value.dtype == np.float32 and value.shape == (2, 4, 16), value.shape
+    assert np.abs(np.concatenate([v[1:] for v in states.values()])).max() > 1e-3  # carried across sequences
+    return summary
+
+
+def test_ray_sync_trains_a_cnn_lstm_on_uint8_frames(image_session, tmp_path):
+    _cnn_lstm("ppo", "ray_sync", tmp_path)
+
+
+def test_ray_impala_trains_a_cnn_lstm_on_uint8_frames(image_session, tmp_path):
+    _cnn_lstm("impala", "ray_impala", tmp_path, learner_batch_fragments=2, queue_size=4)
