@@ -33,11 +33,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, SerializeAsAny
+from pydantic import Field
 
 from rlgraph_core.agents.observations import check_observation_space, to_obs_array
-from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig, transition_spaces
-from rlgraph_core.agents.sac import ActorTargetApi, SACNetworkSlot, _sac_network
+from rlgraph_core.agents.off_policy import OffPolicyAgent, transition_spaces
+from rlgraph_core.agents.sac import ActorCriticReplayConfig, ActorTargetApi
 from rlgraph_core.agents.support import DiscreteOrBoxActions
 from rlgraph_core.agents.slots import ComponentResolver, network_maker
 from rlgraph_core.components.distributions import Categorical, DiagGaussian, scale_action
@@ -46,10 +46,8 @@ from rlgraph_core.components.offline_losses import AdvantageWeightedLoss, Expect
 from rlgraph_core.components.q_head import QNetwork
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.components.twin_q import TwinQNetwork
-from rlgraph_core.config.common import OptimizerConfig
 from rlgraph_core.graph import Component, api, build
 from rlgraph_core.memories.obs import batch_len
-from rlgraph_core.memories.settings import MemorySettings, ReplaySettings
 from rlgraph_core.spaces import FloatBox
 
 __all__ = ["CategoricalPolicy", "DiscreteTwinQ", "IQLAgent", "IQLConfig", "IQLGraph", "TanhMeanGaussianPolicy"]
@@ -58,17 +56,11 @@ __all__ = ["CategoricalPolicy", "DiscreteTwinQ", "IQLAgent", "IQLConfig", "IQLGr
 LOG_STD_BOUNDS = (-5.0, 2.0)
 
 
-class IQLConfig(OffPolicyConfig):
+class IQLConfig(ActorCriticReplayConfig):
     """Hyperparameters of IQL (defaults as the paper's locomotion settings and d3rlpy's IQL:
     expectile 0.7, temperature 3, weights clipped at 100, Adam 3e-4, batch 256, Polyak 0.005)."""
 
     type: Literal["iql"] = "iql"
-    actor_network: SACNetworkSlot = Field(
-        default_factory=_sac_network, description="network component of the policy trunk (type: mlp, or a plugin's)"
-    )
-    critic_network: SACNetworkSlot = Field(
-        default_factory=_sac_network, description="network component of each Q-network's and of V's trunk"
-    )
     expectile: float = Field(
         0.7, gt=0, lt=1, description="tau of the value's expectile regression (0.5: mean, -> 1: in-data max)"
     )
@@ -76,17 +68,6 @@ class IQLConfig(OffPolicyConfig):
         3.0, ge=0, description="beta of the advantage weights exp(beta * (Q - V)) (0: behaviour cloning)"
     )
     max_weight: float = Field(100.0, gt=0, description="clip of the advantage weights")
-    tau: float = Field(0.005, gt=0, le=1, description="Polyak factor of the target critic (1 = hard copy)")
-    target_update_interval: int = Field(1, gt=0, description="gradient steps between target updates")
-    batch_size: int = Field(256, gt=0)
-    learning_starts: int = Field(100, ge=0, description="env steps of uniform random actions before learning (online)")
-    train_freq: int = Field(1, gt=0, description="env steps between update rounds (online)")
-    gradient_steps: int = Field(1, gt=0, description="gradient steps per update round (online)")
-    memory: SerializeAsAny[MemorySettings] = Field(default_factory=lambda: ReplaySettings(capacity=1_000_000))
-    optimizer: OptimizerConfig = Field(
-        default_factory=lambda: OptimizerConfig(learning_rate=3e-4, max_grad_norm=None),
-        description="used by each of the three train steps (value, actor, critic)",
-    )
 
 
 class TanhMeanGaussianPolicy(Component):

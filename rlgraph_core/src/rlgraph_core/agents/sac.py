@@ -73,28 +73,44 @@ SACNetworkSlot = Annotated[SerializeAsAny[ComponentSettings], Slot("network", Ne
 SACEncoderSlot = Annotated[Optional[SerializeAsAny[ComponentSettings]], Slot("network", NetworkSettings)]
 
 
-class SACConfig(OffPolicyConfig):
-    """Hyperparameters of SAC (defaults follow Stable-Baselines3 / the SAC paper)."""
+class ActorCriticReplayConfig(OffPolicyConfig):
+    """What SAC (and CQL-SAC on it) and IQL share: an actor and a critic network slot, a Polyak
+    target critic stepped every gradient step, batches of 256 from a 1M replay, one update per env
+    step, and Adam 3e-4 without clipping (Stable-Baselines3's SAC, d3rlpy's IQL)."""
 
-    type: Literal["sac"] = "sac"
+    type: str = Field(description="the agent's registry name (each agent narrows it to its own)")
     actor_network: SACNetworkSlot = Field(
         default_factory=_sac_network, description="network component of the policy trunk (type: mlp, or a plugin's)"
     )
     critic_network: SACNetworkSlot = Field(
-        default_factory=_sac_network, description="network component of each Q-network's trunk"
+        default_factory=_sac_network, description="network component of each Q-network's trunk (IQL: and of V's)"
     )
+    tau: float = Field(0.005, gt=0, le=1, description="Polyak factor of the target critic (1 = hard copy)")
+    target_update_interval: int = Field(1, gt=0, description="gradient steps between target updates")
+    batch_size: int = Field(256, gt=0)
+    learning_starts: int = Field(
+        100, ge=0, description="env steps of uniform random actions before learning (online runs)"
+    )
+    train_freq: int = Field(1, gt=0, description="env steps between update rounds (online runs)")
+    gradient_steps: int = Field(1, gt=0, description="gradient steps per update round (online runs)")
+    memory: SerializeAsAny[MemorySettings] = Field(default_factory=lambda: ReplaySettings(capacity=1_000_000))
+    optimizer: OptimizerConfig = Field(
+        default_factory=lambda: OptimizerConfig(learning_rate=3e-4, max_grad_norm=None),
+        description="used by each of the agent's three train steps (SAC: critic, actor, temperature; "
+        "IQL: value, actor, critic)",
+    )
+
+
+class SACConfig(ActorCriticReplayConfig):
+    """Hyperparameters of SAC (defaults follow Stable-Baselines3 / the SAC paper)."""
+
+    type: Literal["sac"] = "sac"
     encoder: SACEncoderSlot = Field(
         None,
         description="observation encoder in front of the actor and of each twin critic (the action is "
         "concatenated to its features): needed for images ({type: cnn, preset: nature}) and Dicts "
         "({type: dict_encoder}); empty (default) for float vectors",
     )
-    tau: float = Field(0.005, gt=0, le=1, description="Polyak factor of the target critic (1 = hard copy)")
-    target_update_interval: int = Field(1, gt=0, description="gradient steps between target updates")
-    batch_size: int = Field(256, gt=0)
-    learning_starts: int = Field(100, ge=0, description="env steps of uniform random actions before learning")
-    train_freq: int = Field(1, gt=0, description="env steps between update rounds")
-    gradient_steps: int = Field(1, gt=0, description="gradient steps per update round")
     ent_coef: Union[Literal["auto"], PositiveFloat] = Field(
         "auto", description="entropy temperature alpha: 'auto' learns it, a float fixes it"
     )
@@ -103,11 +119,6 @@ class SACConfig(OffPolicyConfig):
         "auto", description="entropy the learned temperature aims at; 'auto' = -action_dim"
     )
     log_std_bounds: tuple[float, float] = Field((-20.0, 2.0), description="clip range of the policy's log-std")
-    memory: SerializeAsAny[MemorySettings] = Field(default_factory=lambda: ReplaySettings(capacity=1_000_000))
-    optimizer: OptimizerConfig = Field(
-        default_factory=lambda: OptimizerConfig(learning_rate=3e-4, max_grad_norm=None),
-        description="used by each of the three train steps (critic, actor, temperature)",
-    )
 
     @field_validator("log_std_bounds")
     @classmethod
