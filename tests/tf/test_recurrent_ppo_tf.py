@@ -8,8 +8,7 @@ import pytest
 
 import rlgraph_core as rl
 from rlgraph_core.agents.recurrent_ppo import RecurrentPPOAgent
-from rlgraph_core.envs import make_vector_env
-from rlgraph_core.execution.env_runner import EnvRunner
+from rlgraph_core.testing.rollouts import collect_rollout
 
 ENV = "rlgraph_core.testing.memory_env:RecallCue"
 
@@ -38,12 +37,7 @@ def test_unrolled_sequences_reproduce_acting_and_an_update_runs(mode, cell):
     algo = make(mode, cell)
     agent = algo.agent
     assert isinstance(agent, RecurrentPPOAgent)
-    envs = make_vector_env(algo.config.env, 0, wrappers=[])
-    runner = EnvRunner(agent, envs, seed=0)
-    while not agent.buffer.full:
-        runner.step()
-    rollout = agent.rollout()
-    envs.close()
+    rollout = collect_rollout(algo)
     starts = rollout["episode_starts"]
     assert starts[1:].any() and not starts[1:].all()  # episodes (4 steps) end inside sequences
     to_t, to_np = agent.backend.to_tensor, agent.backend.to_numpy

@@ -32,15 +32,9 @@ def test_rollout_sequences_give_what_acting_gave():
     agent = algo.agent
     assert isinstance(agent, RecurrentA2CAgent)
     from rlgraph_core.agents.recurrent_on_policy import sequences
-    from rlgraph_core.envs import make_vector_env
-    from rlgraph_core.execution.env_runner import EnvRunner
+    from rlgraph_core.testing.rollouts import collect_rollout
 
-    envs = make_vector_env(algo.config.env, 0, wrappers=[])
-    runner = EnvRunner(agent, envs, seed=0)
-    while not agent.buffer.full:
-        runner.step()
-    rollout = agent.rollout()
-    envs.close()
+    rollout = collect_rollout(algo)
     to_t, to_np = agent.backend.to_tensor, agent.backend.to_numpy
     states = {k: to_t(v.reshape(16, -1)) for k, v in rollout["sequence_states"].items()}
     log_probs, _, values = agent.graph.evaluate_actions(

@@ -44,15 +44,9 @@ def test_learner_sequences_give_what_acting_gave(cell):
     algo = small(cell, n_steps=12, network={"type": cell, "units": 8, "seq_len": 4})
     agent = algo.agent
     assert isinstance(agent, RecurrentImpalaAgent)
-    from rlgraph_core.envs import make_vector_env
-    from rlgraph_core.execution.env_runner import EnvRunner
+    from rlgraph_core.testing.rollouts import collect_rollout
 
-    envs = make_vector_env(algo.config.env, 0, wrappers=[])
-    runner = EnvRunner(agent, envs, seed=0)
-    while not agent.buffer.full:
-        runner.step()
-    rollout = agent.rollout()
-    envs.close()
+    rollout = collect_rollout(algo)
     obs, state, starts, actions, log_probs, rewards, final_values, terminated, truncated = agent.sequence_batch(rollout)
     L, S = 4, 3 * 8
     assert obs.shape == (L + 1, S, 3) and starts.shape == (L + 1, S) and state["pi_h"].shape == (S, 8)

@@ -11,11 +11,10 @@ import rlgraph_core as rl
 from rlgraph_core.agents.recurrent_dqn import RecurrentDQNAgent
 from rlgraph_core.agents.recurrent_impala import RecurrentImpalaAgent
 from rlgraph_core.agents.recurrent_on_policy import sequences
-from rlgraph_core.envs import make_vector_env
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.execution.env_runner import EnvRunner
 from rlgraph_core.memories.obs import map_obs
 from rlgraph_core.testing.memory_env import r2d2_recall_settings
+from rlgraph_core.testing.rollouts import collect_rollout
 
 IMAGE_ENV = "rlgraph_core.testing.memory_env:RecallCueImage"
 #: a CNN small enough for RecallCueImage's 6x6 frames: one 3x3 convolution of stride 3, then 16 features
@@ -44,18 +43,6 @@ def lstm(seq_len: int, encoder=CNN, cell: str = "lstm") -> dict:
     return {"type": cell, "units": 16, "encoder": encoder, "seq_len": seq_len}
 
 
-def collect(algo) -> dict:
-    """One rollout of the agent's envs, through the env runner every executor uses."""
-    agent = algo.agent
-    envs = make_vector_env(algo.config.env, 0, wrappers=[])
-    runner = EnvRunner(agent, envs, seed=0)
-    while not agent.buffer.full:
-        runner.step()
-    rollout = agent.rollout()
-    envs.close()
-    return rollout
-
-
 @pytest.mark.parametrize("algorithm", ["ppo", "a2c", "impala"])
 def test_rollouts_keep_uint8_frames_and_sequences_give_what_acting_gave(algorithm):
     """Frames stay uint8 in the rollout (and in IMPALA's learner batch); unrolling each stored
@@ -63,7 +50,7 @@ def test_rollouts_keep_uint8_frames_and_sequences_give_what_acting_gave(algorith
     seq_len = 4
     algo = make(algorithm, lstm(seq_len), num_envs=4)
     agent = algo.agent
-    rollout = collect(algo)
+    rollout = collect_rollout(algo)
     assert rollout["obs"].dtype == np.uint8 and rollout["obs"].shape[1:] == (4, 6, 6, 1)
     if isinstance(agent, RecurrentImpalaAgent):
         assert agent.sequence_batch(rollout)[0].dtype == np.uint8
@@ -96,7 +83,7 @@ def test_dict_observations_through_a_dict_encoder_before_a_gru():
     keeps each key in its dtype, the policy learns the (memoryless) task above chance, and predict
     carries the state."""
     network = lstm(4, {"type": "dict_encoder", "image": CNN, "vector": {"hidden": [8]}}, "gru")
-    rollout = collect(make("ppo", network, "dict_env:ImageVectorEnv"))
+    rollout = collect_rollout(make("ppo", network, "dict_env:ImageVectorEnv"))
     assert rollout["obs"]["image"].dtype == np.uint8 and rollout["obs"]["vector"].dtype == np.float32
     algo = make("ppo", network, "dict_env:ImageVectorEnv")
     algo.learn(1024)

@@ -45,15 +45,9 @@ def test_sequences_unrolled_from_stored_states_give_what_acting_gave(cell):
     algo = small(cell, n_steps=24, batch_size=96, network={"type": cell, "units": 8, "seq_len": 6})
     agent = algo.agent
     assert isinstance(agent, RecurrentPPOAgent)
-    from rlgraph_core.execution.env_runner import EnvRunner
-    from rlgraph_core.envs import make_vector_env
+    from rlgraph_core.testing.rollouts import collect_rollout
 
-    envs = make_vector_env(algo.config.env, 0, wrappers=[])
-    runner = EnvRunner(agent, envs, seed=0)
-    while not agent.buffer.full:
-        runner.step()
-    rollout = agent.rollout()
-    envs.close()
+    rollout = collect_rollout(algo)
     starts = rollout["episode_starts"]
     assert starts[0].all() and starts[1:].any() and not starts[1:].all()
     # the state stored at each sequence start is the one the runner passed to act there
