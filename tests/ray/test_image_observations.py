@@ -8,6 +8,8 @@
 * A recurrent CNN core (``network: {type: lstm, encoder: {type: cnn}}``) on uint8 frames
   (RecallCueImage) through ``ray_sync`` (PPO) and ``ray_impala`` with 2 workers: the fragments
   carry uint8 frames and the LSTM states each sequence started from, and the learner trains on them.
+* R2D2 (a CNN-LSTM DQN) through ``ray_apex``: the shard stores each frame of the overlapping
+  windows workers send once.
 
 Budgets are a few hundred env steps with a small CNN: these check the data path, not learning.
 """
@@ -219,3 +221,25 @@ def test_ray_sync_trains_a_cnn_lstm_on_uint8_frames(image_session, tmp_path):
 
 def test_ray_impala_trains_a_cnn_lstm_on_uint8_frames(image_session, tmp_path):
     _cnn_lstm("impala", "ray_impala", tmp_path, learner_batch_fragments=2, queue_size=4)
+
+
+def test_apex_r2d2_stores_each_frame_of_its_windows_once(image_session, tmp_path):
+    """R2D2 (a CNN-LSTM) on ray_apex: workers cut their uint8 frames into windows of 4 steps (+1
+    observation) every 2 steps; the shard holds (windows, 5, 4) frame slots into one uint8 pool (a
+    window's 20 frames, of a stack of 4, are no copies), with the state of each window's first step,
+    and the learner trains on them."""
+    network = {"type": "lstm", "units": 8, "encoder": SMALL_CNN, "seq_len": 4}
+    raw = _apex("ray_image_envs:SyntheticPong", network, 256)
+    raw["agent"].update(
+        burn_in=2, batch_size=8, learning_starts=8, memory={"type": "prioritized_replay", "capacity": 500}
+    )
+    probe = StorageProbe()
+    summary = _run(raw, tmp_path, probe)
+    assert summary["updates"] > 0
+    (state,) = probe.shard_states
+    records = int(state["size"])
+    assert "data/obs" not in state and not any(k.endswith("next_obs") for k in state)
+    assert state["frames/obs"].dtype == np.uint8 and state["frames/obs"].shape[1:] == (84, 84)
+    assert state["frame_index/obs"].shape == (records, 5, 4) and state["data/state/h"].shape == (records, 8)
+    # 20 frames per window stored as given; SyntheticPong has at most 76 distinct frames
+    assert records >= 32 and len(state["frames/obs"]) <= 76, (records, len(state["frames/obs"]))
