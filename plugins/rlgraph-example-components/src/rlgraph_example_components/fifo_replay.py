@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from rlgraph_core.readonly import ReadOnly
+
 __all__ = ["FifoReplay"]
 
 #: Keys ``sample`` adds to its output, so records may not use them as field names.
@@ -59,15 +61,10 @@ class FifoReplay:
         self._size = 0
         self._next = 0
 
-    @property
-    def capacity(self) -> int:
-        """Maximum number of records held."""
-        return self._capacity
-
-    @property
-    def window(self) -> int:
-        """Number of newest records that ``sample`` draws from (once that many are stored)."""
-        return self._window
+    capacity = ReadOnly[int]("_capacity", "Maximum number of records held.")
+    window = ReadOnly[int](
+        "_window", "Number of newest records that ``sample`` draws from (once that many are stored)."
+    )
 
     def __len__(self) -> int:
         return self._size
