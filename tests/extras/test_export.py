@@ -468,22 +468,24 @@ def test_a_multi_agent_run_exports_one_file_per_policy_equal_to_the_framework(
 
 
 @pytest.mark.skipif(not has_backend("torch"), reason="needs the torch backend to write the checkpoint")
-def test_a_cnn_lstm_policy_exports_with_uint8_frames_and_its_state(tmp_path):
-    """A recurrent PPO policy with a CNN in front of each LSTM core (perturbed weights, torch) on uint8
-    frames of RecallCueImage exports as one step: five steps of four envs, two starting an episode at
-    step 2, give torch's outputs and states, each side carrying its own state."""
+@pytest.mark.parametrize("algorithm", ["ppo", "dqn"])
+def test_a_cnn_lstm_policy_exports_with_uint8_frames_and_its_state(algorithm, tmp_path):
+    """A recurrent PPO policy with a CNN in front of each LSTM core, or an R2D2-style DQN's CNN-LSTM
+    Q-network (perturbed weights, torch), on uint8 frames of RecallCueImage exports as one step: five
+    steps of four envs, two starting an episode at step 2, give torch's outputs and states, each side
+    carrying its own state."""
     import rlgraph_core as rl
     from rlgraph_core.export.onnx_policy import OnnxPolicy
 
     cnn = {"type": "cnn", "preset": "custom", "conv": [{"filters": 4, "kernel": 3, "stride": 3}], "hidden": [8]}
+    settings = dict(n_steps=8, batch_size=8) if algorithm == "ppo" else dict(burn_in=1)
     algo = rl.make(
-        "ppo",
+        algorithm,
         env={"id": "rlgraph_core.testing.memory_env:RecallCueImage", "num_envs": 2},
         backend="torch",
         network={"type": "lstm", "units": 8, "encoder": cnn, "seq_len": 4},
-        n_steps=8,
-        batch_size=8,
         eval_interval=10**9,
+        **settings,
     )
     agent = algo.agent
     rng = np.random.default_rng(1)
@@ -491,7 +493,8 @@ def test_a_cnn_lstm_policy_exports_with_uint8_frames_and_its_state(tmp_path):
     code, _, stderr = run_cli("export", str(algo.save(tmp_path / "ck")), "--out", str(tmp_path / "p.onnx"))
     assert code == 0, stderr
     policy = OnnxPolicy(tmp_path / "p.onnx")
-    keys = ["pi_c", "pi_h", "vf_c", "vf_h"]
+    keys = ["pi_c", "pi_h", "vf_c", "vf_h"] if algorithm == "ppo" else ["c", "h"]
+    heads = {"logits", "value"} if algorithm == "ppo" else {"q_values"}
     to_t, to_np = agent.backend.to_tensor, agent.backend.to_numpy
     own_state, onnx_state = agent.initial_state(4), None
     for step in range(5):
@@ -501,9 +504,9 @@ def test_a_cnn_lstm_policy_exports_with_uint8_frames_and_its_state(tmp_path):
         own = agent.policy_outputs(to_t(obs), {k: to_t(v) for k, v in own_state.items()}, to_t(starts))
         own = {k: to_np(v) for k, v in own.items()}
         got = policy.outputs(obs, onnx_state, None if step == 0 else starts)
-        assert set(got) == {"action", "logits", "value", *(f"next_state.{k}" for k in keys)}
+        assert set(got) == {"action", *heads, *(f"next_state.{k}" for k in keys)}
         for key, value in own.items():
             np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5, err_msg=f"step {step}: {key}")
         own_state = {k: own[f"next_state.{k}"] for k in keys}
         onnx_state = policy.predict(obs, onnx_state, None if step == 0 else starts)[1]
-    assert np.abs(own_state["pi_h"]).max() > 0.1  # a state that matters
+    assert np.abs(own_state[keys[1]]).max() > 0.1  # a state that matters
