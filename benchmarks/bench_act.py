@@ -23,7 +23,9 @@ acting in static mode (the torch backend does not: see ``TorchBackend.function``
 ``--breakdown`` instead times the real env loop (``EnvRunner.step``, ``agent.update``, the run
 recorder's counting and ``RunRecorder.step``, as ``LocalExecutor`` runs them, updates included)
 and splits each env step into: env step (the vector env's own work), checks (the non-finite
-checks of observations and rewards), act, observe, update, callbacks, recorder, runner (the rest:
+checks of observations and rewards: the functions of ``rlgraph_core.env_checks`` that
+``CheckedEnv`` and the sync vector env's step call; the inline type/shape comparisons of the
+latter count as env step), act, observe, update, callbacks, recorder, runner (the rest:
 final-observation swap, episode bookkeeping), beside the bare ``envs.step`` of the same vector
 env with precomputed actions, in interleaved blocks. It measures thread CPU time by default
 (``--clock wall`` for wall time): on a machine shared with other jobs CPU time moves far less.
