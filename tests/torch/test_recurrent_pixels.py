@@ -92,7 +92,15 @@ def test_dict_observations_through_a_dict_encoder_before_a_gru():
     assert set(state) == {"pi_h", "vf_h"} and int(action) in (0, 1)
 
 
-def r2d2(network: dict, env: str = IMAGE_ENV, seed: int = 0, steps: int = 1000, mode: str = "eager", **overrides):
+def r2d2(
+    network: dict,
+    env: str = IMAGE_ENV,
+    seed: int = 0,
+    steps: int = 1000,
+    mode: str = "eager",
+    env_kwargs=None,
+    **overrides,
+):
     """R2D2 (``type: dqn`` with a recurrent network) or DQN with the RecallCue settings of
     tests/torch/test_recurrent_dqn.py, epsilon annealed over half of ``steps``."""
     settings = r2d2_recall_settings()
@@ -108,7 +116,8 @@ def r2d2(network: dict, env: str = IMAGE_ENV, seed: int = 0, steps: int = 1000, 
     if network["type"] not in ("lstm", "gru"):
         settings["burn_in"] = 0
     settings.update(overrides)
-    return rl.make("dqn", env={"id": env, "num_envs": 8}, backend="torch", mode=mode, seed=seed, **settings)
+    env_settings = {"id": env, "num_envs": 8, "kwargs": env_kwargs or {}}
+    return rl.make("dqn", env=env_settings, backend="torch", mode=mode, seed=seed, **settings)
 
 
 def test_r2d2_cnn_lstm_learns_the_pixel_memory_task_where_a_cnn_dqn_cannot():
@@ -135,11 +144,13 @@ def test_r2d2_cnn_lstm_learns_the_pixel_memory_task_in_torch_static_mode():
     assert remembered.evaluate(50)["eval_return_mean"] >= 0.9
 
 
-def test_r2d2_replays_uint8_windows_that_give_the_q_values_acting_saw(tmp_path):
-    """The sequence replay keeps each frame once as uint8; unrolling a replayed window from its stored
-    state reproduces the greedy actions acting took step by step; a checkpoint (weights and the
-    framed replay, arrays only) round-trips and trains on."""
-    algo = r2d2(lstm(8, cell="gru"), seed=1, learning_starts=10**9)
+@pytest.mark.parametrize("channel", [True, False])
+def test_r2d2_replays_uint8_windows_that_give_the_q_values_acting_saw(channel, tmp_path):
+    """The sequence replay keeps each frame once as uint8 (2-d frames too: stored with a channel axis);
+    unrolling a replayed window from its stored state reproduces the greedy actions acting took step by
+    step; a checkpoint (weights and the framed replay, arrays only) round-trips and trains on."""
+    algo = r2d2(lstm(8, cell="gru"), seed=1, learning_starts=10**9, env_kwargs={"channel": channel})
+    assert algo.observation_space.shape == ((6, 6, 1) if channel else (6, 6))
     agent = algo.agent
     algo.learn(200)
     memory = agent.memory
@@ -151,7 +162,7 @@ def test_r2d2_replays_uint8_windows_that_give_the_q_values_acting_saw(tmp_path):
     frames = memory._gather(every)["obs"].reshape(-1, 36)
     assert len(memory.frame_store("obs")) == len(np.unique(frames, axis=0)) == 4 and len(frames) == 24 * 9
     to_t, to_np = agent.backend.to_tensor, agent.backend.to_numpy
-    obs = np.ascontiguousarray(np.swapaxes(sample["obs"], 0, 1))
+    obs = np.ascontiguousarray(np.swapaxes(sample["obs"] if channel else sample["obs"][..., 0], 0, 1))
     reset = np.ascontiguousarray(np.swapaxes(sample["starts"], 0, 1))
     greedy, _ = agent.graph.greedy(to_t(obs), {"h": to_t(sample["state"]["h"])}, to_t(reset))
     state, stepwise = {"h": sample["state"]["h"]}, []

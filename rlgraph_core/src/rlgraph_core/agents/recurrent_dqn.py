@@ -47,7 +47,7 @@ from rlgraph_core.components.recurrent_q import RecurrentQNetwork
 from rlgraph_core.components.target_sync import TargetSync
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.graph import Component, api, build
-from rlgraph_core.memories.obs import SEP, batch_len, map_obs
+from rlgraph_core.memories.obs import SEP, batch_len, flatten_fields, map_obs, unflatten_fields
 from rlgraph_core.memories.sequences import SequenceAssembler, sequence_batch, sequence_priorities
 from rlgraph_core.spaces import BoolBox, Discrete, FloatBox, IntBox, Space
 
@@ -165,6 +165,12 @@ class RecurrentDQNAgent(DQNAgent):
         self.exploration = self.graph.exploration
         self.state_space = self.graph.policy.state_space
         self.assembler = SequenceAssembler(self.num_envs, self.burn_in, self.seq_len)
+        #: record fields of 2-d uint8 images, stored with a channel axis so that replay shares their frames
+        self._plane_fields = {
+            "obs" + (SEP + key if key else "")
+            for key, leaf in observation_space.flatten().items()
+            if len(leaf.shape) == 2 and np.dtype(leaf.dtype) == np.uint8
+        }
 
         step = sequence_step_spaces(observation_space.with_batch_rank(), self.state_space)
         float_b = FloatBox(shape=()).with_batch_rank()
@@ -240,7 +246,9 @@ class RecurrentDQNAgent(DQNAgent):
         pending = recurrent_pending_step(pending, obs, "recurrent DQN agent")
         _, state, starts = pending
         self._count_env_steps(len(rewards))
-        record = self.assembler.add(obs, starts, state, self._stored_actions(actions), rewards, terminated, truncated)
+        record = self.assembler.add(
+            self._channels(obs, 1), starts, state, self._stored_actions(actions), rewards, terminated, truncated
+        )
         if record is not None:
             self.memory.insert(record)
 
@@ -265,7 +273,7 @@ class RecurrentDQNAgent(DQNAgent):
             rewards = trajectory["rewards"][t]
             self._count_env_steps(len(rewards))
             record = self.assembler.add(
-                to_obs_array(trajectory["obs"][t], self.observation_space),
+                self._channels(to_obs_array(trajectory["obs"][t], self.observation_space), 1),
                 trajectory["episode_starts"][t],
                 {k: v[t] for k, v in trajectory["states"].items()},
                 self._stored_actions(trajectory["actions"][t]),
@@ -277,23 +285,37 @@ class RecurrentDQNAgent(DQNAgent):
                 parts.append(record)
         return self._insert_batch(parts)
 
+    def _channels(self, obs, add: int):
+        """``obs`` with a channel axis added to (``add`` 1) or removed from (``add`` 0) its 2-d uint8
+        images: replay shares the ``(H, W)`` frames of ``(..., H, W, C)`` records only
+        (:func:`rlgraph_core.memories.frames.slot_layout`), and a window of 2-d images is ``(T, H, W)``."""
+        if not self._plane_fields:
+            return obs
+        fields = flatten_fields({"obs": obs})
+        for name in self._plane_fields:
+            fields[name] = fields[name][..., None] if add else fields[name][..., 0]
+        return unflatten_fields(fields)["obs"]
+
     def replay_record_spaces(self):
         """One sequence record as :class:`~rlgraph_core.memories.sequences.SequenceAssembler` makes it:
         ``L + 1`` observations per key of a Dict observation (``obs/<key>``), float ones as float32,
-        others (uint8 frames) in their dtype and bounds."""
+        others (uint8 frames) in their dtype and bounds; a 2-d image with a channel axis."""
         length = self.seq_len
         spaces: dict[str, Space] = {}
         for key, leaf in self.observation_space.flatten().items():
-            shape = (length + 1, *leaf.shape)
+            name = "obs" + (SEP + key if key else "")
+            channel = (1,) if name in self._plane_fields else ()  # 2-d images get a channel axis (_channels)
+            shape = (length + 1, *leaf.shape, *channel)
             if np.dtype(leaf.dtype).kind == "f":
                 stored: Space = FloatBox(shape=shape)
             elif isinstance(leaf, IntBox):
-                stored = IntBox(np.broadcast_to(leaf.low, shape), np.broadcast_to(leaf.high, shape), shape, leaf.dtype)
+                low, high = (np.reshape(b, (*leaf.shape, *channel)) for b in (leaf.low, leaf.high))
+                stored = IntBox(np.broadcast_to(low, shape), np.broadcast_to(high, shape), shape, leaf.dtype)
             elif isinstance(leaf, BoolBox):
                 stored = BoolBox(shape=shape)
             else:
                 return None
-            spaces["obs" + (SEP + key if key else "")] = stored
+            spaces[name] = stored
         spaces.update(
             {
                 "starts": BoolBox(shape=(length + 1,)),
@@ -314,6 +336,7 @@ class RecurrentDQNAgent(DQNAgent):
     def _sequence_inputs(self, sample) -> tuple[tuple, np.ndarray]:
         """``(loss inputs as tensors, loss mask [S, B])`` of a sample of windows."""
         cfg = self.config
+        sample = dict(sample, obs=self._channels(sample["obs"], 0))
         inputs, mask = sequence_batch(sample, self.burn_in, cfg.n_step, cfg.gamma)
         to_t = self.backend.to_tensor
         return tuple({k: to_t(v) for k, v in x.items()} if isinstance(x, dict) else to_t(x) for x in inputs), mask

@@ -67,14 +67,17 @@ class RecallCueImage(RecallCue):
     Args:
         delay: blank steps between the cue and the question (>= 0).
         size: the image's height and width (>= 4).
+        channel: False gives 2-d frames ``[size, size]`` (as gymnasium's AtariPreprocessing does).
     """
 
-    def __init__(self, delay: int = 2, size: int = 6):
+    def __init__(self, delay: int = 2, size: int = 6, channel: bool = True):
         super().__init__(delay)
         if int(size) < 4:
             raise ValueError(f"size is the image's height and width, >= 4; got {size}.")
         self.size = int(size)
-        self.observation_space = gym.spaces.Box(0, 255, shape=(self.size, self.size, 1), dtype=np.uint8)
+        self.channel = bool(channel)
+        shape = (self.size, self.size, 1) if self.channel else (self.size, self.size)
+        self.observation_space = gym.spaces.Box(0, 255, shape=shape, dtype=np.uint8)
 
     def _obs(self) -> np.ndarray:
         image = np.zeros((self.size, self.size, 1), np.uint8)
@@ -83,7 +86,7 @@ class RecallCueImage(RecallCue):
             (image[:half, :half] if self._cue == 0 else image[:half, self.size - half :])[:] = 255
         elif self._t == self.delay + 1:
             image[-1] = 255
-        return image
+        return image if self.channel else image[..., 0]
 
 
 def r2d2_recall_settings() -> dict:
