@@ -12,11 +12,11 @@ from rlgraph_core.agents.recurrent_dqn import RecurrentDQNAgent
 from rlgraph_core.assemble import agent_class_for, assemble
 from rlgraph_core.config.run import DEFAULT_CONFIG, apply_overrides, validate_config
 from rlgraph_core.errors import ConfigError
-from rlgraph_core.memories import PrioritizedReplay
+from rlgraph_core.memories import PrioritizedReplay, ReplayMemory
 from rlgraph_core.memories.sizing import estimate_replay_bytes
 from rlgraph_core.memories.sequences import SequenceAssembler, sequence_targets, trained_rows
 from rlgraph_core.plugins import PluginManager, hookimpl
-from rlgraph_core.spaces import Discrete, FloatBox
+from rlgraph_core.spaces import Discrete, FloatBox, IntBox
 from rlgraph_core.testing import NumpyBackend
 
 
@@ -108,6 +108,20 @@ def test_dqn_with_a_recurrent_network_is_r2d2():
     obs, actions = FloatBox(shape=(3,)), Discrete(2)
     capacity = validate().agent.memory.capacity
     assert assemble(validate(), PM).memory_bytes(obs, actions) == estimate_replay_bytes(7 * capacity, obs, actions)
+    # uint8 frames are shared: a window adds the frames of its 12 - 4 = 8 new steps, the estimate of
+    # 8 transitions; a memory filled with such windows of 84x84 frames holds about that per window
+    image = IntBox(0, 255, shape=(84, 84, 1), dtype=np.uint8)
+    estimate = assemble(validate(), PM).memory_bytes(image, actions)
+    assert estimate == estimate_replay_bytes(8 * capacity, image, actions)
+    memory, assembler, rng = ReplayMemory(64, seed=0), SequenceAssembler(2, 4, 12), np.random.default_rng(0)
+    while len(memory) < 64:
+        record = assembler.add(
+            rng.integers(0, 256, (2, 84, 84, 1), dtype=np.uint8), np.zeros(2, bool), {"h": np.zeros((2, 8), np.float32)},
+            np.zeros(2, np.int64), np.zeros(2, np.float32), np.zeros(2, bool), np.zeros(2, bool),
+        )  # fmt: skip
+        if record is not None:
+            memory.insert(record)
+    assert 0.8 < memory.nbytes() / 64 / (estimate / capacity) < 1.6, (memory.nbytes() / 64, estimate / capacity)
 
 
 @pytest.mark.parametrize(

@@ -285,22 +285,29 @@ class Assembly:
         settings = getattr(self.config.agent, "memory", None)
         if settings is None or self.memory_class is None:
             return None
+        observation_space = _as_space(observation_space)
         return {
-            "capacity": self._transition_capacity(settings),
-            "observation_space": _as_space(observation_space),
+            "capacity": self._transition_capacity(settings, observation_space),
+            "observation_space": observation_space,
             "action_space": _as_space(action_space),
             "prioritized": self._memory_prioritized(),
             **self._frame_storage(settings),
         }
 
-    def _transition_capacity(self, settings) -> int:
+    def _transition_capacity(self, settings, observation_space) -> int:
         """The memory's capacity in transition-sized records: a recurrent DQN's record is a window of
         ``seq_len`` steps and ``seq_len + 1`` observations (memories/sequences.py), about
-        ``(seq_len + 1) / 2`` transitions of two observations each."""
+        ``(seq_len + 1) / 2`` transitions of two observations each; where its uint8 observations are
+        shared frames, a window adds the frames of its ``seq_len - burn_in`` new steps only, so it
+        counts as that many transitions of one new frame each."""
         agent = self.config.agent
         network = getattr(agent, "network", None)
         if network is not None and getattr(network, "stateful", False) and hasattr(agent, "burn_in"):
-            return int(settings.capacity) * -(-(int(network.seq_len) + 1) // 2)
+            framed = getattr(settings, "frames", "off") == "auto" and any(
+                np.dtype(leaf.dtype) == np.uint8 for leaf in observation_space.flatten().values()
+            )
+            stride = int(network.seq_len) - int(agent.burn_in)
+            return int(settings.capacity) * (stride if framed else -(-(int(network.seq_len) + 1) // 2))
         return int(settings.capacity)
 
     def _frame_storage(self, settings) -> dict:
