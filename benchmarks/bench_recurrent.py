@@ -9,7 +9,10 @@ separate actor and critic LSTMs of 64 units on the raw observation (sb3-contrib'
 ``shared_lstm=False, enable_critic_lstm=True``; no encoder before them), then one 64-unit ReLU
 layer per head (``net_arch=dict(pi=[64], vf=[64])``), no orthogonal init on sb3's side (RL-Zoo's
 ``ortho_init=False``; rlgraph's default orthogonal stays). RL-Zoo also normalises observations
-and rewards (``normalize: True``); neither side does here, so both see the same env. rlgraph
+and rewards (``normalize: True``, running statistics); here both sides instead rescale the two
+kept entries by their fixed bounds onto [-2, 2] (gymnasium's ``RescaleObservation``, rlgraph's
+``rescale_observation`` wrapper, as configs/ppo_lstm_cartpole_nov.yaml does; ``--rescale 0``: the
+raw observation), so both see the same env. rlgraph
 trains on whole 32-step rollouts (``seq_len: 32``), states zeroed at episode starts inside them;
 sb3-contrib cuts its sequences at episode ends and pads them.
 
@@ -49,11 +52,14 @@ SB3 = textwrap.dedent(
     from stable_baselines3.common.env_util import make_vec_env
     a = json.loads(sys.argv[1])
     s = a["settings"]
+    from gymnasium.wrappers import RescaleObservation
     IDX = np.array([0, 2])
 
     def no_velocity(env):
         sp = env.observation_space
-        return TransformObservation(env, lambda o: np.asarray(o)[IDX], gym.spaces.Box(sp.low[IDX], sp.high[IDX]))
+        env = TransformObservation(env, lambda o: np.asarray(o)[IDX], gym.spaces.Box(sp.low[IDX], sp.high[IDX]))
+        r = a["rescale"]
+        return RescaleObservation(env, np.float32(-r), np.float32(r)) if r else env
 
     env = make_vec_env("CartPole-v1", n_envs=s["envs"], seed=a["seed"], wrapper_class=no_velocity)
     model = RecurrentPPO(
@@ -114,7 +120,12 @@ def run_rlgraph(args) -> dict:
         {
             "id": "CartPole-v1",
             "num_envs": s["envs"],
-            "wrappers": [{"type": "select_observation", "indices": [0, 2]}],
+            "wrappers": [{"type": "select_observation", "indices": [0, 2]}]
+            + (
+                [{"type": "rescale_observation", "min_obs": -args.rescale, "max_obs": args.rescale}]
+                if args.rescale
+                else []
+            ),
         },
         network={
             "type": args.cell,
@@ -158,6 +169,12 @@ def main(argv=None) -> int:
         choices=["torch_linear", "orthogonal"],
         help="rlgraph's initializer (torch_linear: PyTorch's default, as sb3 with RL-Zoo's ortho_init=False)",
     )
+    p.add_argument(
+        "--rescale",
+        type=float,
+        default=2.0,
+        help="both sides map the kept entries' bounds onto [-R, R] (RescaleObservation); 0: the raw observation",
+    )
     p.add_argument("--skip-sb3", action="store_true", help="rlgraph only (profiling)")
     args = p.parse_args(argv)
     rows = {}
@@ -169,7 +186,10 @@ def main(argv=None) -> int:
         print(rows["sb3-contrib RecurrentPPO"], flush=True)
     ours = f"rlgraph ppo {args.cell} (torch {args.mode})"
     rows[ours] = run_rlgraph(args)
-    print(f"CartPole-v1 without velocities, {args.steps:,} env steps, seed {args.seed}, threshold {args.threshold}")
+    scale = f"rescaled to [-{args.rescale:g}, {args.rescale:g}]" if args.rescale else "raw observation"
+    print(
+        f"CartPole-v1 without velocities ({scale}), {args.steps:,} env steps, seed {args.seed}, threshold {args.threshold}"
+    )
     print(f"{'':34s} {'env steps/s':>12s} {'steps to threshold':>19s} {'best eval':>10s} {'final eval':>11s}")
     for name, r in rows.items():
         reached = f"{r['reached']:,}" if r["reached"] is not None else "not reached"

@@ -46,13 +46,14 @@ def ppo_samples(rng: np.random.Generator, n: int = 256) -> list[np.ndarray]:
 
 def rlgraph_ppo(args, env: dict[str, Any], **settings: Any):
     """rlgraph's PPO as the sb3-contrib comparisons run it: on torch in ``args.mode`` with
-    ``args.seed``, one thread, and no evaluation inside ``learn`` (the benchmark evaluates between
-    its timed chunks); ``settings`` are the agent's."""
+    ``args.seed``, one thread, and no evaluation inside ``learn`` (``eval_episodes=0``: not even the
+    final one a ``learn`` call ends with, which would be timed; the benchmark evaluates between its
+    timed chunks); ``settings`` are the agent's."""
     import rlgraph_core as rl
 
-    return rl.make(
-        "ppo", env=env, backend="torch", mode=args.mode, seed=args.seed, eval_interval=10**9, num_threads=1, **settings
-    )
+    # no evaluation inside learn(), not even the one a run ends with: it would be timed
+    settings = {"eval_interval": 10**9, "eval_episodes": 0, **settings}
+    return rl.make("ppo", env=env, backend="torch", mode=args.mode, seed=args.seed, num_threads=1, **settings)
 
 
 def comparison_parser(doc: str, *, steps: int, threshold: float, sb3_help: str) -> argparse.ArgumentParser:

@@ -109,6 +109,31 @@ def test_select_observation_keeps_the_entries_it_names_and_refuses_others():
     assert "\n" not in msg and "indices [4] are outside the observation's 4 entries" in msg, msg
 
 
+def test_rescale_observation_maps_the_bounds_onto_its_range_and_refuses_unbounded_entries():
+    wrappers = [{"type": "select_observation", "indices": [0, 2]}, {"type": "rescale_observation"}]
+    env = gym.make("CartPole-v1")
+    for make in resolve_wrappers(PM, validate_wrappers(PM, wrappers)):
+        env = make(env)
+    full = gym.make("CartPole-v1")
+    high = full.observation_space.high[[0, 2]]
+    np.testing.assert_array_equal(env.observation_space.low, [-1.0, -1.0])
+    np.testing.assert_array_equal(env.observation_space.high, [1.0, 1.0])
+    obs, _ = env.reset(seed=3)
+    ref, _ = full.reset(seed=3)
+    for _ in range(5):
+        np.testing.assert_allclose(obs, ref[[0, 2]] / high, rtol=1e-6)
+        obs, *_ = env.step(1)
+        ref, *_ = full.step(1)
+    unbounded = validate_wrappers(PM, [{"type": "rescale_observation"}])
+    with pytest.raises(ConfigError) as info:
+        resolve_wrappers(PM, unbounded)[0](gym.make("CartPole-v1"))
+    msg = str(info.value)
+    assert "\n" not in msg and "entries [1, 3] have infinite bounds" in msg and "select_observation" in msg, msg
+    with pytest.raises(ConfigError) as info:
+        validate_wrappers(PM, [{"type": "rescale_observation", "min_obs": 1.0, "max_obs": 0.0}])
+    assert "min_obs (1.0) must be below max_obs (0.0)" in str(info.value)
+
+
 def test_recall_cue_pays_only_a_policy_that_remembers():
     env = RecallCue(delay=2)
     rng = np.random.default_rng(0)

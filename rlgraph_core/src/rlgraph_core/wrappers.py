@@ -9,7 +9,8 @@ environment a run makes (each copy of the vector env, and the evaluation env).
 The built-ins are thin adapters of the field's own wrappers, never re-implementations:
 gymnasium's ``AtariPreprocessing``, ``FrameStackObservation``, ``ResizeObservation``,
 ``GrayscaleObservation``, ``MaxAndSkipObservation``, ``ClipReward``, ``FlattenObservation``,
-``FilterObservation``, ``TimeLimit``, ``TransformObservation`` (``select_observation``), and MiniGrid's ``ImgObsWrapper`` / ``FullyObsWrapper``.
+``FilterObservation``, ``TimeLimit``, ``TransformObservation`` (``select_observation``),
+``RescaleObservation``, and MiniGrid's ``ImgObsWrapper`` / ``FullyObsWrapper``.
 A wrapper that needs an optional package names it (``requires``); a missing one is reported
 with the pip command of the rlgraph-core extra that brings it, when the config is validated.
 
@@ -27,7 +28,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlgraph_core.errors import ConfigError
 from rlgraph_core.registration import entry_problem
@@ -266,6 +267,40 @@ class SelectObservationSettings(WrapperSettings):
         return None
 
 
+class RescaleObservationSettings(WrapperSettings):
+    """gymnasium's ``RescaleObservation``: map a Box observation's bounds affinely onto
+    ``[min_obs, max_obs]`` (every bound must be finite): entries of very different scales to one
+    range, e.g. CartPole's cart position (+-4.8) and pole angle (+-0.42 rad) to [-1, 1] after
+    ``select_observation`` has dropped the unbounded velocities."""
+
+    takes: ClassVar[str] = "array"
+    type: Literal["rescale_observation"] = "rescale_observation"
+    min_obs: float = Field(-1.0, description="where each entry's lower bound goes")
+    max_obs: float = Field(1.0, description="where each entry's upper bound goes")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "RescaleObservationSettings":
+        if not self.min_obs < self.max_obs:
+            raise ValueError(f"min_obs ({self.min_obs}) must be below max_obs ({self.max_obs})")
+        return self
+
+    def observation_problem(self, space: Any) -> str | None:
+        """A Box whose bounds are all finite."""
+        import numpy as np
+
+        problem = super().observation_problem(space)
+        if problem is not None:
+            return problem
+        unbounded = np.flatnonzero(~(np.isfinite(space.low) & np.isfinite(space.high)).reshape(-1))
+        if unbounded.size:
+            return (
+                f"its entries {unbounded[:5].tolist()} have infinite bounds ({_describe_space(space)}), which no "
+                f"affine map takes to [{self.min_obs}, {self.max_obs}]; keep only the bounded entries first "
+                f"(select_observation) or leave this wrapper out"
+            )
+        return None
+
+
 class TimeLimitSettings(WrapperSettings):
     """gymnasium's ``TimeLimit``: truncate episodes after ``max_episode_steps``."""
 
@@ -377,6 +412,13 @@ def _select_observation(env, s: SelectObservationSettings):
     return TransformObservation(env, lambda obs: np.asarray(obs)[idx], kept)
 
 
+def _rescale_observation(env, s: RescaleObservationSettings):
+    import numpy as np
+    from gymnasium.wrappers import RescaleObservation
+
+    return RescaleObservation(env, np.float32(s.min_obs), np.float32(s.max_obs))
+
+
 def _time_limit(env, s: TimeLimitSettings):
     from gymnasium.wrappers import TimeLimit
 
@@ -404,6 +446,7 @@ BUILTIN_WRAPPERS: dict[str, tuple[Callable, type[WrapperSettings]]] = {
     "flatten": (_flatten, FlattenSettings),
     "filter_observation": (_filter_observation, FilterObservationSettings),
     "select_observation": (_select_observation, SelectObservationSettings),
+    "rescale_observation": (_rescale_observation, RescaleObservationSettings),
     "time_limit": (_time_limit, TimeLimitSettings),
     "minigrid_image": (_minigrid_image, MiniGridImageSettings),
     "minigrid_fully_observable": (_minigrid_fully_observable, MiniGridFullyObservableSettings),
