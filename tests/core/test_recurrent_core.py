@@ -79,3 +79,28 @@ def test_state_space_and_bad_input():
     wrong_state["call"]["state"] = Dict(h=FloatBox(shape=(4,))).with_batch_rank()
     with pytest.raises(BuildError, match="takes a state"):
         ComponentTest(RecurrentCore(RecurrentSettings(type="lstm", units=4)), wrong_state, "numpy")
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_torch_linear_starts_the_cell_as_torch_does(cell):
+    """``initializer: torch_linear`` is nn.LSTM / nn.GRU's start: weights and biases U(+-1/sqrt(units))
+    whatever the input width (nn.Linear's bound 1/sqrt(fan_in) would be 0.71 for 2 inputs), and no
+    forget-gate bias of 1 (the default initializer's LSTM has one)."""
+    units, gates = 16, 4 if cell == "lstm" else 3
+    settings = RecurrentSettings(type=cell, units=units, encoder={"hidden": []}, initializer="torch_linear")
+    x = FloatBox(shape=(2,)).with_batch_rank().with_time_rank(flag=True, time_major=True)
+    core = RecurrentCore(settings, np.random.default_rng(0))
+    w = ComponentTest(core, {"call": {**spaces(core)["call"], "x": x}}, "numpy").get_weights()
+    bound = 1.0 / np.sqrt(units)
+    assert w["w_x"].shape == (2, gates * units) and w["w_h"].shape == (units, gates * units)
+    for name in ("w_x", "w_h"):
+        assert np.abs(w[name]).max() <= bound and np.abs(w[name]).max() > 0.8 * bound, name
+    biases = [w["b"]] if cell == "lstm" else [w["b_x"], w["b_h"]]
+    limit = 2 * bound if cell == "lstm" else bound  # the LSTM's one b is torch's b_ih + b_hh
+    for b in biases:
+        assert np.abs(b).max() <= limit and np.abs(b).std() > 0.1 * bound
+    if cell == "lstm":  # the forget gate starts open only with the default initializer
+        default = RecurrentCore(RecurrentSettings(type="lstm", units=units, encoder={"hidden": []}))
+        b = ComponentTest(default, {"call": {**spaces(default)["call"], "x": x}}, "numpy").get_weights()["b"]
+        np.testing.assert_array_equal(b[units : 2 * units], 1.0)
+        assert np.abs(w["b"][units : 2 * units]).max() <= limit

@@ -69,7 +69,11 @@ class RecurrentSettings(NetworkSettings):
         description="MLP after the cell, one per output head of an algorithm (sb3-contrib's net_arch after its "
         "LSTM), e.g. {hidden: [64, 64], activation: tanh}; none by default",
     )
-    initializer: str = Field("orthogonal", description="initializer of the input and recurrent weights")
+    initializer: str = Field(
+        "orthogonal",
+        description="initializer of the input and recurrent weights (torch_linear: PyTorch's nn.LSTM / nn.GRU "
+        "default, every weight and bias uniform in +-1/sqrt(units), no forget-gate bias)",
+    )
     seq_len: int = Field(
         16, gt=0, description="steps per training sequence (back-propagation through time); divides agent.n_steps"
     )
@@ -138,6 +142,9 @@ class RecurrentCore(SlotNetwork):
     def _create_cell(self, fan_in: int) -> None:
         width = GATES[self.cell_type] * self.units
         init = self.settings.initializer
+        if init == "torch_linear":  # PyTorch's default for the cell (nn.LSTM / nn.GRU), not nn.Linear's
+            self._create_torch_default_cell(fan_in, width)
+            return
         self._gain = 1.0 if init == "orthogonal" else None  # orthogonal's default gain sqrt(2) is for relu layers
         w_x = self.make_variable("w_x", initialize(init, self.rng, fan_in, width, self._gain))
         w_h = self.make_variable("w_h", initialize(init, self.rng, self.units, width, self._gain))
@@ -148,6 +155,22 @@ class RecurrentCore(SlotNetwork):
         else:
             zeros = np.zeros(width, np.float32)
             self.weights = [w_x, w_h, self.make_variable("b_x", zeros), self.make_variable("b_h", zeros.copy())]
+
+    def _create_torch_default_cell(self, fan_in: int, width: int) -> None:
+        """``nn.LSTM`` / ``nn.GRU``'s own start: every weight and bias U(-1/sqrt(units), 1/sqrt(units))
+        whatever the input width, no forget-gate bias of 1; torch's two LSTM biases (b_ih + b_hh) are
+        one ``b`` here, so it is their sum."""
+        k = 1.0 / np.sqrt(self.units)
+
+        def draw(*shape: int) -> np.ndarray:
+            return self.rng.uniform(-k, k, size=shape).astype(np.float32)
+
+        w_x = self.make_variable("w_x", draw(fan_in, width))
+        w_h = self.make_variable("w_h", draw(self.units, width))
+        if self.cell_type == "lstm":
+            self.weights = [w_x, w_h, self.make_variable("b", draw(width) + draw(width))]
+        else:
+            self.weights = [w_x, w_h, self.make_variable("b_x", draw(width)), self.make_variable("b_h", draw(width))]
 
     @api
     def call(self, x, state, reset):
