@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from rlgraph_core.backend import PythonLoop
-from rlgraph_torch.compile import call_compiled_or_eager, traced_autograd, try_compile
-from rlgraph_torch.optim import raise_non_finite
+from rlgraph_torch.compile import call_compiled_or_eager, try_compile
+from rlgraph_torch.optim import new_guard, raise_non_finite
 
 
 class TorchFusedLoop(PythonLoop):
@@ -55,6 +55,7 @@ class TorchFusedLoop(PythonLoop):
         self._traces = [0]
         self._compiled = try_compile(self._iteration, self._traces)
         self.compiled = self._compiled is not self._iteration
+        self._reset = new_guard(backend.device)
 
     def _iteration(self, *args):
         """One step of the loop: the body, its outputs detached, and the guard's ``ok`` after it."""
@@ -78,10 +79,25 @@ class TorchFusedLoop(PythonLoop):
 
     def __call__(self, per_step: Sequence[Any], constants: Sequence[Any] = ()) -> tuple[Any, ...]:
         """Run the body for every leading index of ``per_step``; outputs stacked ``[K, ...]``."""
+        per_step, constants = list(per_step), list(constants)
+        if not per_step:
+            return super().__call__(per_step, constants)  # its error names what is missing
         guard = self.backend.loop_guard
-        guard.fill_(0.0)[0] = 1.0  # reset: no step of this round has failed yet
-        with traced_autograd():
-            *outputs, ok = super().__call__(per_step, constants)
+        guard.copy_(self._reset)  # no step of this round has failed yet
+        # What traced_autograd does, as a plain try/finally (a generator context manager costs
+        # several microseconds more, once per round: at every env step for SAC's rounds of one).
+        config = torch._dynamo.config
+        was_traced = config.trace_autograd_ops
+        config.trace_autograd_ops = True
+        try:
+            # the body's outputs are detached already (_iteration), so they are stacked as they are
+            rows = [self._step(*(x[k] for x in per_step), *constants) for k in range(int(per_step[0].shape[0]))]
+        finally:
+            config.trace_autograd_ops = was_traced
+        if len(rows) == 1:
+            *outputs, ok = (o.unsqueeze(0) for o in rows[0])
+        else:
+            *outputs, ok = (torch.stack(column) for column in zip(*rows))
         # The guard carries a failure from step to step: the train steps' inline update applies
         # nothing once it is cleared. One host sync per round, after the loop.
         if float(guard[0]) < 0.5:

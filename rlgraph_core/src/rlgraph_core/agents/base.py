@@ -288,6 +288,13 @@ class Agent(abc.ABC):
         """Latest training metrics (loss, schedules ...) for the executor's reports."""
         return {"updates": self.updates}
 
+    def last_loss(self) -> float | None:
+        """The last update's ``loss`` metric (None when the agent reports none), which the run
+        recorder checks for finiteness after every update; an agent may read it without building
+        all of :meth:`metrics`."""
+        loss = self.metrics().get("loss")
+        return None if loss is None else float(loss)
+
     def _staleness(self, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
         """``{"staleness": ...}``: learner version minus the mean version that acted (if known)."""
         versions = batch.get("policy_version")

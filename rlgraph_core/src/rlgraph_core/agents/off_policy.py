@@ -88,7 +88,15 @@ def round_due(config: "OffPolicyConfig", timesteps: int, stored: int, last_train
 def target_due(updates: int, steps: int, interval: int) -> np.ndarray:
     """Float32 ``[steps]``: 1.0 at the steps of a round after which the target moves. Step ``k``
     is the ``(updates + k + 1)``-th update; the target moves after every ``interval``-th."""
+    if steps == 1:  # a round of one step (SAC at every env step): a few numpy calls fewer
+        return np.array([(updates + 1) % interval == 0], np.float32)
     return ((updates + np.arange(1, steps + 1)) % interval == 0).astype(np.float32)
+
+
+def stack_steps(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.stack(arrays)``: a round's per-step arrays as one ``[K, ...]`` array; a round of one
+    step is a view of its array (SAC rounds are one step each, at every env step: no copy)."""
+    return arrays[0][None] if len(arrays) == 1 else np.stack(arrays)
 
 
 def transition_spaces(obs_b: Space, actions_b: Space) -> dict[str, Space]:
@@ -423,8 +431,8 @@ class OffPolicyAgent(Agent):
         """The K samples' loss inputs, each stacked ``[K, B, ...]``: obs, actions, rewards,
         next_obs, terminals, discounts, weights (the defaults of :meth:`_defaults` filled in)."""
         defaults = [self._defaults(s) for s in samples]
-        fields = [np.stack([s[k] for s in samples]) for k in ("obs", "actions", "rewards", "next_obs", "terminals")]
-        return fields + [np.stack([d for _, d in defaults]), np.stack([w for w, _ in defaults])]
+        fields = [stack_steps([s[k] for s in samples]) for k in ("obs", "actions", "rewards", "next_obs", "terminals")]
+        return fields + [stack_steps([d for _, d in defaults]), stack_steps([w for w, _ in defaults])]
 
     def learn(self, batch: Mapping[str, np.ndarray]) -> LearnResult:
         """Learner role: one gradient step on ``batch`` (e.g. sampled from a remote replay shard).
@@ -470,6 +478,12 @@ class OffPolicyAgent(Agent):
         if discounts is None:
             discounts = np.full(n, self.config.gamma, np.float32)  # a given batch: one-step transitions
         return weights, discounts
+
+    def last_loss(self) -> float | None:
+        """The last step's ``loss`` scalar alone (one host read), not the whole :meth:`metrics`:
+        the run recorder asks for it after every update."""
+        loss = None if self._last is None else self._last.get("loss")
+        return None if loss is None else float(self.backend.to_numpy(loss))
 
     def metrics(self) -> dict[str, float]:
         """Latest training metrics (converting the last step's scalars to floats only here)."""

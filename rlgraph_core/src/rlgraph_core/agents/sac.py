@@ -43,7 +43,7 @@ from typing import Annotated, Literal, Optional, Union
 import numpy as np
 from pydantic import Field, SerializeAsAny, field_validator
 
-from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig, transition_spaces
+from rlgraph_core.agents.off_policy import OffPolicyAgent, OffPolicyConfig, stack_steps, transition_spaces
 from rlgraph_core.agents.observations import check_observation_space, observation_kind, to_obs_array
 from rlgraph_core.agents.support import action_space_hint
 from rlgraph_core.components.distributions import DistributionHead, scale_action, unscale_action
@@ -448,8 +448,8 @@ class SACAgent(OffPolicyAgent):
             n = len(s["rewards"])
             draws.append([self.rng.standard_normal((2, n, self.action_dim), dtype=np.float32)])
             draws[-1] += self._critic_extra_noise(n)
-        next_noise, actor_noise = np.ascontiguousarray(np.stack([d[0] for d in draws]).transpose(1, 0, 2, 3))
-        extra = [np.stack([d[i] for d in draws]) for i in range(1, len(draws[0]))]
+        next_noise, actor_noise = np.ascontiguousarray(stack_steps([d[0] for d in draws]).transpose(1, 0, 2, 3))
+        extra = [stack_steps([d[i] for d in draws]) for i in range(1, len(draws[0]))]
         return self._stacked_transitions(samples) + [next_noise, actor_noise] + extra
 
     def _round_step(self, *inputs):

@@ -464,8 +464,8 @@ class RunRecorder:
         update, so the run stops here; checkpoints are never written with non-finite weights (the
         newest finite one stays the newest).
         """
-        loss = self.agent.metrics().get("loss")
-        if loss is None or math.isfinite(float(loss)):
+        loss = self.agent.last_loss()
+        if loss is None or math.isfinite(loss):
             return
         raise NonFiniteError(
             f"The loss became {float(loss)} at update {self.agent.updates} (env step {self.agent.timesteps}); "
