@@ -1,9 +1,10 @@
 """The shipped memory-task configs beyond CartPole (docs/recurrent.md): POPGym's RepeatPreviousEasy
 (configs/ppo_gru_popgym_repeat_previous.yaml, extra ``popgym``) and MiniGrid-MemoryS7
-(configs/ppo_lstm_minigrid_memory.yaml, extra ``minigrid``). CI checks that each builds a recurrent
-agent on the float vectors its wrappers make, and that the POPGym config's GRU leaves guessing behind
-within 8,192 env steps; POPGym's full learning run is heavy (MiniGrid-MemoryS7 is not learned within
-the config's budget yet: docs/recurrent.md)."""
+(configs/ppo_cnn_lstm_minigrid_memory.yaml, extra ``minigrid``). CI checks that each builds a
+recurrent agent on the observations its wrappers make (POPGym's float vectors, MiniGrid's uint8
+7x7x3 view for the CNN in front of the LSTM), and that the POPGym config's GRU leaves guessing behind
+within 8,192 env steps; POPGym's full learning run is heavy (MiniGrid-MemoryS7's takes about 1M env
+steps: docs/recurrent.md and docs/zoo.md)."""
 
 from __future__ import annotations
 
@@ -29,15 +30,18 @@ def _config(tmp_path, name: str, overrides: list[str]):
 
 
 @pytest.mark.parametrize(
-    "name, module, obs_shape",
-    [("ppo_gru_popgym_repeat_previous", "popgym", (4,)), ("ppo_lstm_minigrid_memory", "minigrid", (147,))],
+    "name, module, dtype, obs_shape",
+    [
+        ("ppo_gru_popgym_repeat_previous", "popgym", np.float32, (4,)),
+        ("ppo_cnn_lstm_minigrid_memory", "minigrid", np.uint8, (7, 7, 3)),
+    ],
 )
-def test_memory_configs_build_a_recurrent_agent_on_flat_float_observations(tmp_path, name, module, obs_shape):
+def test_memory_configs_build_a_recurrent_agent_on_their_observations(tmp_path, name, module, dtype, obs_shape):
     pytest.importorskip(module)
     config, _ = _config(tmp_path, name, ["env.num_envs=4"])
     algo = rl.make(config.to_dict(), eval_interval=10**9)
     assert isinstance(algo.agent, RecurrentPPOAgent)
-    assert algo.observation_space.dtype == np.float32 and algo.observation_space.shape == obs_shape
+    assert algo.observation_space.dtype == dtype and algo.observation_space.shape == obs_shape
 
 
 def test_gru_leaves_guessing_behind_on_repeat_previous_within_8k_env_steps(tmp_path):
