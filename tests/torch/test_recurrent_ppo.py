@@ -168,7 +168,7 @@ def test_lstm_config_balances_cartpole_without_velocities_where_an_mlp_cannot(tm
     """configs/ppo_lstm_cartpole_nov.yaml, seed 1, reaches its target (450) within 65,536 env steps
     (measured: 500.0 at 24,576, where the run stops; the budget leaves room for another machine's
     float rounding); the same settings with a 64-64 tanh MLP instead of the LSTM stay below 200 in
-    40,960 (measured: best 49.1). ~14 CPU-s for both. The full run on seed 0 is the heavy test below."""
+    40,960 (measured: best 49.1). 21.7 s wall, ~12 CPU-s for both (core 1, load ~2). The full run on seed 0 is the heavy test below."""
     _, run = _cartpole_nov(tmp_path / "lstm", ["train.seed=1", "train.total_timesteps=65536"])
     summary = run()
     assert summary["target_reached"] and summary["best_eval_return"] >= 450, summary
@@ -179,7 +179,8 @@ def test_lstm_config_balances_cartpole_without_velocities_where_an_mlp_cannot(tm
 @pytest.mark.heavy
 def test_lstm_config_reaches_its_target_on_seed_0_where_an_mlp_cannot(tmp_path):
     """configs/ppo_lstm_cartpole_nov.yaml as shipped (seed 0, 200k budget) reaches 450 (measured:
-    500.0 at 90,112 env steps); the 64-64 tanh MLP stays below 200 in 100k (measured: best 49.2)."""
+    500.0 at 90,112 env steps); the 64-64 tanh MLP stays below 200 in 100k (measured: best 49.2). 64.6 s
+    wall, ~33 CPU-s (core 1, load ~2)."""
     _, run = _cartpole_nov(tmp_path / "lstm", [])
     summary = run()
     assert summary["target_reached"] and summary["best_eval_return"] >= 450, summary
