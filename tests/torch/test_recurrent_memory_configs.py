@@ -3,7 +3,7 @@
 (configs/ppo_cnn_lstm_minigrid_memory.yaml, extra ``minigrid``). CI checks that each builds a
 recurrent agent on the observations its wrappers make (POPGym's float vectors, MiniGrid's uint8
 7x7x3 view for the CNN in front of the LSTM), and that the POPGym config's GRU leaves guessing behind
-within 8,192 env steps; POPGym's full learning run is heavy (MiniGrid-MemoryS7's takes about 1M env
+within 8,192 env steps; POPGym's full learning run is heavy (MiniGrid-MemoryS7's takes about 1.6M env
 steps: docs/recurrent.md and docs/zoo.md)."""
 
 from __future__ import annotations
