@@ -138,14 +138,15 @@ RECALL = {
 }
 
 
-def test_a_recurrent_policy_on_one_rank_trains_exactly_as_local(tmp_path, monkeypatch):
-    """Issue 31: the horovod executor runs recurrent PPO (each rank's env runner carries the state,
-    its rollouts store it at sequence starts); one rank is the local run, bit for bit."""
+def _assert_one_rank_equals_local(raw, steps, weight, tmp_path, monkeypatch):
+    """Train ``raw`` for ``steps`` env steps with the local and the horovod executor (one rank, no
+    launcher variables) and assert equal summaries and bit-identical checkpoint weights, ``weight``
+    among them."""
     for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
         monkeypatch.delenv(var, raising=False)
     runs = {}
     for executor in ("local", "horovod"):
-        config = validate_config(apply_overrides(RECALL, [f"train.executor={executor}", "train.total_timesteps=256"]))
+        config = validate_config(apply_overrides(raw, [f"train.executor={executor}", f"train.total_timesteps={steps}"]))
         runs[executor] = train(config, tmp_path / executor)
     for key in ("timesteps", "updates", "eval_return_mean"):
         assert runs["horovod"][key] == runs["local"][key], key
@@ -154,9 +155,15 @@ def test_a_recurrent_policy_on_one_rank_trains_exactly_as_local(tmp_path, monkey
         np.load(tmp_path / "local" / "checkpoint" / "weights.npz") as a,
         np.load(tmp_path / "horovod" / "checkpoint" / "weights.npz") as b,
     ):
-        assert sorted(a.files) == sorted(b.files) and "policy/pi_core/w_h" in a.files
+        assert sorted(a.files) == sorted(b.files) and weight in a.files
         for name in a.files:
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_a_recurrent_policy_on_one_rank_trains_exactly_as_local(tmp_path, monkeypatch):
+    """Issue 31: the horovod executor runs recurrent PPO (each rank's env runner carries the state,
+    its rollouts store it at sequence starts); one rank is the local run, bit for bit."""
+    _assert_one_rank_equals_local(RECALL, 256, "policy/pi_core/w_h", tmp_path, monkeypatch)
 
 
 def test_r2d2_with_a_cnn_lstm_on_one_rank_trains_exactly_as_local(tmp_path, monkeypatch):
@@ -165,8 +172,6 @@ def test_r2d2_with_a_cnn_lstm_on_one_rank_trains_exactly_as_local(tmp_path, monk
     its frames once, as locally). Measured: both 1.0 after 512 env steps (50 updates)."""
     from rlgraph_core.testing.memory_env import r2d2_recall_settings
 
-    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
-        monkeypatch.delenv(var, raising=False)
     agent = r2d2_recall_settings()
     cnn = {"type": "cnn", "preset": "custom", "conv": [{"filters": 8, "kernel": 3, "stride": 3}], "hidden": [16]}
     agent["network"]["encoder"] = cnn
@@ -176,17 +181,4 @@ def test_r2d2_with_a_cnn_lstm_on_one_rank_trains_exactly_as_local(tmp_path, monk
         "env": {"id": "rlgraph_core.testing.memory_env:RecallCueImage", "num_envs": 8},
         "train": {"eval_interval": 512, "eval_episodes": 8, "progress_bar": False, "loggers": ["jsonl"]},
     }
-    runs = {}
-    for executor in ("local", "horovod"):
-        config = validate_config(apply_overrides(raw, [f"train.executor={executor}", "train.total_timesteps=512"]))
-        runs[executor] = train(config, tmp_path / executor)
-    for key in ("timesteps", "updates", "eval_return_mean"):
-        assert runs["horovod"][key] == runs["local"][key], key
-    assert runs["horovod"]["ranks"] == 1 and runs["local"]["updates"] > 0
-    with (
-        np.load(tmp_path / "local" / "checkpoint" / "weights.npz") as a,
-        np.load(tmp_path / "horovod" / "checkpoint" / "weights.npz") as b,
-    ):
-        assert sorted(a.files) == sorted(b.files) and "policy/core/encoder/conv_0/W" in a.files
-        for name in a.files:
-            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    _assert_one_rank_equals_local(raw, 512, "policy/core/encoder/conv_0/W", tmp_path, monkeypatch)
