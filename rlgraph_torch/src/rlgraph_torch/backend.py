@@ -118,7 +118,9 @@ class TorchBackend(Backend):
         return str(self._device)
 
     def to_tensor(self, value, dtype=None):
-        if isinstance(value, torch.Tensor):  # torch.is_tensor's test, without its Python frame
+        # torch.is_tensor, not isinstance: inside a compiled train step dynamo traced the isinstance
+        # form into 4 graphs instead of 1 (tests/torch/test_torch_recurrent.py's trace count).
+        if torch.is_tensor(value):
             return value
         if isinstance(value, dict):  # a Dict observation: one tensor per key
             return {k: self.to_tensor(v, dtype) for k, v in value.items()}
