@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from rlgraph_core.backend import PythonLoop
-from rlgraph_torch.compile import call_compiled_or_eager, try_compile
+from rlgraph_torch.compile import call_compiled_or_eager, try_compile, with_traced_autograd
 from rlgraph_torch.optim import new_guard, raise_non_finite
 
 
@@ -56,6 +56,9 @@ class TorchFusedLoop(PythonLoop):
         self._compiled = try_compile(self._iteration, self._traces)
         self.compiled = self._compiled is not self._iteration
         self._reset = new_guard(backend.device)
+        # the round's steps with dynamo's trace_autograd_ops on (with_traced_autograd: a plain
+        # try/finally, once per round, which for SAC is every env step)
+        self._rows = with_traced_autograd(self._run_rows)
 
     def _iteration(self, *args):
         """One step of the loop: the body, its outputs detached, and the guard's ``ok`` after it."""
@@ -72,6 +75,10 @@ class TorchFusedLoop(PythonLoop):
             self.compiled = False
         return out
 
+    def _run_rows(self, per_step: list[Any], constants: list[Any]) -> list[tuple[Any, ...]]:
+        """Each step's outputs, detached already (:meth:`_iteration`), for every leading index."""
+        return [self._step(*(x[k] for x in per_step), *constants) for k in range(int(per_step[0].shape[0]))]
+
     @property
     def trace_count(self) -> int | None:
         """Programs compiled for this loop so far (one per distinct input shape)."""
@@ -84,16 +91,7 @@ class TorchFusedLoop(PythonLoop):
             return super().__call__(per_step, constants)  # its error names what is missing
         guard = self.backend.loop_guard
         guard.copy_(self._reset)  # no step of this round has failed yet
-        # What traced_autograd does, as a plain try/finally (a generator context manager costs
-        # several microseconds more, once per round: at every env step for SAC's rounds of one).
-        config = torch._dynamo.config
-        was_traced = config.trace_autograd_ops
-        config.trace_autograd_ops = True
-        try:
-            # the body's outputs are detached already (_iteration), so they are stacked as they are
-            rows = [self._step(*(x[k] for x in per_step), *constants) for k in range(int(per_step[0].shape[0]))]
-        finally:
-            config.trace_autograd_ops = was_traced
+        rows = self._rows(per_step, constants)
         if len(rows) == 1:
             *outputs, ok = (o.unsqueeze(0) for o in rows[0])
         else:
