@@ -33,8 +33,14 @@ class PoisonCartPole(CartPoleEnv):
         return obs, reward, False, False, info
 
 
-if "PoisonCartPoleTest-v0" not in gym.registry:
-    gym.register("PoisonCartPoleTest-v0", entry_point=PoisonCartPole)
+def _register(*entries):
+    """Register each ``(id, env class)`` with gymnasium once (re-imports find them registered)."""
+    for env_id, entry in entries:
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=entry)
+
+
+_register(("PoisonCartPoleTest-v0", PoisonCartPole))
 
 
 def step_until_error(envs, steps=10):
@@ -118,9 +124,7 @@ class NoActionSpaceEnv(gym.Env):
     observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
 
 
-for _id, _entry in (("ChangingImageTest-v0", ChangingImageEnv), ("NoActionSpaceTest-v0", NoActionSpaceEnv)):
-    if _id not in gym.registry:
-        gym.register(_id, entry_point=_entry)
+_register(("ChangingImageTest-v0", ChangingImageEnv), ("NoActionSpaceTest-v0", NoActionSpaceEnv))
 
 
 @pytest.mark.parametrize(
@@ -327,9 +331,7 @@ class DictWalk(gym.Env):
         return self._obs(), float(self.pos[0]), ended, self.t >= 30, info
 
 
-for _id, _entry in (("EndsBadlyTest-v0", EndsBadly), ("DictWalkTest-v0", DictWalk)):
-    if _id not in gym.registry:
-        gym.register(_id, entry_point=_entry)
+_register(("EndsBadlyTest-v0", EndsBadly), ("DictWalkTest-v0", DictWalk))
 
 
 @pytest.mark.parametrize(
